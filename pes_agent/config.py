@@ -1,0 +1,118 @@
+"""Configuration: providers, threads, per-call options and a thread's saved state."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+__all__ = [
+    "AgentState",
+    "LLMParams",
+    "ProviderConfig",
+    "RunOptions",
+    "StateSaving",
+    "ThreadConfig",
+]
+
+StateSaving = Literal["explicit", "implicit"]
+
+
+class ProviderConfig(BaseModel):
+    """Which model to call and how: `ProviderConfig("openai", "gpt-4o-mini", api_key=...)`.
+
+    `provider` is `"openai"`, `"anthropic"`, `"ollama"` or a name registered with
+    `register_provider`. Without `api_key`/`base_url` the SDKs' usual environment variables
+    (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `OPENAI_BASE_URL`, ...) apply. The key is a
+    `SecretStr`: it never appears in `repr`, logs or observations.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: str
+    model: str
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    max_concurrency: int = 16
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    def __init__(self, provider: str, model: str, /, **kwargs: Any) -> None:
+        super().__init__(provider=provider, model=model, **kwargs)
+
+    @field_validator("provider", "model")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty, e.g. ProviderConfig('openai', 'gpt-4o-mini')")
+        return value
+
+    @field_validator("timeout_s")
+    @classmethod
+    def _positive_timeout(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("timeout_s must be > 0 seconds")
+        return value
+
+    @field_validator("max_retries")
+    @classmethod
+    def _retries(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError("max_retries must be >= 0 (0 disables retries)")
+        return value
+
+    @field_validator("max_concurrency")
+    @classmethod
+    def _concurrency(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("max_concurrency must be >= 1")
+        return value
+
+
+class LLMParams(BaseModel):
+    """Sampling parameters passed to the model for one call."""
+
+    model_config = ConfigDict(frozen=True)
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class ThreadConfig(BaseModel):
+    """Per-thread settings; any field left `None` falls back to the agent's default.
+
+    `enabled_tools=None` enables every registered tool; `[]` enables none.
+    """
+
+    provider_config: ProviderConfig | None = None
+    enabled_tools: list[str] | None = None
+    history_limit: int | None = None
+    system_prompt: str | None = None
+
+    @field_validator("history_limit")
+    @classmethod
+    def _history(cls, value: int | None) -> int | None:
+        if value is not None and value < 0:
+            raise ValueError("history_limit must be >= 0")
+        return value
+
+
+class AgentState(BaseModel):
+    """Application data saved per thread; `version` increases on every save."""
+
+    data: dict[str, Any] = Field(default_factory=dict)
+    version: int = 0
+
+
+class RunOptions(BaseModel):
+    """Overrides for one `process()` call; `None` keeps the thread's or agent's setting."""
+
+    provider_config: ProviderConfig | None = None
+    system_prompt: str | None = None
+    llm_params: LLMParams | None = None
+    enabled_tools: list[str] | None = None
+    history_limit: int | None = None
+    max_tool_calls: int | None = None
+    tool_timeout_s: float | None = None

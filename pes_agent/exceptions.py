@@ -1,0 +1,116 @@
+"""Every error pes-agent raises or reports.
+
+```
+PESAgentError
+├── UsageError                the developer's mistake; the message says the fix (also a ValueError)
+│   └── ConfigurationError    a provider, storage or tool was configured wrongly
+└── RunError                  something failed while a run was under way; carries thread/trace ids
+    ├── ProviderError         the model API failed (status code, whether it was retryable)
+    │   └── ScriptExhaustedError   a ScriptedProvider ran out of responses
+    ├── PlanParseError        the model's plan could not be used, even after the repair round-trip
+    ├── ToolExecutionError    a tool raised, timed out or was refused (carries call_id, tool_name)
+    └── StorageError          the store could not be read or written
+```
+
+`AgentCore.process` raises only `UsageError`s. Every `RunError` becomes an `error` or `partial`
+result with an ERROR observation instead.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "PESAgentError",
+    "PlanParseError",
+    "ProviderError",
+    "RunError",
+    "ScriptExhaustedError",
+    "StorageError",
+    "ToolExecutionError",
+    "UsageError",
+]
+
+
+class PESAgentError(Exception):
+    """Root of every exception pes-agent raises."""
+
+
+class UsageError(PESAgentError, ValueError):
+    """The library was called wrongly; the message says how to call it instead."""
+
+
+class ConfigurationError(UsageError):
+    """A provider, storage, tool or thread was configured wrongly."""
+
+
+class RunError(PESAgentError):
+    """A failure during a run, with the thread and trace it happened in."""
+
+    def __init__(
+        self, message: str, *, thread_id: str | None = None, trace_id: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.thread_id = thread_id
+        self.trace_id = trace_id
+
+
+class ProviderError(RunError):
+    """The model provider failed; `retryable` says whether trying again could help."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        status_code: int | None = None,
+        retryable: bool = False,
+        thread_id: str | None = None,
+        trace_id: str | None = None,
+    ) -> None:
+        super().__init__(message, thread_id=thread_id, trace_id=trace_id)
+        self.provider = provider
+        self.status_code = status_code
+        self.retryable = retryable
+
+
+class ScriptExhaustedError(ProviderError):
+    """A `ScriptedProvider` was asked for more responses than it was given."""
+
+
+class PlanParseError(RunError):
+    """The planning output was unusable even after one repair round-trip."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        raw_output: str = "",
+        errors: list[str] | None = None,
+        thread_id: str | None = None,
+        trace_id: str | None = None,
+    ) -> None:
+        super().__init__(message, thread_id=thread_id, trace_id=trace_id)
+        self.raw_output = raw_output
+        self.errors = list(errors or [])
+
+
+class ToolExecutionError(RunError):
+    """A tool call failed: it raised, timed out, was not enabled or got invalid arguments."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        call_id: str | None = None,
+        tool_name: str | None = None,
+        thread_id: str | None = None,
+        trace_id: str | None = None,
+    ) -> None:
+        super().__init__(message, thread_id=thread_id, trace_id=trace_id)
+        self.call_id = call_id
+        self.tool_name = tool_name
+
+
+class StorageError(RunError):
+    """The storage backend could not be read or written."""

@@ -1,0 +1,55 @@
+"""The typed records a run leaves behind for UIs and logs."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Observation", "ObservationType"]
+
+
+class ObservationType(StrEnum):
+    """What an observation is about."""
+
+    INTENT = "INTENT"
+    TITLE = "TITLE"
+    PLAN = "PLAN"
+    THOUGHTS = "THOUGHTS"
+    TOOL_CALL = "TOOL_CALL"
+    TOOL_EXECUTION = "TOOL_EXECUTION"
+    SYNTHESIS = "SYNTHESIS"
+    ERROR = "ERROR"
+    FINAL_RESPONSE = "FINAL_RESPONSE"
+    STATE_UPDATE = "STATE_UPDATE"
+    LLM_STREAM_START = "LLM_STREAM_START"
+    LLM_STREAM_METADATA = "LLM_STREAM_METADATA"
+    LLM_STREAM_END = "LLM_STREAM_END"
+    LLM_STREAM_ERROR = "LLM_STREAM_ERROR"
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Observation(BaseModel):
+    """One typed event of a run: `content` holds the payload, `metadata` extra context."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(default_factory=_new_id)
+    thread_id: str
+    trace_id: str
+    timestamp: datetime = Field(default_factory=_now)
+    type: ObservationType
+    title: str
+    content: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] | None = None
+    parent_id: str | None = None

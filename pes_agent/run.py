@@ -1,0 +1,76 @@
+"""What goes into `AgentCore.process()` and what comes out of it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from pes_agent.config import RunOptions
+from pes_agent.messages import ConversationMessage
+from pes_agent.usage import Usage
+
+__all__ = [
+    "AgentFinalResponse",
+    "AgentProps",
+    "ExecutionMetadata",
+    "PhaseDurations",
+    "RunStatus",
+]
+
+RunStatus = Literal["success", "partial", "error"]
+
+
+class AgentProps(BaseModel):
+    """One request to the agent: `AgentProps("What's 12*7?", "thread-1")`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    query: str
+    thread_id: str
+    session_id: str | None = None
+    user_id: str | None = None
+    trace_id: str | None = None
+    options: RunOptions | None = None
+
+    def __init__(self, query: str, thread_id: str, /, **kwargs: object) -> None:
+        super().__init__(query=query, thread_id=thread_id, **kwargs)
+
+    @field_validator("thread_id")
+    @classmethod
+    def _thread_id(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("thread_id must be a non-empty string, e.g. 'thread-1'")
+        return value
+
+
+class PhaseDurations(BaseModel):
+    """Wall time of each phase of a run, in milliseconds."""
+
+    load_ms: float = 0.0
+    planning_ms: float = 0.0
+    execution_ms: float = 0.0
+    synthesis_ms: float = 0.0
+    finalization_ms: float = 0.0
+
+
+class ExecutionMetadata(BaseModel):
+    """How a run went: status, counts, usage and timings."""
+
+    thread_id: str
+    trace_id: str
+    user_id: str | None = None
+    status: RunStatus
+    total_duration_ms: float
+    llm_calls: int = 0
+    tool_calls: int = 0
+    error: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    phases: PhaseDurations = Field(default_factory=PhaseDurations)
+
+
+class AgentFinalResponse(BaseModel):
+    """The agent's answer (`response.content`) and how it was reached (`metadata`)."""
+
+    response: ConversationMessage
+    metadata: ExecutionMetadata

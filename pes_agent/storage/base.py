@@ -1,0 +1,72 @@
+"""The storage protocol behind StateManager, ConversationManager and the observation log."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol, runtime_checkable
+
+from pes_agent.config import AgentState, ThreadConfig
+from pes_agent.messages import ConversationMessage
+from pes_agent.observation_types import Observation, ObservationType
+
+__all__ = ["Storage"]
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """Where threads, their history, state and observations live.
+
+    Implementations: `InMemoryStorage`, `SQLiteStorage`, `PostgresStorage`. All methods are
+    safe to call concurrently. `lock_thread` serialises runs on one thread (in one process at
+    least; durable backends also across processes), and never blocks other threads.
+    """
+
+    async def get_thread_config(self, thread_id: str) -> ThreadConfig | None: ...
+
+    async def set_thread_config(self, thread_id: str, config: ThreadConfig) -> None: ...
+
+    async def get_agent_state(self, thread_id: str) -> AgentState | None: ...
+
+    async def set_agent_state(self, thread_id: str, state: AgentState) -> AgentState:
+        """Save `state` with its version bumped by one and return what was saved."""
+        ...
+
+    async def add_messages(
+        self, thread_id: str, messages: Sequence[ConversationMessage]
+    ) -> None: ...
+
+    async def get_messages(
+        self, thread_id: str, *, limit: int | None = None
+    ) -> list[ConversationMessage]:
+        """The newest `limit` messages (all when None), oldest first."""
+        ...
+
+    async def commit_turn(
+        self,
+        thread_id: str,
+        messages: Sequence[ConversationMessage],
+        state: AgentState | None,
+    ) -> AgentState | None:
+        """Save a run's messages and (if given) its state atomically: all or nothing."""
+        ...
+
+    async def add_observation(self, observation: Observation) -> None: ...
+
+    async def get_observations(
+        self,
+        thread_id: str,
+        *,
+        types: Sequence[ObservationType] | None = None,
+        trace_id: str | None = None,
+    ) -> list[Observation]:
+        """Observations of a thread in the order they were recorded."""
+        ...
+
+    async def list_threads(self) -> list[str]: ...
+
+    async def delete_thread(self, thread_id: str) -> None: ...
+
+    def lock_thread(self, thread_id: str) -> AbstractAsyncContextManager[None]: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,59 @@
+"""What a tool is: a schema the model sees and an `execute` the agent awaits."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Tool", "ToolContext", "ToolResult", "ToolSchema", "ToolStatus"]
+
+ToolStatus = Literal["success", "error"]
+
+
+class ToolSchema(BaseModel):
+    """The tool as the model sees it: a name, a description and a JSON Schema of its arguments."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str
+    input_schema: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+
+class ToolContext(BaseModel):
+    """Who is calling a tool; passed to `execute` so a tool can scope its work."""
+
+    model_config = ConfigDict(frozen=True)
+
+    thread_id: str
+    trace_id: str
+    call_id: str
+    user_id: str | None = None
+    session_id: str | None = None
+
+
+class ToolResult(BaseModel):
+    """The outcome of one tool call; failures are results too, never exceptions."""
+
+    call_id: str
+    tool_name: str
+    status: ToolStatus
+    output: Any = None
+    error: str | None = None
+    duration_ms: float = 0.0
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """Anything with a `schema` and an `async execute(arguments, context)` is a tool.
+
+    `timeout_s` (optional attribute) overrides the agent's per-call timeout.
+    """
+
+    @property
+    def schema(self) -> ToolSchema: ...
+
+    async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any: ...

@@ -1,0 +1,127 @@
+"""The contracts of pes-agent's pluggable parts, gathered in one place.
+
+Swap a phase by passing an object of the right shape to `create_agent`:
+
+- `Planner.plan(ctx) -> PlanningOutput` — decides intent, plan and tool calls;
+- `Executor.execute(calls, ctx) -> list[ToolResult]` — runs the calls (the default runs them as
+  a concurrent DAG; `SequentialExecutor` runs them one by one);
+- `Synthesizer.synthesize(ctx) -> str` — writes the final answer.
+
+The default implementations use nothing but these contracts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pes_agent.config import AgentState, LLMParams
+from pes_agent.messages import ConversationMessage
+from pes_agent.plans import ParsedToolCall, PlanningOutput
+from pes_agent.providers.base import LLMPhase, PromptMessage, StreamMetadata
+from pes_agent.run import AgentProps
+from pes_agent.tools.base import Tool, ToolResult, ToolSchema
+from pes_agent.usage import Usage
+
+__all__ = [
+    "ExecutionContext",
+    "ExecutionHooks",
+    "Executor",
+    "LLMResponse",
+    "ModelCaller",
+    "Planner",
+    "PlanningContext",
+    "SynthesisContext",
+    "Synthesizer",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LLMResponse:
+    """A finished model call: its answer text, thinking blocks, usage and stream metadata."""
+
+    text: str
+    thoughts: tuple[str, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    metadata: StreamMetadata | None = None
+
+
+@runtime_checkable
+class ModelCaller(Protocol):
+    """Streams one model call for a phase, recording stream observations and usage."""
+
+    async def __call__(
+        self, messages: Sequence[PromptMessage], *, phase: LLMPhase
+    ) -> LLMResponse: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PlanningContext:
+    """Everything a planner may use to decide what to do."""
+
+    props: AgentProps
+    thread_id: str
+    trace_id: str
+    system_prompt: str
+    history: Sequence[ConversationMessage]
+    tools: Sequence[ToolSchema]
+    state: AgentState
+    llm: ModelCaller
+    llm_params: LLMParams = field(default_factory=LLMParams)
+
+
+@dataclass(frozen=True, slots=True)
+class SynthesisContext:
+    """Everything a synthesizer may use to write the answer."""
+
+    props: AgentProps
+    thread_id: str
+    trace_id: str
+    system_prompt: str
+    history: Sequence[ConversationMessage]
+    planning: PlanningOutput
+    results: Sequence[ToolResult]
+    llm: ModelCaller
+
+
+@runtime_checkable
+class ExecutionHooks(Protocol):
+    """Told when each call starts (with resolved arguments) and ends; must not raise."""
+
+    async def on_call_start(self, call: ParsedToolCall, arguments: dict[str, Any]) -> None: ...
+
+    async def on_call_end(self, call: ParsedToolCall, result: ToolResult) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionContext:
+    """What an executor needs: the tools, which of them this run may use, and its limits."""
+
+    thread_id: str
+    trace_id: str
+    tools: Mapping[str, Tool]
+    enabled_tools: frozenset[str]
+    max_concurrency: int = 8
+    tool_timeout_s: float = 30.0
+    max_tool_calls: int = 32
+    user_id: str | None = None
+    session_id: str | None = None
+    hooks: ExecutionHooks | None = None
+
+
+@runtime_checkable
+class Planner(Protocol):
+    async def plan(self, ctx: PlanningContext) -> PlanningOutput: ...
+
+
+@runtime_checkable
+class Executor(Protocol):
+    async def execute(
+        self, calls: Sequence[ParsedToolCall], ctx: ExecutionContext
+    ) -> list[ToolResult]: ...
+
+
+@runtime_checkable
+class Synthesizer(Protocol):
+    async def synthesize(self, ctx: SynthesisContext) -> str: ...
