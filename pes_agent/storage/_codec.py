@@ -1,0 +1,116 @@
+"""How models become the JSON text every backend stores, and back.
+
+All three backends store the same JSON, so they behave the same: data that cannot be saved
+fails the same way everywhere, and what comes back is always a fresh copy.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError, to_json
+
+from pes_agent.config import AgentState, ProviderConfig, ThreadConfig
+from pes_agent.exceptions import ConfigurationError, StorageError, UsageError
+from pes_agent.messages import ConversationMessage
+from pes_agent.observation_types import Observation
+
+__all__ = [
+    "dump_config",
+    "dump_message",
+    "dump_observation",
+    "dump_state_data",
+    "load_config",
+    "load_message",
+    "load_observation",
+    "load_state",
+]
+
+
+def dump_message(message: ConversationMessage, thread_id: str) -> str:
+    """JSON for a message, or a `StorageError` saying which one cannot be saved."""
+    if message.thread_id != thread_id:
+        raise UsageError(
+            f"message {message.message_id!r} belongs to thread {message.thread_id!r}, "
+            f"not {thread_id!r}: build it with thread_id={thread_id!r}"
+        )
+    try:
+        return message.model_dump_json()
+    except (PydanticSerializationError, ValueError, TypeError) as exc:
+        raise StorageError(
+            f"message {message.message_id!r} cannot be saved: its metadata must be "
+            f"JSON-serialisable ({exc})",
+            thread_id=thread_id,
+        ) from exc
+
+
+def load_message(text: str | bytes) -> ConversationMessage:
+    """The message stored as `text`."""
+    return ConversationMessage.model_validate_json(text)
+
+
+def dump_state_data(state: AgentState, thread_id: str) -> str:
+    """JSON for a state's `data`, or a `StorageError` if it is not JSON-serialisable."""
+    try:
+        return to_json(state.data).decode()
+    except (PydanticSerializationError, ValueError, TypeError) as exc:
+        raise StorageError(
+            f"the agent state of thread {thread_id!r} cannot be saved: AgentState.data must "
+            f"be JSON-serialisable ({exc})",
+            thread_id=thread_id,
+        ) from exc
+
+
+def load_state(data: str | bytes, version: int) -> AgentState:
+    """The state stored as `data` at `version`."""
+    return AgentState(data=json.loads(data), version=version)
+
+
+def dump_config(config: ThreadConfig, thread_id: str) -> str:
+    """JSON for a thread config; an API key is refused rather than written to a database."""
+    provider = config.provider_config
+    if provider is not None and provider.api_key is not None:
+        raise ConfigurationError(
+            f"ThreadConfig for thread {thread_id!r} carries provider_config.api_key, and "
+            "storage never saves secrets: leave api_key=None in the thread config and give the "
+            "key to the agent's ProviderConfig or the provider's environment variable "
+            "(OPENAI_API_KEY, ANTHROPIC_API_KEY, ...)"
+        )
+    return config.model_dump_json()
+
+
+def load_config(text: str | bytes) -> ThreadConfig:
+    """The thread config stored as `text`."""
+    raw: dict[str, Any] = json.loads(text)
+    provider_raw = raw.pop("provider_config", None)
+    try:
+        # ProviderConfig takes provider and model positionally, so nested validation of a plain
+        # dict cannot build it: construct it explicitly and hand ThreadConfig the instance.
+        provider = None
+        if provider_raw is not None:
+            provider = ProviderConfig(
+                provider_raw.pop("provider"), provider_raw.pop("model"), **provider_raw
+            )
+        return ThreadConfig(provider_config=provider, **raw)
+    except (ValidationError, KeyError, TypeError) as exc:
+        raise StorageError(f"a stored thread config is unreadable ({exc})") from exc
+
+
+def _fallback(value: Any) -> Any:
+    return repr(value)
+
+
+def dump_observation(observation: Observation) -> str:
+    """JSON for an observation; values JSON cannot hold are saved as their `repr`.
+
+    Observations are a log: a tool output that is not JSON must not fail the run that
+    records it, so it is kept in readable form instead.
+    """
+    return observation.model_dump_json(fallback=_fallback)
+
+
+def load_observation(text: str | bytes) -> Observation:
+    """The observation stored as `text`."""
+    return Observation.model_validate_json(text)
