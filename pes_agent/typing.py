@@ -108,6 +108,7 @@ class ExecutionContext:
     user_id: str | None = None
     session_id: str | None = None
     hooks: ExecutionHooks | None = None
+    state: AgentState | None = None
 
 
 @runtime_checkable

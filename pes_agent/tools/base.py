@@ -6,6 +6,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pes_agent.config import AgentState
+
 __all__ = ["Tool", "ToolContext", "ToolResult", "ToolSchema", "ToolStatus"]
 
 ToolStatus = Literal["success", "error"]
@@ -24,7 +26,11 @@ class ToolSchema(BaseModel):
 
 
 class ToolContext(BaseModel):
-    """Who is calling a tool; passed to `execute` so a tool can scope its work."""
+    """Who is calling a tool; passed to `execute` so a tool can scope its work.
+
+    `state` is the run's copy of the thread's `AgentState`: with `state_saving="implicit"` a
+    tool may change `state.data` and the run saves it when it finishes.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -33,6 +39,7 @@ class ToolContext(BaseModel):
     call_id: str
     user_id: str | None = None
     session_id: str | None = None
+    state: AgentState | None = None
 
 
 class ToolResult(BaseModel):

@@ -1,0 +1,40 @@
+"""A thread's message history, saved through a `Storage`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pes_agent.exceptions import UsageError
+from pes_agent.messages import ConversationMessage
+from pes_agent.storage.base import Storage
+
+__all__ = ["ConversationManager"]
+
+
+class ConversationManager:
+    """Adds and reads the messages of a thread, oldest first."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+
+    async def add_messages(self, thread_id: str, messages: Sequence[ConversationMessage]) -> None:
+        """Append `messages` to the thread's history, in order."""
+        for message in messages:
+            if not isinstance(message, ConversationMessage):
+                raise UsageError(
+                    f"add_messages takes ConversationMessage objects, got {type(message).__name__}"
+                )
+            if message.thread_id != thread_id:
+                raise UsageError(
+                    f"message {message.message_id} belongs to thread {message.thread_id!r}, "
+                    f"not {thread_id!r}; create it with thread_id={thread_id!r}"
+                )
+        await self._storage.add_messages(thread_id, list(messages))
+
+    async def get_messages(
+        self, thread_id: str, *, limit: int | None = None
+    ) -> list[ConversationMessage]:
+        """The newest `limit` messages of the thread (all when None), oldest first."""
+        if limit is not None and limit < 0:
+            raise UsageError(f"limit must be >= 0 or None, got {limit}")
+        return await self._storage.get_messages(thread_id, limit=limit)

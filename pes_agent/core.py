@@ -1,0 +1,329 @@
+"""AgentCore: one `process()` call drives a run entity through the PES systems."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Protocol, TypeVar
+
+import structlog
+
+from ecs_core import TerminalComponent, World
+from pes_agent.config import LLMParams, ProviderConfig, StateSaving
+from pes_agent.conversation import ConversationManager
+from pes_agent.exceptions import RunError, UsageError
+from pes_agent.messages import ConversationMessage, MessageRole
+from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.observations import ObservationManager
+from pes_agent.pes.components import (
+    Executed,
+    Finalized,
+    RunFailed,
+    RunSpec,
+    RunTelemetry,
+)
+from pes_agent.pes.finalization import ErrorHandlingSystem, FinalizationSystem
+from pes_agent.pes.llm_call import RunModelCaller
+from pes_agent.pes.planning import PlanningSystem
+from pes_agent.pes.synthesis import SynthesisSystem
+from pes_agent.pes.tool_execution import ToolSystem
+from pes_agent.providers.base import LLMProvider
+from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata, RunStatus
+from pes_agent.state import StateManager, ThreadContext
+from pes_agent.storage.base import Storage
+from pes_agent.streaming import StreamSocket
+from pes_agent.tools.registry import ToolRegistry
+from pes_agent.typing import Executor, Planner, Synthesizer
+from pes_agent.usage import Usage
+
+__all__ = ["AgentCore", "ProviderSource"]
+
+_log = structlog.get_logger("pes_agent.agent")
+
+# Each phase needs one tick at most; a run still open after this many is a bug we report.
+_MAX_TICKS = 8
+
+
+class ProviderSource(Protocol):
+    """Hands out provider clients by configuration, creating each once; closes them all."""
+
+    def get(self, spec: ProviderConfig) -> LLMProvider: ...
+
+    async def aclose(self) -> None: ...
+
+
+class AgentCore:
+    """A plan-execute-synthesize agent. Build one with `create_agent(...)`.
+
+    `process()` is safe to call concurrently: runs on different threads proceed in parallel,
+    runs on the same thread are serialised so their turns never interleave.
+    """
+
+    def __init__(
+        self,
+        *,
+        provider: LLMProvider,
+        providers: ProviderSource,
+        tools: ToolRegistry,
+        storage: Storage,
+        observations: ObservationManager,
+        planner: Planner,
+        executor: Executor,
+        synthesizer: Synthesizer,
+        system_prompt: str,
+        history_limit: int,
+        state_saving: StateSaving,
+        max_concurrency: int,
+        tool_timeout_s: float,
+        max_tool_calls: int,
+        llm_params: LLMParams,
+    ) -> None:
+        self.tools = tools
+        self.state = StateManager(storage)
+        self.conversation = ConversationManager(storage)
+        self.observations = observations
+        self.stream = StreamSocket()
+        self._provider = provider
+        self._providers = providers
+        self._storage = storage
+        self._system_prompt = system_prompt
+        self._history_limit = history_limit
+        self._state_saving = state_saving
+        self._max_concurrency = max_concurrency
+        self._tool_timeout_s = tool_timeout_s
+        self._max_tool_calls = max_tool_calls
+        self._llm_params = llm_params
+        self._systems: list[tuple[Any, int]] = [
+            (PlanningSystem(planner), 0),
+            (ToolSystem(executor, dict(tools.as_mapping())), 5),
+            (SynthesisSystem(synthesizer), 10),
+            (FinalizationSystem(storage, state_saving), 20),
+            (ErrorHandlingSystem(), 99),
+        ]
+        self._closed = False
+
+    async def __aenter__(self) -> AgentCore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close provider clients and storage; the agent cannot process after this."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._providers.aclose()
+        await self._provider.aclose()
+        await self._storage.aclose()
+
+    def _world(self) -> World:
+        world = World()
+        for system, priority in self._systems:
+            world.register_system(system, priority)
+        return world
+
+    async def process(self, props: AgentProps) -> AgentFinalResponse:
+        """Plan, execute and synthesize an answer to `props.query` on `props.thread_id`.
+
+        Runtime failures (provider down, unusable plan, storage error) come back as a response
+        with `metadata.status == "error"`; tool failures as `"partial"`. Only invalid
+        arguments raise (`UsageError`).
+        """
+        if not isinstance(props, AgentProps):
+            raise UsageError(
+                f"process() takes AgentProps, got {type(props).__name__}; "
+                'call agent.process(AgentProps("your question", "thread-1"))'
+            )
+        if self._closed:
+            raise UsageError("this agent was closed with aclose(); create a new one")
+        trace_id = props.trace_id or uuid.uuid4().hex
+        started = time.perf_counter()
+        async with self._storage.lock_thread(props.thread_id):
+            return await self._run(props, trace_id, started)
+
+    async def _run(self, props: AgentProps, trace_id: str, started: float) -> AgentFinalResponse:
+        thread_id = props.thread_id
+        log = _log.bind(thread_id=thread_id, trace_id=trace_id)
+        options = props.options
+        try:
+            context = await self.state.load_context(thread_id)
+            limit = _first(
+                options.history_limit if options else None,
+                context.config.history_limit,
+                self._history_limit,
+            )
+            history = await self._storage.get_messages(thread_id, limit=limit) if limit else []
+            provider = self._provider_for(props, context)
+        except RunError as error:
+            return await self._load_failure(props, trace_id, started, error.message)
+        except UsageError as error:
+            # A thread's saved configuration is data, not code: report it as a failed run.
+            return await self._load_failure(props, trace_id, started, str(error))
+        load_ms = (time.perf_counter() - started) * 1000
+
+        enabled = self._enabled_tools(context, options.enabled_tools if options else None)
+        telemetry = RunTelemetry(
+            llm=RunModelCaller(
+                provider=provider,
+                observations=self.observations,
+                stream=self.stream,
+                thread_id=thread_id,
+                trace_id=trace_id,
+                params=(options.llm_params if options and options.llm_params else None)
+                or self._llm_params,
+            ),
+            observations=self.observations,
+        )
+        telemetry.phases.load_ms = load_ms
+        spec = RunSpec(
+            props=props,
+            trace_id=trace_id,
+            thread=context,
+            history=history,
+            system_prompt=_first(
+                options.system_prompt if options else None,
+                context.config.system_prompt,
+                self._system_prompt,
+            ),
+            tool_schemas=self.tools.schemas(sorted(enabled)),
+            enabled_tools=enabled,
+            llm_params=telemetry.llm.params,
+            max_tool_calls=_first(
+                options.max_tool_calls if options else None, self._max_tool_calls
+            ),
+            tool_timeout_s=_first(
+                options.tool_timeout_s if options else None, self._tool_timeout_s
+            ),
+            max_concurrency=self._max_concurrency,
+            state_snapshot=context.state.model_copy(deep=True).data,
+        )
+        world = self._world()
+        entity = world.create_entity(spec, telemetry)
+        try:
+            for _ in range(_MAX_TICKS):
+                await world.process()
+                if world.has_component(entity, TerminalComponent):
+                    break
+            else:
+                world.add_component(
+                    entity,
+                    RunFailed("finalization", f"the run did not finish in {_MAX_TICKS} ticks"),
+                )
+                await world.process()
+        except asyncio.CancelledError:
+            log.info("run_cancelled")
+            await asyncio.shield(self._record_cancelled(thread_id, trace_id))
+            raise
+
+        failed = world.get_component(entity, RunFailed)
+        executed = world.get_component(entity, Executed)
+        results = executed.results if executed is not None else []
+        status: RunStatus
+        if failed is not None:
+            status = "error"
+            response = _error_message(thread_id, trace_id, failed.message)
+        else:
+            finalized = world.get_component(entity, Finalized)
+            assert finalized is not None, "a run without RunFailed always ends Finalized"
+            response = finalized.message
+            status = "partial" if any(r.status == "error" for r in results) else "success"
+        metadata = ExecutionMetadata(
+            thread_id=thread_id,
+            trace_id=trace_id,
+            user_id=props.user_id,
+            status=status,
+            total_duration_ms=(time.perf_counter() - started) * 1000,
+            llm_calls=telemetry.llm.calls,
+            tool_calls=len(results),
+            error=failed.message if failed is not None else None,
+            usage=telemetry.llm.usage,
+            phases=telemetry.phases,
+        )
+        log.info(
+            "run_finished",
+            status=status,
+            llm_calls=metadata.llm_calls,
+            tool_calls=metadata.tool_calls,
+            duration_ms=round(metadata.total_duration_ms, 2),
+        )
+        return AgentFinalResponse(response=response, metadata=metadata)
+
+    def _provider_for(self, props: AgentProps, context: ThreadContext) -> LLMProvider:
+        options = props.options
+        config = (options.provider_config if options else None) or context.config.provider_config
+        return self._providers.get(config) if config is not None else self._provider
+
+    def _enabled_tools(
+        self, context: ThreadContext, requested: Sequence[str] | None
+    ) -> frozenset[str]:
+        # The thread decides what may run; a per-call list can only narrow that down.
+        allowed = context.config.enabled_tools
+        enabled = frozenset(self.tools.names if allowed is None else allowed)
+        if requested is not None:
+            enabled = enabled & frozenset(requested)
+        return enabled
+
+    async def _record_cancelled(self, thread_id: str, trace_id: str) -> None:
+        await self.observations.record(
+            Observation(
+                thread_id=thread_id,
+                trace_id=trace_id,
+                type=ObservationType.ERROR,
+                title="Run cancelled",
+                content={"phase": "cancelled", "error": "the run was cancelled"},
+            )
+        )
+
+    async def _load_failure(
+        self, props: AgentProps, trace_id: str, started: float, message: str
+    ) -> AgentFinalResponse:
+        message = "loading the thread failed: " + message
+        await self.observations.record(
+            Observation(
+                thread_id=props.thread_id,
+                trace_id=trace_id,
+                type=ObservationType.ERROR,
+                title="Load failed",
+                content={"phase": "load", "error": message},
+            )
+        )
+        return AgentFinalResponse(
+            response=_error_message(props.thread_id, trace_id, message),
+            metadata=ExecutionMetadata(
+                thread_id=props.thread_id,
+                trace_id=trace_id,
+                user_id=props.user_id,
+                status="error",
+                total_duration_ms=(time.perf_counter() - started) * 1000,
+                error=message,
+                usage=Usage(),
+            ),
+        )
+
+
+T = TypeVar("T")
+
+
+def _first(*values: T | None) -> T:
+    for value in values:
+        if value is not None:
+            return value
+    raise AssertionError("the last fallback is never None")
+
+
+def _error_message(thread_id: str, trace_id: str, message: str) -> ConversationMessage:
+    return ConversationMessage(
+        thread_id=thread_id,
+        role=MessageRole.AI,
+        content="I could not complete this request: " + message,
+        metadata={"trace_id": trace_id, "status": "error"},
+    )

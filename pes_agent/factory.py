@@ -1,0 +1,118 @@
+"""`create_agent`: the one call that assembles an agent from plain arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pes_agent.config import LLMParams, ProviderConfig, StateSaving
+from pes_agent.core import AgentCore
+from pes_agent.exceptions import UsageError
+from pes_agent.execution import ConcurrentExecutor
+from pes_agent.observations import ObservationManager
+from pes_agent.planner import LLMPlanner
+from pes_agent.prompts import DEFAULT_SYSTEM_PROMPT
+from pes_agent.providers.base import LLMProvider
+from pes_agent.providers.registry import ProviderPool
+from pes_agent.storage import open_storage
+from pes_agent.storage.base import Storage
+from pes_agent.synthesizer import LLMSynthesizer
+from pes_agent.tools.base import Tool
+from pes_agent.tools.registry import ToolRegistry
+from pes_agent.typing import Executor, Planner, Synthesizer
+
+__all__ = ["create_agent"]
+
+
+def _check_positive(name: str, value: float, example: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise UsageError(f"{name} must be a positive number, got {value!r}; e.g. {name}={example}")
+
+
+def _check_protocol(name: str, value: object, method: str, protocol: str) -> None:
+    if value is not None and not callable(getattr(value, method, None)):
+        raise UsageError(
+            f"{name} must implement the {protocol} protocol (an async {method}() method); "
+            f"got {type(value).__name__}"
+        )
+
+
+def create_agent(
+    *,
+    provider: str | ProviderConfig | LLMProvider,
+    tools: Iterable[Tool | Callable[..., Any]] = (),
+    storage: str | Storage = "memory",
+    system_prompt: str | None = None,
+    history_limit: int = 20,
+    planner: Planner | None = None,
+    executor: Executor | None = None,
+    synthesizer: Synthesizer | None = None,
+    observation_manager: ObservationManager | None = None,
+    state_saving: StateSaving = "explicit",
+    max_concurrency: int = 8,
+    tool_timeout_s: float = 30.0,
+    max_tool_calls: int = 32,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+) -> AgentCore:
+    """Build an agent: `create_agent(provider="openai:gpt-4o-mini", tools=[get_weather])`.
+
+    `provider` is `"openai:MODEL"`, `"anthropic:MODEL"`, `"ollama:MODEL"`, a `ProviderConfig`,
+    or any object implementing the provider protocol (such as `testing.ScriptedProvider`).
+    `tools` are `@tool` functions, plain typed functions with docstrings, or tool objects.
+    `storage` is `"memory"`, `"sqlite:///PATH"`, `"postgresql://..."` or a storage object.
+    Every argument is checked here, so a mistake fails now with the fix in the message.
+    """
+    if state_saving not in ("explicit", "implicit"):
+        raise UsageError(f"state_saving must be 'explicit' or 'implicit', got {state_saving!r}")
+    if isinstance(history_limit, bool) or not isinstance(history_limit, int) or history_limit < 0:
+        raise UsageError(f"history_limit must be an int >= 0, got {history_limit!r}")
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
+        raise UsageError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
+    _check_positive("max_concurrency", max_concurrency, "8")
+    _check_positive("tool_timeout_s", tool_timeout_s, "30.0")
+    if isinstance(max_tool_calls, bool) or not isinstance(max_tool_calls, int):
+        raise UsageError(f"max_tool_calls must be an int >= 1, got {max_tool_calls!r}")
+    _check_positive("max_tool_calls", max_tool_calls, "32")
+    _check_protocol("planner", planner, "plan", "Planner")
+    _check_protocol("executor", executor, "execute", "Executor")
+    _check_protocol("synthesizer", synthesizer, "synthesize", "Synthesizer")
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        raise UsageError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
+    if isinstance(tools, str | bytes):
+        raise UsageError("tools must be a list of tools, e.g. tools=[get_weather]")
+
+    registry = ToolRegistry()
+    for item in tools:
+        registry.register(item)
+
+    providers = ProviderPool()
+    if isinstance(provider, str | ProviderConfig):
+        default_provider = providers.get(provider)
+    elif callable(getattr(provider, "stream", None)) and callable(getattr(provider, "aclose", None)):
+        default_provider = provider
+    else:
+        raise UsageError(
+            "provider must be 'openai:MODEL', 'anthropic:MODEL', 'ollama:MODEL', a "
+            f"ProviderConfig or a provider object; got {type(provider).__name__}"
+        )
+
+    store = open_storage(storage)
+    observations = observation_manager or ObservationManager(store)
+    return AgentCore(
+        provider=default_provider,
+        providers=providers,
+        tools=registry,
+        storage=store,
+        observations=observations,
+        planner=planner or LLMPlanner(),
+        executor=executor or ConcurrentExecutor(),
+        synthesizer=synthesizer or LLMSynthesizer(),
+        system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
+        history_limit=history_limit,
+        state_saving=state_saving,
+        max_concurrency=max_concurrency,
+        tool_timeout_s=float(tool_timeout_s),
+        max_tool_calls=max_tool_calls,
+        llm_params=LLMParams(temperature=temperature, max_tokens=max_tokens),
+    )

@@ -1,0 +1,114 @@
+"""Recording typed observations and delivering them to subscribers.
+
+`ObservationManager.record()` stores an observation and hands it to every subscriber whose
+filters match. A subscriber may be sync or async; one that raises is logged and skipped — it
+never breaks a run or starves the other subscribers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+import structlog
+
+from pes_agent._fanout import Fanout
+from pes_agent.exceptions import UsageError
+from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.storage.base import Storage
+
+__all__ = [
+    "Observation",
+    "ObservationCallback",
+    "ObservationManager",
+    "ObservationType",
+]
+
+ObservationCallback = Callable[[Observation], Awaitable[None] | None]
+
+_log = structlog.get_logger("pes_agent.observations")
+
+
+def _as_type_set(types: Iterable[ObservationType | str] | None) -> frozenset[ObservationType] | None:
+    if types is None:
+        return None
+    if isinstance(types, str | ObservationType):
+        types = [types]
+    result: set[ObservationType] = set()
+    for value in types:
+        try:
+            result.add(ObservationType(value))
+        except ValueError:
+            accepted = ", ".join(t.value for t in ObservationType)
+            raise UsageError(
+                f"unknown observation type {value!r}; use ObservationType members: {accepted}"
+            ) from None
+    return frozenset(result)
+
+
+class ObservationManager:
+    """Stores observations in a `Storage` and pushes them to filtered subscribers."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        self._subscribers: Fanout[Observation] = Fanout("observations")
+
+    async def record(
+        self,
+        observation: Observation | None = None,
+        /,
+        **fields: Any,
+    ) -> Observation:
+        """Store an observation (given whole, or as `Observation` fields) and notify subscribers."""
+        if observation is None:
+            observation = Observation(**fields)
+        elif fields:
+            raise UsageError("pass either an Observation or its fields to record(), not both")
+        try:
+            await self._storage.add_observation(observation)
+        except Exception:
+            # An observation log that cannot be written must not fail the run it describes;
+            # subscribers still get it, and the failure is logged loudly.
+            _log.exception(
+                "observation_store_failed",
+                thread_id=observation.thread_id,
+                trace_id=observation.trace_id,
+                observation_type=observation.type.value,
+            )
+        await self._subscribers.deliver(observation)
+        return observation
+
+    def subscribe(
+        self,
+        callback: ObservationCallback,
+        *,
+        types: Iterable[ObservationType | str] | None = None,
+        thread_id: str | None = None,
+    ) -> Callable[[], None]:
+        """Call `callback` for each new observation of `types` on `thread_id` (None: any).
+
+        Returns a function that unsubscribes; calling it twice is harmless.
+        """
+        if not callable(callback):
+            raise UsageError("subscribe() needs a callable, e.g. subscribe(print)")
+        wanted = _as_type_set(types)
+
+        def wants(observation: Observation) -> bool:
+            if thread_id is not None and observation.thread_id != thread_id:
+                return False
+            return wanted is None or observation.type in wanted
+
+        return self._subscribers.add(callback, wants)
+
+    async def get_observations(
+        self,
+        thread_id: str,
+        *,
+        types: Sequence[ObservationType | str] | None = None,
+        trace_id: str | None = None,
+    ) -> list[Observation]:
+        """The thread's observations in the order they were recorded, optionally filtered."""
+        wanted = _as_type_set(types)
+        return await self._storage.get_observations(
+            thread_id, types=sorted(wanted) if wanted is not None else None, trace_id=trace_id
+        )

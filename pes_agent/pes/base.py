@@ -1,0 +1,77 @@
+"""What every PES phase system shares: per-entity failure isolation and phase timing."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import structlog
+
+from ecs_core import EntityId, World
+from pes_agent.exceptions import RunError
+from pes_agent.pes.components import Phase, RunFailed, RunSpec, RunTelemetry
+
+__all__ = ["PhaseSystem"]
+
+_log = structlog.get_logger("pes_agent.pes")
+
+
+class PhaseSystem(ABC):
+    """A system that runs one phase for every run entity that is ready for it.
+
+    Subclasses name the extra component types they need (`requires`) and the ones whose
+    presence means the phase is done or moot (`done_when`). A failure in one entity's phase
+    becomes a `RunFailed` component on that entity — it never escapes to other runs.
+    """
+
+    phase: ClassVar[Phase]
+    requires: ClassVar[tuple[type[Any], ...]] = ()
+    done_when: ClassVar[tuple[type[Any], ...]] = ()
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    async def process(self, world: World) -> None:
+        ready = list(
+            world.query(RunSpec, RunTelemetry, *self.requires, exclude=(RunFailed, *self.done_when))
+        )
+        for entity, components in ready:
+            spec, telemetry = components[0], components[1]
+            started = time.perf_counter()
+            try:
+                await self.run(world, entity, spec, telemetry, *components[2:])
+            except Exception as error:
+                message = error.message if isinstance(error, RunError) else str(error)
+                _log.warning(
+                    "phase_failed",
+                    phase=self.phase,
+                    thread_id=spec.thread_id,
+                    trace_id=spec.trace_id,
+                    error_type=type(error).__name__,
+                    error=message,
+                )
+                world.add_component(
+                    entity,
+                    RunFailed(
+                        phase=self.phase,
+                        message=f"{self.phase} failed: {message}",
+                        error=error,
+                        raw_output=getattr(error, "raw_output", None),
+                    ),
+                )
+            finally:
+                elapsed = (time.perf_counter() - started) * 1000
+                setattr(telemetry.phases, self.phase + "_ms", elapsed)
+
+    @abstractmethod
+    async def run(
+        self,
+        world: World,
+        entity: EntityId,
+        spec: RunSpec,
+        telemetry: RunTelemetry,
+        *inputs: Any,
+    ) -> None:
+        """Do this phase for one run entity, adding the phase's output component."""

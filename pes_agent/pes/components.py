@@ -1,0 +1,123 @@
+"""The components of a PES run entity: each phase reads some and leaves its own behind.
+
+```
+RunSpec + RunTelemetry      spawned by AgentCore.process
+  -> Planned                PlanningSystem
+  -> Executed               ToolSystem
+  -> Synthesized            SynthesisSystem
+  -> Finalized + Terminal   FinalizationSystem
+RunFailed (any phase)       -> ErrorHandlingSystem -> Terminal
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pes_agent.config import LLMParams
+from pes_agent.messages import ConversationMessage
+from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.observations import ObservationManager
+from pes_agent.pes.llm_call import RunModelCaller
+from pes_agent.plans import PlanningOutput
+from pes_agent.run import AgentProps, PhaseDurations
+from pes_agent.state import ThreadContext
+from pes_agent.tools.base import ToolResult, ToolSchema
+
+__all__ = [
+    "Executed",
+    "Finalized",
+    "Phase",
+    "Planned",
+    "RunFailed",
+    "RunSpec",
+    "RunTelemetry",
+    "Synthesized",
+]
+
+Phase = Literal["load", "planning", "execution", "synthesis", "finalization"]
+
+
+@dataclass(slots=True)
+class RunSpec:
+    """What a run was asked to do and with which settings, resolved for this call."""
+
+    props: AgentProps
+    trace_id: str
+    thread: ThreadContext
+    history: list[ConversationMessage]
+    system_prompt: str
+    tool_schemas: list[ToolSchema]
+    enabled_tools: frozenset[str]
+    llm_params: LLMParams
+    max_tool_calls: int
+    tool_timeout_s: float
+    max_concurrency: int
+    state_snapshot: dict[str, Any]
+
+    @property
+    def thread_id(self) -> str:
+        return self.props.thread_id
+
+
+@dataclass(slots=True)
+class RunTelemetry:
+    """The run's model caller, phase timings and observation recorder."""
+
+    llm: RunModelCaller
+    observations: ObservationManager
+    phases: PhaseDurations = field(default_factory=PhaseDurations)
+
+    async def record(
+        self,
+        type: ObservationType,
+        title: str,
+        content: dict[str, Any],
+        *,
+        metadata: dict[str, Any] | None = None,
+        parent_id: str | None = None,
+    ) -> Observation:
+        """Record an observation of this run."""
+        return await self.observations.record(
+            Observation(
+                thread_id=self.llm.thread_id,
+                trace_id=self.llm.trace_id,
+                type=type,
+                title=title,
+                content=content,
+                metadata=metadata,
+                parent_id=parent_id,
+            )
+        )
+
+
+@dataclass(slots=True)
+class Planned:
+    output: PlanningOutput
+    raw: str | None = None
+
+
+@dataclass(slots=True)
+class Executed:
+    results: list[ToolResult]
+
+
+@dataclass(slots=True)
+class Synthesized:
+    text: str
+
+
+@dataclass(slots=True)
+class Finalized:
+    message: ConversationMessage
+
+
+@dataclass(slots=True)
+class RunFailed:
+    """A phase failed; `message` is safe to show a user (no secrets, no traceback)."""
+
+    phase: Phase
+    message: str
+    error: BaseException | None = None
+    raw_output: str | None = None

@@ -1,0 +1,169 @@
+"""The one streaming-call helper that planning, repair and synthesis share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import assert_never
+
+import structlog
+
+from pes_agent.config import LLMParams
+from pes_agent.exceptions import ProviderError
+from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.observations import ObservationManager
+from pes_agent.providers.base import (
+    LLMPhase,
+    LLMProvider,
+    LLMRequest,
+    PromptMessage,
+    StreamMetadata,
+    StreamRestart,
+    ThinkingBlock,
+    TokenDelta,
+)
+from pes_agent.streaming import StreamEvent, StreamEventKind, StreamSocket
+from pes_agent.typing import LLMResponse
+from pes_agent.usage import Usage
+
+__all__ = ["RunModelCaller"]
+
+_log = structlog.get_logger("pes_agent.llm")
+
+
+class RunModelCaller:
+    """Streams model calls for one run: records stream observations, counts calls and usage.
+
+    Implements the `ModelCaller` protocol handed to planners and synthesizers.
+    """
+
+    def __init__(
+        self,
+        *,
+        provider: LLMProvider,
+        observations: ObservationManager,
+        stream: StreamSocket,
+        thread_id: str,
+        trace_id: str,
+        params: LLMParams,
+    ) -> None:
+        self.provider = provider
+        self.thread_id = thread_id
+        self.trace_id = trace_id
+        self.params = params
+        self.calls = 0
+        self.usage = Usage()
+        self.outputs: list[tuple[LLMPhase, str]] = []
+        self._observations = observations
+        self._stream = stream
+        self._log = _log.bind(thread_id=thread_id, trace_id=trace_id)
+
+    async def _record(self, type: ObservationType, title: str, content: dict[str, object]) -> None:
+        await self._observations.record(
+            Observation(
+                thread_id=self.thread_id,
+                trace_id=self.trace_id,
+                type=type,
+                title=title,
+                content=content,
+            )
+        )
+
+    async def _publish(self, phase: LLMPhase, kind: StreamEventKind, text: str = "") -> None:
+        if self._stream.active:
+            await self._stream.publish(StreamEvent(self.thread_id, self.trace_id, phase, kind, text))
+
+    async def __call__(self, messages: Sequence[PromptMessage], *, phase: LLMPhase) -> LLMResponse:
+        """Stream one call to the run's provider and return its text, thoughts and usage."""
+        request = LLMRequest(
+            messages=tuple(messages),
+            phase=phase,
+            thread_id=self.thread_id,
+            trace_id=self.trace_id,
+            temperature=self.params.temperature,
+            max_tokens=self.params.max_tokens,
+            options=dict(self.params.extra),
+        )
+        self.calls += 1
+        provider = self.provider
+        label: dict[str, object] = {
+            "phase": phase,
+            "provider": provider.name,
+            "model": provider.model,
+        }
+        await self._record(ObservationType.LLM_STREAM_START, f"{phase} call started", label)
+        text: list[str] = []
+        thoughts: list[str] = []
+        metadata: StreamMetadata | None = None
+        try:
+            async for event in provider.stream(request):
+                if isinstance(event, TokenDelta):
+                    if event.kind == "content":
+                        text.append(event.text)
+                        await self._publish(phase, "token", event.text)
+                    else:
+                        await self._publish(phase, "thinking", event.text)
+                elif isinstance(event, ThinkingBlock):
+                    thoughts.append(event.text)
+                    await self._record(
+                        ObservationType.THOUGHTS, "Thinking", {"phase": phase, "text": event.text}
+                    )
+                elif isinstance(event, StreamRestart):
+                    # The provider retries after having streamed: what we have is void.
+                    text.clear()
+                    thoughts.clear()
+                    await self._record(
+                        ObservationType.LLM_STREAM_ERROR,
+                        f"{phase} stream interrupted; retrying",
+                        {**label, "error": event.reason, "attempt": event.attempt, "retrying": True},
+                    )
+                    await self._record(
+                        ObservationType.LLM_STREAM_START, f"{phase} call restarted", label
+                    )
+                    await self._publish(phase, "restart", event.reason)
+                elif isinstance(event, StreamMetadata):
+                    metadata = event
+                else:
+                    assert_never(event)
+        except ProviderError as error:
+            await self._fail(phase, label, error.message)
+            raise
+        except Exception as error:
+            message = f"{provider.name} stream failed: {type(error).__name__}: {error}"
+            await self._fail(phase, label, message)
+            raise ProviderError(
+                message, provider=provider.name, thread_id=self.thread_id, trace_id=self.trace_id
+            ) from error
+        usage = metadata.usage if metadata is not None else Usage(requests=1)
+        self.usage = self.usage + usage
+        answer = "".join(text)
+        self.outputs.append((phase, answer))
+        await self._record(
+            ObservationType.LLM_STREAM_METADATA,
+            f"{phase} call usage",
+            {
+                **label,
+                "usage": usage.model_dump(),
+                "stop_reason": metadata.stop_reason if metadata else None,
+                "time_to_first_token_ms": metadata.time_to_first_token_ms if metadata else None,
+                "total_ms": metadata.total_ms if metadata else None,
+            },
+        )
+        await self._record(ObservationType.LLM_STREAM_END, f"{phase} call finished", label)
+        await self._publish(phase, "end")
+        self._log.debug(
+            "llm_call",
+            phase=phase,
+            provider=provider.name,
+            model=provider.model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+        )
+        return LLMResponse(text=answer, thoughts=tuple(thoughts), usage=usage, metadata=metadata)
+
+    async def _fail(self, phase: LLMPhase, label: dict[str, object], message: str) -> None:
+        await self._record(
+            ObservationType.LLM_STREAM_ERROR,
+            f"{phase} call failed",
+            {**label, "error": message, "retrying": False},
+        )
+        await self._publish(phase, "error", message)

@@ -1,0 +1,69 @@
+"""PlanningSystem [0]: the query becomes intent, title, plan and tool calls."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ecs_core import EntityId, World
+from pes_agent.observation_types import ObservationType
+from pes_agent.pes.base import PhaseSystem
+from pes_agent.pes.components import Phase, Planned, RunSpec, RunTelemetry
+from pes_agent.typing import Planner, PlanningContext
+
+__all__ = ["PlanningSystem"]
+
+
+class PlanningSystem(PhaseSystem):
+    """Runs the planner for each new run and records PLAN, TITLE, INTENT and THOUGHTS."""
+
+    phase: ClassVar[Phase] = "planning"
+    done_when = (Planned,)
+
+    def __init__(self, planner: Planner) -> None:
+        self._planner = planner
+
+    async def run(
+        self, world: World, entity: EntityId, spec: RunSpec, telemetry: RunTelemetry, *_: Any
+    ) -> None:
+        await telemetry.record(
+            ObservationType.PLAN,
+            "Preparing a plan",
+            {"status": "preparing", "tools": [schema.name for schema in spec.tool_schemas]},
+        )
+        output = await self._planner.plan(
+            PlanningContext(
+                props=spec.props,
+                thread_id=spec.thread_id,
+                trace_id=spec.trace_id,
+                system_prompt=spec.system_prompt,
+                history=spec.history,
+                tools=spec.tool_schemas,
+                state=spec.thread.state,
+                llm=telemetry.llm,
+                llm_params=spec.llm_params,
+            )
+        )
+        raw = next(
+            (text for phase, text in reversed(telemetry.llm.outputs) if phase != "synthesis"),
+            None,
+        )
+        if output.title:
+            await telemetry.record(ObservationType.TITLE, "Title", {"title": output.title})
+        if output.intent:
+            await telemetry.record(ObservationType.INTENT, "Intent", {"intent": output.intent})
+        for thought in output.thoughts or ():
+            await telemetry.record(
+                ObservationType.THOUGHTS, "Thinking", {"phase": "planning", "text": thought}
+            )
+        calls = output.tool_calls or []
+        await telemetry.record(
+            ObservationType.PLAN,
+            "Plan ready",
+            {
+                "status": "ready",
+                "plan": output.plan,
+                "toolCalls": [call.model_dump() for call in calls],
+                "raw": raw,
+            },
+        )
+        world.add_component(entity, Planned(output=output, raw=raw))

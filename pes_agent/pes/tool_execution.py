@@ -1,0 +1,103 @@
+"""ToolSystem [5]: the plan's tool calls run through the executor as a DAG."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+from ecs_core import EntityId, World
+from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.pes.base import PhaseSystem
+from pes_agent.pes.components import Executed, Phase, Planned, RunSpec, RunTelemetry
+from pes_agent.plans import ParsedToolCall
+from pes_agent.tools.base import Tool, ToolResult
+from pes_agent.typing import ExecutionContext, Executor
+
+__all__ = ["ToolSystem"]
+
+
+class _ObservingHooks:
+    """Records TOOL_CALL when a call starts and TOOL_EXECUTION when it ends; keeps results."""
+
+    def __init__(self, telemetry: RunTelemetry) -> None:
+        self._telemetry = telemetry
+        self.finished: dict[str, ToolResult] = {}
+        self._started: dict[str, Observation] = {}
+
+    async def on_call_start(self, call: ParsedToolCall, arguments: dict[str, Any]) -> None:
+        self._started[call.call_id] = await self._telemetry.record(
+            ObservationType.TOOL_CALL,
+            f"Calling {call.tool_name}",
+            {"callId": call.call_id, "toolName": call.tool_name, "arguments": arguments},
+        )
+
+    async def on_call_end(self, call: ParsedToolCall, result: ToolResult) -> None:
+        self.finished[call.call_id] = result
+        started = self._started.get(call.call_id)
+        await self._telemetry.record(
+            ObservationType.TOOL_EXECUTION,
+            f"{call.tool_name} {result.status}",
+            {
+                "callId": result.call_id,
+                "toolName": result.tool_name,
+                "status": result.status,
+                "output": _observable(result.output),
+                "error": result.error,
+                "durationMs": result.duration_ms,
+            },
+            parent_id=started.id if started is not None else None,
+        )
+
+
+def _observable(output: Any) -> Any:
+    """Output as observation content: kept whole when it is plain data, else its `str()`."""
+    if output is None or isinstance(output, str | int | float | bool | list | dict):
+        return output
+    return str(output)
+
+
+class ToolSystem(PhaseSystem):
+    """Executes the planned tool calls; every failure is a `ToolResult`, never an exception."""
+
+    phase: ClassVar[Phase] = "execution"
+    requires = (Planned,)
+    done_when = (Executed,)
+
+    def __init__(self, executor: Executor, tools: dict[str, Tool]) -> None:
+        self._executor = executor
+        self._tools = tools
+
+    async def run(
+        self,
+        world: World,
+        entity: EntityId,
+        spec: RunSpec,
+        telemetry: RunTelemetry,
+        *inputs: Any,
+    ) -> None:
+        planned: Planned = inputs[0]
+        calls = planned.output.tool_calls or []
+        if not calls:
+            world.add_component(entity, Executed(results=[]))
+            return
+        hooks = _ObservingHooks(telemetry)
+        context = ExecutionContext(
+            thread_id=spec.thread_id,
+            trace_id=spec.trace_id,
+            tools=self._tools,
+            enabled_tools=spec.enabled_tools,
+            max_concurrency=spec.max_concurrency,
+            tool_timeout_s=spec.tool_timeout_s,
+            max_tool_calls=spec.max_tool_calls,
+            user_id=spec.props.user_id,
+            session_id=spec.props.session_id,
+            hooks=hooks,
+            state=spec.thread.state,
+        )
+        try:
+            results = await self._executor.execute(calls, context)
+        except asyncio.CancelledError:
+            # What finished is kept on the entity for whoever inspects the cancelled run.
+            world.add_component(entity, Executed(results=list(hooks.finished.values())))
+            raise
+        world.add_component(entity, Executed(results=list(results)))

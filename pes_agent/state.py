@@ -1,0 +1,78 @@
+"""Thread configuration and agent state, loaded and saved through a `Storage`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pes_agent.config import AgentState, ThreadConfig
+from pes_agent.exceptions import UsageError
+from pes_agent.storage.base import Storage
+
+__all__ = ["StateManager", "ThreadContext"]
+
+
+@dataclass(slots=True)
+class ThreadContext:
+    """A thread's configuration and state as a run sees them.
+
+    `config` is the thread's own config, or an empty `ThreadConfig` (agent defaults apply) when
+    the thread was never configured. `state` is a private copy: with `state_saving="implicit"`
+    the run saves it back when it changed; with `"explicit"` only `set_agent_state` saves.
+    """
+
+    config: ThreadConfig
+    state: AgentState
+    configured: bool
+
+
+def _check_thread_id(thread_id: str) -> None:
+    if not isinstance(thread_id, str) or not thread_id.strip():
+        raise UsageError(f"thread_id must be a non-empty string, got {thread_id!r}")
+
+
+class StateManager:
+    """Reads and writes per-thread `ThreadConfig` and `AgentState`."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+
+    async def get_thread_config(self, thread_id: str) -> ThreadConfig | None:
+        """The thread's saved config, or None when it was never configured."""
+        _check_thread_id(thread_id)
+        return await self._storage.get_thread_config(thread_id)
+
+    async def set_thread_config(self, thread_id: str, config: ThreadConfig) -> None:
+        """Save `config` for the thread; later runs on it use these settings."""
+        _check_thread_id(thread_id)
+        if not isinstance(config, ThreadConfig):
+            raise UsageError(
+                f"set_thread_config needs a ThreadConfig, got {type(config).__name__}; "
+                "e.g. ThreadConfig(enabled_tools=['calculator'])"
+            )
+        await self._storage.set_thread_config(thread_id, config)
+
+    async def get_agent_state(self, thread_id: str) -> AgentState | None:
+        """The thread's saved state, or None when nothing was saved yet."""
+        _check_thread_id(thread_id)
+        return await self._storage.get_agent_state(thread_id)
+
+    async def set_agent_state(self, thread_id: str, state: AgentState) -> AgentState:
+        """Save `state` for the thread and return it with its new version."""
+        _check_thread_id(thread_id)
+        if not isinstance(state, AgentState):
+            raise UsageError(
+                f"set_agent_state needs an AgentState, got {type(state).__name__}; "
+                "e.g. AgentState(data={'step': 1})"
+            )
+        return await self._storage.set_agent_state(thread_id, state)
+
+    async def load_context(self, thread_id: str) -> ThreadContext:
+        """Load what a run needs to know about its thread."""
+        _check_thread_id(thread_id)
+        config = await self._storage.get_thread_config(thread_id)
+        state = await self._storage.get_agent_state(thread_id)
+        return ThreadContext(
+            config=config if config is not None else ThreadConfig(),
+            state=state.model_copy(deep=True) if state is not None else AgentState(),
+            configured=config is not None,
+        )

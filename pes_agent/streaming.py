@@ -1,0 +1,61 @@
+"""Live token streams: what a UI subscribes to for text as the model writes it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from pes_agent._fanout import Fanout
+from pes_agent.providers.base import LLMPhase
+
+__all__ = ["StreamEvent", "StreamEventKind", "StreamSocket"]
+
+StreamEventKind = Literal["token", "thinking", "restart", "end", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """One piece of a model stream: a token of answer or thinking text, a restart, or the end."""
+
+    thread_id: str
+    trace_id: str
+    phase: LLMPhase
+    kind: StreamEventKind
+    text: str = ""
+
+
+StreamCallback = Callable[[StreamEvent], Awaitable[None] | None]
+
+
+class StreamSocket:
+    """Fan-out of stream events to subscribers filtered by thread and phase."""
+
+    def __init__(self) -> None:
+        self._subscribers: Fanout[StreamEvent] = Fanout("llm_stream")
+
+    @property
+    def active(self) -> bool:
+        """Whether anyone listens; callers skip building events when nobody does."""
+        return bool(self._subscribers)
+
+    def subscribe(
+        self,
+        callback: StreamCallback,
+        *,
+        thread_id: str | None = None,
+        phases: Iterable[LLMPhase] | None = None,
+    ) -> Callable[[], None]:
+        """Call `callback` for each stream event (of `phases`, on `thread_id`); returns unsubscribe."""
+        wanted = frozenset(phases) if phases is not None else None
+
+        def wants(event: StreamEvent) -> bool:
+            if thread_id is not None and event.thread_id != thread_id:
+                return False
+            return wanted is None or event.phase in wanted
+
+        return self._subscribers.add(callback, wants)
+
+    async def publish(self, event: StreamEvent) -> None:
+        """Deliver `event` to the subscribers whose filters match it."""
+        await self._subscribers.deliver(event)

@@ -1,0 +1,28 @@
+"""The default synthesizer: one streamed model call over the query, plan and tool results."""
+
+from __future__ import annotations
+
+from pes_agent.parsing import OutputParser
+from pes_agent.prompts import build_synthesis_messages
+from pes_agent.typing import SynthesisContext
+
+__all__ = ["LLMSynthesizer"]
+
+
+class LLMSynthesizer:
+    """Asks the model for the final answer and returns its text."""
+
+    def __init__(self, parser: OutputParser | None = None) -> None:
+        self._parser = parser or OutputParser()
+
+    async def synthesize(self, ctx: SynthesisContext) -> str:
+        """Write the answer for the run described by `ctx`."""
+        messages = build_synthesis_messages(
+            system_prompt=ctx.system_prompt,
+            history=ctx.history,
+            query=ctx.props.query,
+            planning=ctx.planning,
+            results=ctx.results,
+        )
+        response = await ctx.llm(messages, phase="synthesis")
+        return self._parser.parse_synthesis_output(response.text)

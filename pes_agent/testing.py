@@ -1,0 +1,150 @@
+"""Helpers for testing agents and running them offline: a scripted model.
+
+```python
+model = ScriptedProvider([
+    '{"intent": "add", "plan": "1. add", "toolCalls": [...]}',   # the planning call
+    lambda request: "The answer is 7.",                            # the synthesis call
+])
+agent = create_agent(provider=model, tools=[add])
+```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+
+from pes_agent.exceptions import ScriptExhaustedError, UsageError
+from pes_agent.providers.base import (
+    LLMRequest,
+    ProviderEvent,
+    StreamMetadata,
+    ThinkingBlock,
+    TokenDelta,
+)
+from pes_agent.usage import Usage
+
+__all__ = ["ScriptedProvider", "ScriptedResponse"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedResponse:
+    """A scripted answer with optional thinking blocks (streamed before the text)."""
+
+    text: str
+    thinking: Sequence[str] = ()
+    stop_reason: str = "stop"
+    usage: Usage | None = None
+
+
+ScriptEntry = str | ScriptedResponse | Callable[[LLMRequest], "str | ScriptedResponse"]
+
+
+def _estimate_tokens(text: str) -> int:
+    # Roughly four characters a token, as the common tokenizers average on English text.
+    return math.ceil(len(text) / 4) if text else 0
+
+
+@dataclass(slots=True)
+class ScriptedProvider:
+    """A real provider that streams pre-written responses, for tests and offline demos.
+
+    Each model call takes the next entry of `responses`: a string, a `ScriptedResponse`, or a
+    function of the `LLMRequest` returning either (so one entry can serve many calls only if
+    you pass it repeatedly — or pass `repeat=True` to cycle the script). Text streams in chunks
+    of `chunk_size` characters after `latency_s` seconds, with estimated usage. Running out of
+    responses raises `ScriptExhaustedError`, which a run reports as status `error`.
+    """
+
+    responses: Sequence[ScriptEntry]
+    _: KW_ONLY
+    latency_s: float = 0.0
+    chunk_size: int = 16
+    repeat: bool = False
+    name: str = "scripted"
+    model: str = "scripted-model"
+    requests: list[LLMRequest] = field(default_factory=list, repr=False)
+    _position: int = field(default=0, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.responses, str | ScriptedResponse) or callable(self.responses):
+            raise UsageError(
+                "ScriptedProvider takes a list of responses, e.g. ScriptedProvider(['plan', 'answer'])"
+            )
+        self.responses = list(self.responses)
+        if self.chunk_size < 1:
+            raise UsageError("chunk_size must be >= 1 character")
+        if self.latency_s < 0:
+            raise UsageError("latency_s must be >= 0 seconds")
+
+    @property
+    def calls(self) -> int:
+        """How many model calls were made so far."""
+        return len(self.requests)
+
+    def _next_entry(self) -> ScriptEntry:
+        if self._position >= len(self.responses):
+            if not self.repeat or not self.responses:
+                raise ScriptExhaustedError(
+                    f"ScriptedProvider ran out of responses after {len(self.responses)} call(s); "
+                    "add more responses, pass a function, or set repeat=True",
+                    provider=self.name,
+                )
+            self._position = 0
+        entry = self.responses[self._position]
+        self._position += 1
+        return entry
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[ProviderEvent]:
+        """Stream the next scripted response for `request`."""
+        started = time.perf_counter()
+        self.requests.append(request)
+        entry = self._next_entry()
+        response = entry(request) if callable(entry) else entry
+        if isinstance(response, str):
+            response = ScriptedResponse(response)
+        if not isinstance(response, ScriptedResponse):
+            raise UsageError(
+                "a scripted response function must return a str or ScriptedResponse, "
+                f"got {type(response).__name__}"
+            )
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        first_token_ms: float | None = None
+        size = self.chunk_size
+        for block in response.thinking:
+            for start in range(0, len(block), size):
+                if first_token_ms is None:
+                    first_token_ms = (time.perf_counter() - started) * 1000
+                yield TokenDelta(block[start : start + size], "thinking")
+            yield ThinkingBlock(block)
+        text = response.text
+        for start in range(0, len(text), size):
+            if first_token_ms is None:
+                first_token_ms = (time.perf_counter() - started) * 1000
+            yield TokenDelta(text[start : start + size])
+        usage = response.usage
+        if usage is None:
+            prompt_tokens = sum(_estimate_tokens(m.content) for m in request.messages)
+            reasoning = sum(_estimate_tokens(block) for block in response.thinking)
+            output_tokens = _estimate_tokens(text) + reasoning
+            usage = Usage(
+                input_tokens=prompt_tokens,
+                output_tokens=output_tokens,
+                total_tokens=prompt_tokens + output_tokens,
+                reasoning_tokens=reasoning,
+                requests=1,
+            )
+        yield StreamMetadata(
+            usage=usage,
+            model=self.model,
+            stop_reason=response.stop_reason,
+            time_to_first_token_ms=first_token_ms,
+            total_ms=(time.perf_counter() - started) * 1000,
+        )
+
+    async def aclose(self) -> None:
+        """Nothing to release; present for the provider protocol."""
