@@ -9,5 +9,6 @@ from __future__ import annotations
 from pes_agent.storage.base import Storage
 from pes_agent.storage.factory import open_storage
 from pes_agent.storage.memory import InMemoryStorage
+from pes_agent.storage.sqlite import SQLiteStorage
 
-__all__ = ["InMemoryStorage", "Storage", "open_storage"]
+__all__ = ["InMemoryStorage", "SQLiteStorage", "Storage", "open_storage"]

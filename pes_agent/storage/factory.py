@@ -38,8 +38,9 @@ def open_storage(spec: str | Storage) -> Storage:
     if scheme == "memory":
         return InMemoryStorage()
     if scheme == "sqlite":
-        _sqlite_path(text)
-        raise UsageError("SQLiteStorage is not available yet in this build: use storage='memory'")
+        from pes_agent.storage.sqlite import SQLiteStorage
+
+        return SQLiteStorage(_sqlite_path(text))
     if scheme in ("postgresql", "postgres"):
         raise UsageError("PostgresStorage is not available yet in this build: use 'memory'")
     raise UsageError(f"unknown storage {_describe(text)}: accepted are {', '.join(ACCEPTED_SPECS)}")

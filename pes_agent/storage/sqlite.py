@@ -1,0 +1,461 @@
+"""`SQLiteStorage`: the embedded, persistent store (`storage="sqlite:///agent.db"`).
+
+- **Never blocks the event loop.** Each storage object owns one connection used by one
+  dedicated worker thread; every query runs there.
+- **Several processes on one file.** WAL mode (readers never wait for the writer), a busy
+  timeout for writers, and `BEGIN IMMEDIATE` for every read-modify-write so two writers cannot
+  deadlock upgrading a read lock.
+- **Runs on one thread are serialised across processes** by `lock_thread`: an in-process
+  `asyncio.Lock` per thread, then an `flock`ed lock file per thread (`<db>-locks/`, see
+  `_filelock`). The kernel drops the file lock when its holder dies, even by SIGKILL, so a
+  crashed worker never blocks a thread. Runs on different threads never wait for each other.
+  `":memory:"` databases live in one process, so they use the in-process lock only.
+- **Atomic turns.** `commit_turn` writes the messages and the state in one transaction: a crash
+  leaves the whole turn or nothing. Observations are committed one by one as they are
+  recorded, so those recorded before a crash survive it.
+- **Durability.** `synchronous=NORMAL` (the WAL default): a committed turn survives the process
+  crashing; a power cut may lose the last few commits. Pass `synchronous="FULL"` to fsync
+  every commit.
+- **Schema.** Created on first use and recorded in `schema_version`; older files are migrated
+  step by step (`MIGRATIONS`); a file written by a newer pes-agent is refused with a
+  `ConfigurationError` instead of being misread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, Self, TypeVar
+
+from pes_agent.config import AgentState, ThreadConfig
+from pes_agent.exceptions import ConfigurationError, StorageError, UsageError
+from pes_agent.messages import ConversationMessage
+from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.storage import _codec
+from pes_agent.storage._filelock import FileLockDirectory
+from pes_agent.storage._locks import ThreadLockTable
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStorage"]
+
+_T = TypeVar("_T")
+
+# Each entry upgrades the schema from version (key - 1) to version key. Append, never edit.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE thread_configs (
+            thread_id TEXT PRIMARY KEY,
+            config TEXT NOT NULL
+        )""",
+        """CREATE TABLE agent_states (
+            thread_id TEXT PRIMARY KEY,
+            data TEXT NOT NULL,
+            version INTEGER NOT NULL
+        )""",
+        """CREATE TABLE messages (
+            seq INTEGER PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            body TEXT NOT NULL,
+            UNIQUE (thread_id, message_id)
+        )""",
+        "CREATE INDEX messages_by_thread ON messages (thread_id, seq)",
+        """CREATE TABLE observations (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL,
+            thread_id TEXT NOT NULL,
+            trace_id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            body TEXT NOT NULL
+        )""",
+        "CREATE INDEX observations_by_thread ON observations (thread_id, seq)",
+        "CREATE INDEX observations_by_trace ON observations (thread_id, trace_id, seq)",
+    ),
+}
+SCHEMA_VERSION = max(MIGRATIONS)
+
+_UPSERT_STATE = (
+    "INSERT INTO agent_states (thread_id, data, version) VALUES (?, ?, 1) "
+    "ON CONFLICT (thread_id) DO UPDATE SET data = excluded.data, "
+    "version = agent_states.version + 1 RETURNING version"
+)
+_INSERT_MESSAGE = "INSERT INTO messages (thread_id, message_id, body) VALUES (?, ?, ?)"
+
+
+class SQLiteStorage:
+    """A SQLite file (or `":memory:"`) holding threads, history, state and observations.
+
+    `SQLiteStorage("agent.db")` opens nothing until first use, then creates or migrates the
+    schema. Close it with `await storage.aclose()` or `async with SQLiteStorage(...)`.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_s: float = 30.0,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        lock_poll_max_s: float = 0.05,
+    ) -> None:
+        self._path = os.fspath(path)
+        if not self._path:
+            raise UsageError("SQLiteStorage needs a file path, or ':memory:'")
+        if busy_timeout_s <= 0:
+            raise UsageError("busy_timeout_s must be > 0 seconds")
+        if synchronous not in ("NORMAL", "FULL"):
+            raise UsageError("synchronous must be 'NORMAL' or 'FULL'")
+        self._busy_timeout_ms = int(busy_timeout_s * 1000)
+        self._synchronous = synchronous
+        self._in_memory = self._path == ":memory:" or self._path.startswith("file::memory:")
+        self._file_locks = (
+            None
+            if self._in_memory
+            else FileLockDirectory(Path(self._path + "-locks"), max_poll_s=lock_poll_max_s)
+        )
+        self._locks = ThreadLockTable()
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_guard = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"SQLiteStorage({self._path!r})"
+
+    @property
+    def path(self) -> str:
+        """The database file (or `":memory:"`)."""
+        return self._path
+
+    async def __aenter__(self) -> Self:
+        await self.initialize()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def initialize(self) -> None:
+        """Open the database and create or migrate its schema now rather than on first use."""
+        await self._call(lambda conn: None)
+
+    # -- the worker thread ------------------------------------------------------------------
+
+    async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        if self._closed:
+            raise UsageError(f"{self!r} is closed: open a new storage object")
+        with self._executor_guard:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="pes-sqlite")
+            executor = self._executor
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(executor, self._run, work)
+
+    def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        conn = self._conn if self._conn is not None else self._open()
+        try:
+            return work(conn)
+        except sqlite3.Error as exc:
+            raise StorageError(f"SQLite error on {self._path!r}: {exc}") from exc
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self._path,
+                timeout=self._busy_timeout_ms / 1000,
+                isolation_level=None,
+                uri=self._path.startswith("file:"),
+            )
+        except sqlite3.Error as exc:
+            raise ConfigurationError(
+                f"cannot open the SQLite database {self._path!r} ({exc}): check that its "
+                "directory exists and is writable"
+            ) from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            if not self._in_memory:
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            _migrate(conn, self._path)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise ConfigurationError(
+                f"cannot use {self._path!r} as a pes-agent SQLite database ({exc})"
+            ) from exc
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    # -- threads ----------------------------------------------------------------------------
+
+    async def get_thread_config(self, thread_id: str) -> ThreadConfig | None:
+        """The thread's saved config, or None if it was never configured."""
+
+        def read(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT config FROM thread_configs WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        text = await self._call(read)
+        return None if text is None else _codec.load_config(text)
+
+    async def set_thread_config(self, thread_id: str, config: ThreadConfig) -> None:
+        """Replace the thread's config."""
+        text = _codec.dump_config(config, thread_id)
+        await self._call(
+            lambda conn: _execute(
+                conn,
+                "INSERT INTO thread_configs (thread_id, config) VALUES (?, ?) "
+                "ON CONFLICT (thread_id) DO UPDATE SET config = excluded.config",
+                (thread_id, text),
+            )
+        )
+
+    async def get_agent_state(self, thread_id: str) -> AgentState | None:
+        """The thread's saved state, or None if none was saved."""
+
+        def read(conn: sqlite3.Connection) -> tuple[str, int] | None:
+            row = conn.execute(
+                "SELECT data, version FROM agent_states WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+            return None if row is None else (str(row[0]), int(row[1]))
+
+        found = await self._call(read)
+        return None if found is None else _codec.load_state(*found)
+
+    async def set_agent_state(self, thread_id: str, state: AgentState) -> AgentState:
+        """Save `state` as the next version (stored version + 1) and return what was saved."""
+        data = _codec.dump_state_data(state, thread_id)
+
+        def write(conn: sqlite3.Connection) -> int:
+            return int(conn.execute(_UPSERT_STATE, (thread_id, data)).fetchone()[0])
+
+        return _codec.load_state(data, await self._call(write))
+
+    # -- messages ---------------------------------------------------------------------------
+
+    async def add_messages(self, thread_id: str, messages: Sequence[ConversationMessage]) -> None:
+        """Append messages to the thread's history, all or none."""
+        await self.commit_turn(thread_id, messages, None)
+
+    async def get_messages(
+        self, thread_id: str, *, limit: int | None = None
+    ) -> list[ConversationMessage]:
+        """The newest `limit` messages (all when None), oldest first."""
+        if limit is not None and limit < 0:
+            raise UsageError(f"limit must be >= 0 or None (all messages), not {limit}")
+
+        def read(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT body FROM (SELECT seq, body FROM messages WHERE thread_id = ? "
+                "ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+                (thread_id, -1 if limit is None else limit),
+            ).fetchall()
+            return [str(row[0]) for row in rows]
+
+        return [_codec.load_message(text) for text in await self._call(read)]
+
+    async def commit_turn(
+        self,
+        thread_id: str,
+        messages: Sequence[ConversationMessage],
+        state: AgentState | None,
+    ) -> AgentState | None:
+        """Save a run's messages and (if given) its state in one transaction."""
+        rows = [(thread_id, m.message_id, _codec.dump_message(m, thread_id)) for m in messages]
+        data = _codec.dump_state_data(state, thread_id) if state is not None else None
+        if not rows and data is None:
+            return None
+
+        def write(conn: sqlite3.Connection) -> int | None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if rows:
+                    conn.executemany(_INSERT_MESSAGE, rows)
+                version = (
+                    None
+                    if data is None
+                    else int(conn.execute(_UPSERT_STATE, (thread_id, data)).fetchone()[0])
+                )
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                _rollback(conn)
+                if isinstance(exc, sqlite3.IntegrityError):
+                    raise StorageError(
+                        f"a message of this turn is already saved in thread {thread_id!r}: "
+                        "each message needs its own message_id; nothing was saved",
+                        thread_id=thread_id,
+                    ) from exc
+                raise
+            return version
+
+        version = await self._call(write)
+        return None if version is None or data is None else _codec.load_state(data, version)
+
+    # -- observations -----------------------------------------------------------------------
+
+    async def add_observation(self, observation: Observation) -> None:
+        """Append an observation to its thread's log, committed at once."""
+        row = (
+            observation.id,
+            observation.thread_id,
+            observation.trace_id,
+            observation.type.value,
+            _codec.dump_observation(observation),
+        )
+        await self._call(
+            lambda conn: _execute(
+                conn,
+                "INSERT INTO observations (id, thread_id, trace_id, type, body) "
+                "VALUES (?, ?, ?, ?, ?)",
+                row,
+            )
+        )
+
+    async def get_observations(
+        self,
+        thread_id: str,
+        *,
+        types: Sequence[ObservationType] | None = None,
+        trace_id: str | None = None,
+    ) -> list[Observation]:
+        """The thread's observations in recording order, optionally of some types or one trace."""
+        sql = "SELECT body FROM observations WHERE thread_id = ?"
+        params: list[str] = [thread_id]
+        if trace_id is not None:
+            sql += " AND trace_id = ?"
+            params.append(trace_id)
+        if types is not None:
+            kinds = sorted({ObservationType(t).value for t in types})
+            if not kinds:
+                return []
+            sql += f" AND type IN ({', '.join('?' * len(kinds))})"
+            params.extend(kinds)
+        sql += " ORDER BY seq"
+
+        def read(conn: sqlite3.Connection) -> list[str]:
+            return [str(row[0]) for row in conn.execute(sql, params).fetchall()]
+
+        return [_codec.load_observation(text) for text in await self._call(read)]
+
+    # -- whole threads ----------------------------------------------------------------------
+
+    async def list_threads(self) -> list[str]:
+        """Every thread with a config, state, message or observation, sorted by id."""
+
+        def read(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(
+                "SELECT thread_id FROM thread_configs UNION SELECT thread_id FROM agent_states "
+                "UNION SELECT thread_id FROM messages UNION SELECT thread_id FROM observations "
+                "ORDER BY thread_id"
+            ).fetchall()
+            return [str(row[0]) for row in rows]
+
+        return await self._call(read)
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread's config, state, messages and observations in one transaction."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for table in ("thread_configs", "agent_states", "messages", "observations"):
+                    conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+
+        await self._call(write)
+
+    def lock_thread(self, thread_id: str) -> AbstractAsyncContextManager[None]:
+        """Serialise runs on `thread_id` across every process using this file.
+
+        Not reentrant. Other threads are never blocked. The lock is released when the block
+        exits, or by the kernel if the process dies.
+        """
+        return self._hold(thread_id)
+
+    @asynccontextmanager
+    async def _hold(self, thread_id: str) -> AsyncIterator[None]:
+        async with self._locks.hold(thread_id):
+            if self._file_locks is None:
+                yield
+            else:
+                async with self._file_locks.hold(thread_id):
+                    yield
+
+    async def aclose(self) -> None:
+        """Close the connection and stop the worker thread; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+
+        def close() -> None:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+
+        try:
+            await asyncio.get_running_loop().run_in_executor(executor, close)
+        finally:
+            executor.shutdown(wait=False)
+
+
+def _migrate(conn: sqlite3.Connection, path: str) -> None:
+    """Create or upgrade the schema to `SCHEMA_VERSION`, refusing a newer one."""
+    if _recorded_version(conn) == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        current = _recorded_version(conn) or 0
+        if current > SCHEMA_VERSION:
+            raise ConfigurationError(
+                f"the SQLite database {path!r} has schema version {current}, newer than the "
+                f"{SCHEMA_VERSION} this pes-agent understands: upgrade pes-agent to use it"
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement)
+        conn.execute("DELETE FROM schema_version")
+        conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+
+
+def _recorded_version(conn: sqlite3.Connection) -> int | None:
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+    ).fetchone()
+    if exists is None:
+        return None
+    row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    # SQLite rolls back by itself after some errors (a full disk, for one); don't mask those.
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+def _execute(conn: sqlite3.Connection, sql: str, params: Sequence[object]) -> None:
+    conn.execute(sql, params)
