@@ -1,0 +1,223 @@
+"""The dependency graph of a plan's tool calls, and the plan errors that make it unusable.
+
+A call depends on every step its arguments reference with a ``{step_N_result}`` placeholder
+and on every call id listed in its ``dependsOn``. `plan_errors(calls)` lists what is wrong with
+a plan in sentences meant for the model (they are quoted back to it in the repair round-trip);
+`CallGraph.build(calls)` gives the executor each call's dependencies and marks the calls that
+cannot run because of such an error, so even an unrepaired plan never deadlocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pes_agent.placeholders import find_references
+from pes_agent.plans import ParsedToolCall
+
+__all__ = ["CallGraph", "plan_errors"]
+
+
+def plan_errors(calls: Sequence[ParsedToolCall]) -> list[str]:
+    """List every problem of a plan's tool calls, one readable sentence each; [] if none.
+
+    Problems: duplicate call ids; a placeholder referring to step 0, a step that does not exist,
+    the call itself or a later step; a ``dependsOn`` naming an unknown call id or the call
+    itself; and dependency cycles (named call by call).
+    """
+    return CallGraph.build(calls).errors
+
+
+@dataclass(frozen=True, slots=True)
+class CallGraph:
+    """Who waits for whom among a plan's calls; positions are 0-based indices into `calls`.
+
+    - `dependencies[i]`: the calls that must finish before call `i` may run;
+    - `dependents[i]`: the calls waiting for call `i` (the reverse edges);
+    - `problems[i]`: why call `i` cannot run (empty if it can). A call with problems is refused
+      by the executor instead of run, and it waits for nothing.
+    """
+
+    calls: tuple[ParsedToolCall, ...]
+    dependencies: tuple[frozenset[int], ...]
+    dependents: tuple[tuple[int, ...], ...]
+    problems: tuple[tuple[str, ...], ...]
+
+    @classmethod
+    def build(cls, calls: Sequence[ParsedToolCall]) -> CallGraph:
+        """Derive the dependency edges and plan problems of `calls` (never raises)."""
+        calls = tuple(calls)
+        count = len(calls)
+        problems: list[list[str]] = [[] for _ in calls]
+        edges: list[set[int]] = [set() for _ in calls]
+
+        positions: dict[str, list[int]] = {}
+        for index, call in enumerate(calls):
+            positions.setdefault(call.call_id, []).append(index)
+        for index, call in enumerate(calls):
+            first = positions[call.call_id][0]
+            if first != index:
+                problems[index].append(
+                    f'{_label(calls, index)} reuses the call id "{call.call_id}" of step '
+                    f"{first + 1}; give every call a unique callId."
+                )
+
+        for index, call in enumerate(calls):
+            label = _label(calls, index)
+            for step in sorted(find_references(call.arguments)):
+                target = step - 1
+                if step == 0:
+                    problems[index].append(
+                        f"{label} refers to step_0_result, but steps are numbered from 1."
+                    )
+                elif step > count:
+                    problems[index].append(
+                        f"{label} refers to step_{step}_result, but the plan has only "
+                        f"{_calls(count)}."
+                    )
+                elif target == index:
+                    problems[index].append(
+                        f"{label} refers to its own result (step_{step}_result); a call can "
+                        "only use the results of earlier steps."
+                    )
+                else:
+                    edges[index].add(target)
+                    if target > index:
+                        problems[index].append(
+                            f"{label} refers to step_{step}_result, a later step; a call can "
+                            "only use the results of earlier steps, so reorder the calls."
+                        )
+            for call_id in call.depends_on:
+                targets = positions.get(call_id)
+                if targets is None:
+                    problems[index].append(
+                        f'{label} depends on "{call_id}", which is not a call id in this plan.'
+                    )
+                elif targets == [index]:
+                    problems[index].append(f'{label} depends on itself ("{call_id}").')
+                else:
+                    edges[index].update(t for t in targets if t != index)
+
+        for cycle in _cycles(edges):
+            names = " -> ".join(f'"{calls[i].call_id}"' for i in (*cycle, cycle[0]))
+            message = (
+                f"The calls {names} form a dependency cycle, so none of them can run; "
+                "remove one of these dependencies."
+            )
+            for index in cycle:
+                problems[index].append(message)
+
+        # A call that cannot run is refused at once, so it waits for nothing; this also drops
+        # every edge of every cycle, leaving the executor an acyclic graph.
+        dependencies = tuple(
+            frozenset() if problems[i] else frozenset(edges[i]) for i in range(count)
+        )
+        dependents: list[list[int]] = [[] for _ in calls]
+        for index, needed in enumerate(dependencies):
+            for target in needed:
+                dependents[target].append(index)
+        return cls(
+            calls=calls,
+            dependencies=dependencies,
+            dependents=tuple(tuple(sorted(d)) for d in dependents),
+            problems=tuple(tuple(p) for p in problems),
+        )
+
+    @property
+    def errors(self) -> list[str]:
+        """Every problem of the plan, in call order, each message once."""
+        return list(dict.fromkeys(message for problems in self.problems for message in problems))
+
+    def order(self) -> list[int]:
+        """Return the call indices in an order that runs every dependency first.
+
+        Plan order is kept wherever the dependencies allow (a `dependsOn` naming a later call
+        moves that call forward). Calls with problems keep their place: they wait for nothing.
+        """
+        waiting = [len(deps) for deps in self.dependencies]
+        ready = [i for i, count in enumerate(waiting) if count == 0]
+        ordered: list[int] = []
+        # Few calls per plan: picking the smallest ready index each time keeps plan order simply.
+        while ready:
+            ready.sort()
+            index = ready.pop(0)
+            ordered.append(index)
+            for dependent in self.dependents[index]:
+                waiting[dependent] -= 1
+                if waiting[dependent] == 0:
+                    ready.append(dependent)
+        return ordered
+
+
+def _label(calls: Sequence[ParsedToolCall], index: int) -> str:
+    return f'Step {index + 1} ("{calls[index].call_id}")'
+
+
+def _calls(count: int) -> str:
+    return "1 tool call" if count == 1 else f"{count} tool calls"
+
+
+def _cycles(edges: Sequence[set[int]]) -> list[tuple[int, ...]]:
+    """Return one cycle (as call indices) per strongly connected group of two or more calls."""
+    cycles: list[tuple[int, ...]] = []
+    for component in _strongly_connected(edges):
+        if len(component) < 2:
+            continue
+        members = set(component)
+        start = min(component)
+        # Walk inside the component from its first call until a call repeats: that is a cycle.
+        path = [start]
+        seen = {start: 0}
+        while True:
+            following = min(t for t in edges[path[-1]] if t in members)
+            if following in seen:
+                cycles.append(tuple(path[seen[following] :]))
+                break
+            seen[following] = len(path)
+            path.append(following)
+    return cycles
+
+
+def _strongly_connected(edges: Sequence[set[int]]) -> list[list[int]]:
+    """Tarjan's algorithm, iterative so a long chain of calls cannot hit the recursion limit."""
+    index_of: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    components: list[list[int]] = []
+    counter = 0
+    for root in range(len(edges)):
+        if root in index_of:
+            continue
+        work: list[tuple[int, list[int]]] = [(root, sorted(edges[root]))]
+        index_of[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, pending = work[-1]
+            if pending:
+                target = pending.pop(0)
+                if target not in index_of:
+                    index_of[target] = low[target] = counter
+                    counter += 1
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, sorted(edges[target])))
+                elif target in on_stack:
+                    low[node] = min(low[node], index_of[target])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index_of[node]:
+                component: list[int] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(sorted(component))
+    return components

@@ -1,0 +1,207 @@
+"""Fill `{step_N_result}` placeholders in tool arguments with earlier calls' results.
+
+A plan's tool call may use the result of an earlier call by writing a placeholder in any string
+of its arguments. N is the 1-based position of that call in the plan's tool-call list:
+
+- ``{step_2_result}`` and ``<step_2_result>`` are the same placeholder (whitespace just inside
+  the delimiters is allowed: ``{ step_2_result }``);
+- ``{step_2_result.forecast.days[0]}`` reaches into a structured result: ``.name`` reads a key
+  of a mapping (or a field of a pydantic model or dataclass) and ``[i]`` an item of a list
+  (negative indices count from the end) or an integer key of a mapping;
+- a string that is exactly one placeholder, ignoring surrounding whitespace, becomes the raw
+  result with its type kept (a dict stays a dict, ``42`` stays an int). The raw object is shared,
+  not copied;
+- a placeholder inside a longer string is replaced by JSON for dicts, lists, tuples and pydantic
+  models (``json.dumps(..., ensure_ascii=False, default=str)``) and by ``str(value)`` for
+  anything else (so ``None`` reads ``None`` and ``True`` reads ``True``).
+
+Placeholders are found in dict values and list items at any depth, never in dict keys. Model
+text is only ever matched against one regular expression: it is never evaluated or passed to
+`str.format`, so ``{__import__('os')}`` or ``{0}`` stay literally as written. Resolution builds
+new dicts and lists; the arguments passed in are never modified.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from pes_agent.exceptions import ToolExecutionError
+
+__all__ = ["PlaceholderError", "find_references", "resolve_placeholders"]
+
+_ACCESS = r"(?:\.[\w-]+|\[\s*-?\d+\s*\])*"
+_PLACEHOLDER = re.compile(
+    r"\{\s*step_(?P<brace>\d+)_result(?P<brace_path>" + _ACCESS + r")\s*\}"
+    r"|<\s*step_(?P<angle>\d+)_result(?P<angle_path>" + _ACCESS + r")\s*>"
+)
+_STEP = re.compile(r"\.([\w-]+)|\[\s*(-?\d+)\s*\]")
+
+
+class PlaceholderError(ToolExecutionError):
+    """A placeholder could not be filled: the step has no result, or the field/index is absent.
+
+    `placeholder` is the text as the model wrote it, e.g. ``{step_1_result.temp}``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        placeholder: str,
+        call_id: str | None = None,
+        tool_name: str | None = None,
+        thread_id: str | None = None,
+        trace_id: str | None = None,
+    ) -> None:
+        super().__init__(
+            message, call_id=call_id, tool_name=tool_name, thread_id=thread_id, trace_id=trace_id
+        )
+        self.placeholder = placeholder
+
+
+def find_references(arguments: Any) -> set[int]:
+    """Return the step numbers that placeholders in `arguments` refer to (0 if written so)."""
+    found: set[int] = set()
+    _collect(arguments, found)
+    return found
+
+
+def resolve_placeholders(
+    arguments: Mapping[str, Any], results: Mapping[int, Any]
+) -> dict[str, Any]:
+    """Return a copy of `arguments` with every placeholder replaced from `results`.
+
+    `results` maps a step number (1-based) to that call's output. Raises `PlaceholderError`
+    when a referenced step is not in `results` or a field or index does not exist.
+    """
+    return {key: _resolve(value, results) for key, value in arguments.items()}
+
+
+def _collect(value: Any, found: set[int]) -> None:
+    if isinstance(value, str):
+        if "step_" in value:
+            for match in _PLACEHOLDER.finditer(value):
+                found.add(int(match.group("brace") or match.group("angle")))
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            _collect(item, found)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _collect(item, found)
+
+
+def _resolve(value: Any, results: Mapping[int, Any]) -> Any:
+    if isinstance(value, str):
+        return _resolve_string(value, results) if "step_" in value else value
+    if isinstance(value, Mapping):
+        return {key: _resolve(item, results) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_resolve(item, results) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_resolve(item, results) for item in value)
+    return value
+
+
+def _resolve_string(text: str, results: Mapping[int, Any]) -> Any:
+    whole = _PLACEHOLDER.fullmatch(text.strip())
+    if whole is not None:
+        return _lookup(whole, results)
+    return _PLACEHOLDER.sub(lambda match: _embed(_lookup(match, results)), text)
+
+
+def _lookup(match: re.Match[str], results: Mapping[int, Any]) -> Any:
+    placeholder = match.group(0)
+    step = int(match.group("brace") or match.group("angle"))
+    path = match.group("brace_path") or match.group("angle_path") or ""
+    if step not in results:
+        raise PlaceholderError(
+            f"Cannot resolve {placeholder}: step {step} has no result.", placeholder=placeholder
+        )
+    current = results[step]
+    where = f"step_{step}_result"
+    for name, index in _STEP.findall(path):
+        try:
+            current = _field(current, name) if name else _item(current, int(index))
+        except LookupError as exc:
+            raise PlaceholderError(
+                f"Cannot resolve {placeholder}: {where} {exc.args[0]}", placeholder=placeholder
+            ) from None
+        where += f".{name}" if name else f"[{int(index)}]"
+    return current
+
+
+def _field(value: Any, name: str) -> Any:
+    """Read `.name` of a mapping, pydantic model or dataclass; LookupError says why not."""
+    if isinstance(value, Mapping):
+        if name in value:
+            return value[name]
+        raise LookupError(f'has no field "{name}" (its fields: {_names(value.keys())}).')
+    if isinstance(value, BaseModel):
+        fields = type(value).model_fields
+        if name in fields:
+            return getattr(value, name)
+        raise LookupError(f'has no field "{name}" (its fields: {_names(fields)}).')
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = [f.name for f in dataclasses.fields(value)]
+        if name in names:
+            return getattr(value, name)
+        raise LookupError(f'has no field "{name}" (its fields: {_names(names)}).')
+    raise LookupError(f'is {_describe(value)}, which has no field "{name}".')
+
+
+def _item(value: Any, index: int) -> Any:
+    """Read `[index]` of a list or an integer-keyed mapping; LookupError says why not."""
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
+        if -len(value) <= index < len(value):
+            return value[index]
+        raise LookupError(f"has {len(value)} items, so there is no index {index}.")
+    if isinstance(value, Mapping):
+        for key in (index, str(index)):
+            if key in value:
+                return value[key]
+        raise LookupError(f"has no key {index} (its keys: {_names(value.keys())}).")
+    raise LookupError(f"is {_describe(value)}, which cannot be indexed with [{index}].")
+
+
+def _names(keys: Any) -> str:
+    names = [str(key) for key in keys]
+    return ", ".join(names) if names else "none"
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return f"a {type(value).__name__}"
+
+
+def _embed(value: Any) -> str:
+    """Render a result inside a longer string: JSON for structures, `str()` for the rest."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    if isinstance(value, Mapping | list | tuple):
+        try:
+            return json.dumps(value, ensure_ascii=False, default=_json_default)
+        except (TypeError, ValueError):
+            # Non-string keys or a circular structure: the text form is still useful.
+            return str(value)
+    return str(value)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return str(value)
