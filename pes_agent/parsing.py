@@ -1,0 +1,665 @@
+"""Read a model's planning or synthesis output, tolerating what models actually write.
+
+The planning prompt asks for one JSON object
+(`{"title", "intent", "plan", "toolCalls": [...], "thoughts"?}`); ART's section format
+(`Intent:` / `Plan:` / `Tool Calls:` labels) is read as well. The parser never raises: a section
+that is present but unusable becomes `tool_calls=[]` plus a sentence in `PlanningOutput.errors`
+that quotes the problem, because that text is sent back to the model in the repair round-trip.
+
+How the text is read, in order:
+
+1. `<think>…</think>` and `<thinking>…</thinking>` blocks become `thoughts` (one entry per
+   non-empty block) and are cut out of the text. A closing tag with no opener before it ends a
+   thought that began with the output (models whose chat template opens the block in the
+   prompt), unless a section label comes before it. An opening tag that is never closed runs
+   to the first line that starts the plan (a section label, `{` or a code fence), or to the end.
+   No other `<` is touched.
+2. JSON values are found by bracket matching that knows JSON strings and escapes, in one linear
+   pass, so prose, code fences and nested arrays around or inside the JSON do not matter.
+   Trailing commas outside strings are tolerated, and so are raw line breaks inside strings.
+3. If a JSON object with plan keys comes before any section label, it is the plan. Otherwise
+   the text is split at section labels: a label starts a line (after optional `#`/`*`
+   markdown), is matched in any case, and its section runs until the next label.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import structlog
+
+from pes_agent.plans import ParsedToolCall, PlanningOutput
+
+__all__ = ["OutputParser"]
+
+_log = structlog.get_logger("pes_agent.parsing")
+
+_THINK_TAG: Final = re.compile(r"<(/?)(?:think|thinking)[ \t]*>", re.IGNORECASE)
+# A section label at the start of a line: "Intent:", "**Plan:**", "## Tool Calls:", "tool_calls:".
+# Every quantifier is over a distinct character class, so matching is linear.
+_LABEL: Final = re.compile(
+    r"^[ \t]*(?:[#*]+[ \t]*)?(title|intent|plan|tool[ \t_-]?calls?)[ \t]*(?:\*\*)?:(?:\*\*)?",
+    re.IGNORECASE | re.MULTILINE,
+)
+# A line where a plan begins, used to end a <think> block that was never closed.
+_PLAN_LINE: Final = re.compile(r"^[ \t]*(?:\{|```)", re.MULTILINE)
+# The characters that matter to bracket matching; everything else is skipped by the regex engine.
+_STRUCTURAL: Final = re.compile(r'[\[\]{}"\\]')
+_COMMA_OR_STRING: Final = re.compile(r'[",\\]')
+_SPACE_THEN_CLOSER: Final = re.compile(r"[ \t\r\n]*[\]}]")
+_STEP_NUMBER: Final = re.compile(r"[ \t]*(?:\d{1,4}[.)]|[-*])[ \t]+")
+_CLOSERS: Final = {"[": "]", "{": "}"}
+
+_PLAN_KEYS: Final = frozenset({"title", "intent", "plan", "toolcalls"})
+_NO_TOOL_CALLS: Final = frozenset(
+    {"", "none", "null", "n/a", "no tool calls", "no tools", "none needed", "no tools needed"}
+    | {"no tool calls needed"}
+)
+_EXCERPT_CHARS: Final = 160
+_INTERNAL_FAILURE: Final = "The parser failed unexpectedly"
+
+_MISSING: Final = object()
+
+
+class OutputParser:
+    """Turns raw model text into a `PlanningOutput` or a final answer; never raises."""
+
+    def parse_planning_output(self, text: str) -> PlanningOutput:
+        """Read intent, plan, tool calls and thoughts from a planning model's output.
+
+        A section the model left out is `None`; a section that is there but unusable gives
+        `tool_calls == []` and an entry in `errors`. Valid tool calls are kept next to
+        invalid ones, and each invalid one gets its own error.
+        """
+        try:
+            return _parse_planning(text)
+        except Exception as exc:  # the contract is "never raises": report instead of crashing
+            _log.exception("planning output parser failed", text_length=len(text))
+            return PlanningOutput(errors=[f"{_INTERNAL_FAILURE} ({type(exc).__name__}: {exc})."])
+
+    def parse_synthesis_output(self, text: str) -> str:
+        """Return the final answer: the text without thinking blocks, whitespace trimmed.
+
+        A code-fenced answer is kept as written: a fence may be the point of the answer.
+        """
+        _, answer = _split_thoughts(text, plan_aware=False)
+        return answer.strip()
+
+
+# --------------------------------------------------------------------------------------------
+# Planning output
+# --------------------------------------------------------------------------------------------
+
+
+def _parse_planning(text: str) -> PlanningOutput:
+    thoughts, body = _split_thoughts(text, plan_aware=True)
+    errors: list[str] = []
+    labels = list(_LABEL.finditer(body))
+    scan = _scan(body)
+    found = _find_json(body, scan, _is_plan_object)
+    plan_object = found.value if found is not None else None
+    if (
+        found is not None
+        and isinstance(plan_object, dict)
+        and (not labels or found.start < labels[0].start())
+    ):
+        output = _from_plan_object(plan_object, errors)
+    elif labels:
+        output = _from_sections(body, labels, errors)
+    else:
+        output = PlanningOutput()
+        broken = _broken_plan_object(body, scan)
+        if broken is not None:
+            errors.append(broken)
+    all_thoughts = thoughts + (output.thoughts or [])
+    return output.model_copy(update={"thoughts": all_thoughts or None, "errors": errors})
+
+
+def _from_plan_object(obj: dict[str, Any], errors: list[str]) -> PlanningOutput:
+    fields = _normalised(obj)
+    tool_calls: list[ParsedToolCall] | None = None
+    if "toolcalls" in fields:
+        where = 'The "toolCalls" field'
+        value = fields["toolcalls"]
+        if isinstance(value, str):
+            tool_calls = _tool_calls_from_text(value, where, errors, single_object_ok=True)
+        else:
+            tool_calls = _tool_calls_from_value(value, where, errors, single_object_ok=True)
+    return PlanningOutput(
+        title=_as_text(fields.get("title")),
+        intent=_as_text(fields.get("intent")),
+        plan=_plan_text(fields.get("plan")),
+        tool_calls=tool_calls,
+        thoughts=_thought_list(fields.get("thoughts", fields.get("thought"))),
+    )
+
+
+def _from_sections(body: str, labels: list[re.Match[str]], errors: list[str]) -> PlanningOutput:
+    texts: dict[str, list[str]] = {}
+    for index, label in enumerate(labels):
+        end = labels[index + 1].start() if index + 1 < len(labels) else len(body)
+        key = _normalised_key(label.group(1))
+        key = "toolcalls" if key.startswith("tool") else key  # "Tool Call:", "tool_calls:"
+        texts.setdefault(key, []).append(body[label.end() : end].strip())
+    tool_calls: list[ParsedToolCall] | None = None
+    if "toolcalls" in texts:
+        # The first Tool Calls section is the plan's; a repeated one is almost always an echo.
+        tool_calls = _tool_calls_from_text(
+            texts["toolcalls"][0], "Tool Calls section", errors, single_object_ok=False
+        )
+    return PlanningOutput(
+        title=_joined(texts.get("title")),
+        intent=_joined(texts.get("intent")),
+        plan=_joined(texts.get("plan")),
+        tool_calls=tool_calls,
+    )
+
+
+def _joined(parts: list[str] | None) -> str | None:
+    """Join repeated sections so no text the model wrote is dropped."""
+    if parts is None:
+        return None
+    return "\n".join(part for part in parts if part) if len(parts) > 1 else parts[0]
+
+
+def _is_plan_object(value: object) -> bool:
+    return isinstance(value, dict) and any(
+        isinstance(key, str) and _normalised_key(key) in _PLAN_KEYS for key in value
+    )
+
+
+_PLAN_KEY_TEXT: Final = re.compile(r'"(?:title|intent|plan|tool_?calls)"[ \t\r\n]*:', re.IGNORECASE)
+
+
+def _broken_plan_object(body: str, scan: _Scan) -> str | None:
+    """Describe a JSON plan object that is there but cannot be read, so the model can fix it."""
+    for item in scan.top:
+        snippet = body[item.start : item.end]
+        if not snippet.startswith("{") or not _PLAN_KEY_TEXT.search(snippet):
+            continue
+        try:
+            _decode(snippet, whole=item.closed)
+        except _JSONProblem as problem:
+            return f"The JSON plan object is not valid JSON: {problem}."
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Tool calls
+# --------------------------------------------------------------------------------------------
+
+
+def _tool_calls_from_text(
+    text: str, where: str, errors: list[str], *, single_object_ok: bool
+) -> list[ParsedToolCall]:
+    stripped = text.strip()
+    if stripped.rstrip(".").strip().lower() in _NO_TOOL_CALLS:
+        return []
+
+    def preferred(value: object) -> bool:
+        if isinstance(value, list):
+            return all(isinstance(entry, dict) for entry in value)
+        return single_object_ok and isinstance(value, dict)
+
+    scan = _scan(stripped)
+    found = _find_json(stripped, scan, preferred)
+    if found is None:
+        problem = _first_problem(stripped, scan)
+        if isinstance(problem, _Decoded):
+            found = problem
+        else:
+            errors.append(f"{where} {problem}")
+            return []
+    return _tool_calls_from_value(found.value, where, errors, single_object_ok=single_object_ok)
+
+
+def _tool_calls_from_value(
+    value: object, where: str, errors: list[str], *, single_object_ok: bool
+) -> list[ParsedToolCall]:
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        if not single_object_ok:
+            errors.append(
+                f"{where} must be a JSON array of tool calls, got a single object: "
+                f"{_quote(value)}. Wrap the calls in [ ]."
+            )
+            return []
+        value = [value]
+    if not isinstance(value, list):
+        errors.append(
+            f"{where} must be a JSON array of tool calls, got {_kind(value)}: {_quote(value)}."
+        )
+        return []
+    calls: list[ParsedToolCall] = []
+    seen: set[str] = set()
+    for position, entry in enumerate(value, start=1):
+        call = _tool_call(entry, position)
+        if isinstance(call, str):
+            errors.append(call)
+        elif call.call_id in seen:
+            errors.append(
+                f'Tool call {position} ("{call.tool_name}") repeats callId "{call.call_id}"; '
+                "give every call a unique callId."
+            )
+        else:
+            seen.add(call.call_id)
+            calls.append(call)
+    return calls
+
+
+def _tool_call(entry: object, position: int) -> ParsedToolCall | str:
+    """Build one call, or return the sentence that says why this entry cannot be one."""
+    if not isinstance(entry, dict):
+        return f"Tool call {position} must be a JSON object, got {_kind(entry)}: {_quote(entry)}."
+    fields = _normalised(entry)
+    # OpenAI shape: {"id", "type": "function", "function": {"name", "arguments": "<json>"}}.
+    function = fields.get("function")
+    inner = _normalised(function) if isinstance(function, dict) else {}
+    if isinstance(function, str):
+        inner = {"name": function}
+
+    name = _first(inner, fields, keys=("toolname", "name", "tool"))
+    if not isinstance(name, str) or not name.strip():
+        detail = (
+            "no tool name" if name is _MISSING or name is None else "a tool name that is not text"
+        )
+        return f'Tool call {position} has {detail} (expected "toolName"): {_quote(entry)}.'
+    tool_name = name.strip()
+    label = f'Tool call {position} ("{tool_name}")'
+
+    raw_id = _first(inner, fields, keys=("callid", "id", "toolcallid"))
+    if raw_id is _MISSING or raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
+        call_id = f"call_{position}"
+    elif isinstance(raw_id, str):
+        call_id = raw_id.strip()
+    elif isinstance(raw_id, int) and not isinstance(raw_id, bool):
+        call_id = str(raw_id)
+    else:
+        return f"{label} has a callId that is not text: {_quote(raw_id)}."
+
+    arguments = _arguments(_first(inner, fields, keys=_ARGUMENT_KEYS), label)
+    if isinstance(arguments, str):
+        return arguments
+    raw_depends_on = _first(inner, fields, keys=("dependson", "depends", "dependencies"))
+    depends_on = _depends_on(raw_depends_on)
+    if depends_on is None:
+        return f"{label} has dependsOn that is not a list of callIds: {_quote(raw_depends_on)}."
+    return ParsedToolCall(
+        call_id=call_id, tool_name=tool_name, arguments=arguments, depends_on=depends_on
+    )
+
+
+_ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "input", "params")
+
+
+def _arguments(raw: object, label: str) -> dict[str, Any] | str:
+    if raw is _MISSING or raw is None:
+        return {}
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}
+        try:
+            raw = _loads(raw)
+        except _JSONProblem as problem:
+            return f"{label} has an arguments string that is not valid JSON: {problem}."
+    if isinstance(raw, dict):
+        return {str(key): value for key, value in raw.items()}
+    return (
+        f"{label} has arguments that are not a JSON object of named parameters "
+        f'(got {_kind(raw)}: {_quote(raw)}); write them as {{"name": value, ...}}.'
+    )
+
+
+def _depends_on(raw: object) -> list[str] | None:
+    if raw is _MISSING or raw is None:
+        return []
+    items: Iterable[object]
+    if isinstance(raw, str):
+        items = raw.split(",")
+    elif isinstance(raw, list):
+        items = raw
+    else:
+        items = [raw]
+    ids: list[str] = []
+    for item in items:
+        if isinstance(item, str):
+            if item.strip():
+                ids.append(item.strip())
+        elif isinstance(item, int) and not isinstance(item, bool):
+            ids.append(str(item))
+        else:
+            return None
+    return ids
+
+
+def _first(*sources: dict[str, object], keys: tuple[str, ...]) -> object:
+    for source in sources:
+        for key in keys:
+            if key in source:
+                return source[key]
+    return _MISSING
+
+
+# --------------------------------------------------------------------------------------------
+# Text fields
+# --------------------------------------------------------------------------------------------
+
+
+def _normalised_key(key: str) -> str:
+    return "".join(char for char in key.lower() if char.isalnum())
+
+
+def _normalised(obj: dict[Any, Any]) -> dict[str, object]:
+    """Map `toolName`, `tool_name` and `Tool Name` alike to `toolname`; the first one wins."""
+    fields: dict[str, object] = {}
+    for key, value in obj.items():
+        fields.setdefault(_normalised_key(str(key)), value)
+    return fields
+
+
+def _as_text(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, list):
+        # Not recursive: a deeply nested list from the model must not exhaust the stack.
+        parts = (
+            item.strip() if isinstance(item, str) else _quote(item, limit=None) for item in value
+        )
+        return "\n".join(part for part in parts if part)
+    return _quote(value, limit=None)
+
+
+def _plan_text(value: object) -> str | None:
+    """A plan written as a list of steps becomes numbered lines."""
+    if isinstance(value, dict):
+        steps = _normalised(value).get("steps")
+        if isinstance(steps, list):
+            value = steps
+    if not isinstance(value, list):
+        return _as_text(value)
+    lines = []
+    for number, step in enumerate(value, start=1):
+        text = _step_text(step)
+        numbered = _STEP_NUMBER.match(text)
+        lines.append(f"{number}. {text[numbered.end() :] if numbered else text}")
+    return "\n".join(lines)
+
+
+def _step_text(step: object) -> str:
+    if isinstance(step, dict):
+        fields = _normalised(step)
+        for key in ("description", "text", "action", "step", "task", "title", "content"):
+            if isinstance(fields.get(key), str):
+                return str(fields[key]).strip()
+    return _as_text(step) or ""
+
+
+def _thought_list(value: object) -> list[str] | None:
+    if value is None:
+        return None
+    items = value if isinstance(value, list) else [value]
+    thoughts = [text for item in items if (text := _as_text(item))]
+    return thoughts or None
+
+
+# --------------------------------------------------------------------------------------------
+# Thinking blocks
+# --------------------------------------------------------------------------------------------
+
+
+def _split_thoughts(text: str, *, plan_aware: bool) -> tuple[list[str], str]:
+    """Cut `<think>` blocks out of `text`; return (thoughts, the rest).
+
+    `plan_aware` ends a never-closed block where a plan begins and keeps a stray leading
+    `</think>` from swallowing section labels; for a final answer the usual convention holds
+    (an unclosed block runs to the end).
+    """
+    thoughts: list[str] = []
+    kept: list[str] = []
+    position = 0
+    opened_at: int | None = None
+    for tag in _THINK_TAG.finditer(text):
+        closing = tag.group(1) == "/"
+        if opened_at is not None:
+            if closing:
+                thoughts.append(text[opened_at : tag.start()])
+                position = tag.end()
+                opened_at = None
+            continue  # an opening tag inside a thought is part of the thought
+        if not closing:
+            kept.append(text[position : tag.start()])
+            opened_at = tag.end()
+        elif position == 0 and not (plan_aware and _LABEL.search(text, 0, tag.start())):
+            thoughts.append(text[: tag.start()])  # the opening tag was in the prompt
+            position = tag.end()
+        else:
+            kept.append(text[position : tag.start()])  # a stray closing tag: drop only the tag
+            position = tag.end()
+    if opened_at is not None:
+        end = len(text)
+        if plan_aware:
+            starts = [
+                match.start()
+                for match in (_LABEL.search(text, opened_at), _PLAN_LINE.search(text, opened_at))
+                if match is not None
+            ]
+            end = min(starts, default=end)
+        thoughts.append(text[opened_at:end])
+        position = end
+    kept.append(text[position:])
+    return [thought.strip() for thought in thoughts if thought.strip()], "".join(kept)
+
+
+# --------------------------------------------------------------------------------------------
+# Finding JSON in text
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class _Item:
+    """A bracketed region `text[start:end]`; `closed` is False when its brackets never matched."""
+
+    start: int
+    end: int
+    closed: bool
+
+
+@dataclass(slots=True)
+class _Scan:
+    top: list[_Item]  # outermost regions, in text order
+    stranded: list[_Item]  # outermost matched regions inside a region that never closed
+
+
+@dataclass(slots=True, frozen=True)
+class _Decoded:
+    start: int
+    value: object
+
+
+class _JSONProblem(Exception):
+    """Why a piece of text is not JSON, worded for the model."""
+
+
+def _scan(text: str) -> _Scan:
+    """Match brackets in one pass, knowing JSON strings and escapes.
+
+    Outside any bracket the text is prose, so quotes there do not start strings. A closing
+    bracket of the wrong kind abandons the region it was in and the scan carries on after it,
+    which keeps the pass linear however broken the text is.
+    """
+    pairs: list[tuple[int, int, int]] = []  # (start, end, depth)
+    broken: list[_Item] = []
+    stack: list[tuple[str, int]] = []
+    in_string = False
+    escaped_at = -1
+    for match in _STRUCTURAL.finditer(text):
+        index = match.start()
+        if index == escaped_at:
+            continue
+        char = text[index]
+        if in_string:
+            if char == "\\":
+                escaped_at = index + 1
+            elif char == '"':
+                in_string = False
+        elif char in _CLOSERS:
+            stack.append((char, index))
+        elif not stack:
+            continue  # quotes, backslashes and stray closers in prose
+        elif char == '"':
+            in_string = True
+        elif char in "]}":
+            if _CLOSERS[stack[-1][0]] == char:
+                start = stack.pop()[1]
+                pairs.append((start, index + 1, len(stack)))
+            else:
+                broken.append(_Item(stack[0][1], index + 1, closed=False))
+                stack.clear()
+    if stack:
+        broken.append(_Item(stack[0][1], len(text), closed=False))
+
+    top = [_Item(start, end, closed=True) for start, end, depth in pairs if depth == 0]
+    top.extend(broken)
+    top.sort(key=lambda item: item.start)
+    stranded: list[_Item] = []
+    reach = -1
+    for start, end, depth in sorted(pairs, key=lambda pair: (pair[0], -pair[1])):
+        if start >= reach:
+            reach = end
+            if depth > 0:
+                stranded.append(_Item(start, end, closed=True))
+    return _Scan(top, stranded)
+
+
+def _find_json(text: str, scan: _Scan, preferred: Callable[[object], bool]) -> _Decoded | None:
+    """The first outermost JSON value `preferred` accepts, else one inside broken brackets."""
+    for group in (scan.top, scan.stranded):
+        for item in group:
+            if not item.closed:
+                continue
+            try:
+                value = _loads(text[item.start : item.end])
+            except _JSONProblem:
+                continue
+            if preferred(value):
+                return _Decoded(item.start, value)
+    return None
+
+
+def _first_problem(text: str, scan: _Scan) -> _Decoded | str:
+    """The first readable JSON value (of the wrong shape), else why the first one is not JSON."""
+    first_error: str | None = None
+    for item in scan.top:
+        try:
+            value = _decode(text[item.start : item.end], whole=item.closed)
+        except _JSONProblem as problem:
+            first_error = first_error or f"is not valid JSON: {problem}."
+            continue
+        return _Decoded(item.start, value)
+    return first_error or f"contains no JSON array: {_excerpt(text)}."
+
+
+def _decode(snippet: str, *, whole: bool) -> object:
+    """Decode `snippet`; with `whole=False`, decode what can be read from its start."""
+    if whole:
+        return _loads(snippet)
+    try:
+        return json.JSONDecoder(strict=False).raw_decode(_blank_trailing_commas(snippet))[0]
+    except (ValueError, RecursionError) as error:
+        raise _JSONProblem(_describe(error, snippet)) from None
+
+
+def _loads(snippet: str) -> object:
+    try:
+        return json.loads(snippet, strict=False)
+    except (ValueError, RecursionError) as first:
+        if "," not in snippet or not isinstance(first, json.JSONDecodeError):
+            raise _JSONProblem(_describe(first, snippet)) from None
+    cleaned = _blank_trailing_commas(snippet)
+    try:
+        return json.loads(cleaned, strict=False)
+    except (ValueError, RecursionError) as error:
+        raise _JSONProblem(_describe(error, cleaned)) from None
+
+
+def _describe(error: BaseException, snippet: str) -> str:
+    if isinstance(error, json.JSONDecodeError):
+        before = snippet[max(0, error.pos - 30) : error.pos]
+        after = snippet[error.pos : error.pos + 30]
+        return (
+            f"{error.msg} at line {error.lineno} column {error.colno}, "
+            f"here: {before + '⟨here⟩' + after!r}"
+        )
+    if isinstance(error, RecursionError):
+        return "it is nested too deeply"
+    return str(error)
+
+
+def _blank_trailing_commas(snippet: str) -> str:
+    """Replace each comma that directly precedes `]` or `}` (outside strings) with a space.
+
+    Blanking instead of deleting keeps the positions in a later error message true.
+    """
+    commas: list[int] = []
+    in_string = False
+    escaped_at = -1
+    for match in _COMMA_OR_STRING.finditer(snippet):
+        index = match.start()
+        if index == escaped_at:
+            continue
+        char = snippet[index]
+        if char == "\\":
+            if in_string:
+                escaped_at = index + 1
+        elif char == '"':
+            in_string = not in_string
+        elif not in_string and _SPACE_THEN_CLOSER.match(snippet, index + 1):
+            commas.append(index)
+    if not commas:
+        return snippet
+    chars = list(snippet)
+    for index in commas:
+        chars[index] = " "
+    return "".join(chars)
+
+
+# --------------------------------------------------------------------------------------------
+# Quoting for error messages
+# --------------------------------------------------------------------------------------------
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if value is None:
+        return "null"
+    return type(value).__name__
+
+
+def _quote(value: object, limit: int | None = _EXCERPT_CHARS) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = f"<{_kind(value)}>"
+    if limit is not None and len(text) > limit:
+        return text[:limit] + "…"
+    return text
+
+
+def _excerpt(text: str) -> str:
+    return repr(text if len(text) <= _EXCERPT_CHARS else text[:_EXCERPT_CHARS] + "…")
