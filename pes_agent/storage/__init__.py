@@ -1,14 +1,24 @@
 """Where threads, history, state and observations are kept.
 
 `open_storage("memory" | "sqlite:///agent.db" | "postgresql://...")` picks an implementation;
-every implementation satisfies the `Storage` protocol.
+every implementation satisfies the `Storage` protocol. `PostgresStorage` also satisfies
+`ObservationFeed` (observations of other processes, pushed). It needs asyncpg
+(`pip install 'pes-agent[postgres]'`), imported only when a `PostgresStorage` is created.
 """
 
 from __future__ import annotations
 
-from pes_agent.storage.base import Storage
+from pes_agent.storage.base import ObservationFeed, Storage
 from pes_agent.storage.factory import open_storage
 from pes_agent.storage.memory import InMemoryStorage
+from pes_agent.storage.postgres import PostgresStorage
 from pes_agent.storage.sqlite import SQLiteStorage
 
-__all__ = ["InMemoryStorage", "SQLiteStorage", "Storage", "open_storage"]
+__all__ = [
+    "InMemoryStorage",
+    "ObservationFeed",
+    "PostgresStorage",
+    "SQLiteStorage",
+    "Storage",
+    "open_storage",
+]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, runtime_checkable
 
@@ -10,7 +10,7 @@ from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.messages import ConversationMessage
 from pes_agent.observation_types import Observation, ObservationType
 
-__all__ = ["Storage"]
+__all__ = ["ObservationFeed", "Storage"]
 
 
 @runtime_checkable
@@ -70,3 +70,22 @@ class Storage(Protocol):
     def lock_thread(self, thread_id: str) -> AbstractAsyncContextManager[None]: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class ObservationFeed(Protocol):
+    """A store that pushes observations written by other processes (`PostgresStorage`).
+
+    Optional: check with `isinstance(storage, ObservationFeed)`.
+    """
+
+    async def subscribe_observations(
+        self,
+        callback: Callable[[Observation], Awaitable[None] | None],
+        *,
+        types: Iterable[ObservationType] | None = None,
+        thread_id: str | None = None,
+    ) -> Callable[[], None]:
+        """Call `callback` with each observation written to the store by any process (filtered
+        by type and thread) until the returned function is called."""
+        ...

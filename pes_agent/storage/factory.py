@@ -42,7 +42,9 @@ def open_storage(spec: str | Storage) -> Storage:
 
         return SQLiteStorage(_sqlite_path(text))
     if scheme in ("postgresql", "postgres"):
-        raise UsageError("PostgresStorage is not available yet in this build: use 'memory'")
+        from pes_agent.storage.postgres import PostgresStorage
+
+        return PostgresStorage(text)
     raise UsageError(f"unknown storage {_describe(text)}: accepted are {', '.join(ACCEPTED_SPECS)}")
 
 
