@@ -1,0 +1,466 @@
+"""The Storage contract, run against every backend (memory, SQLite, PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+
+from pes_agent.config import AgentState, ProviderConfig, ThreadConfig
+from pes_agent.exceptions import ConfigurationError, StorageError, UsageError
+from pes_agent.messages import ConversationMessage, MessageRole
+from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.storage import Storage
+
+from .conftest import DURABLE_BACKENDS, StorageFactory
+
+
+def user(thread_id: str, content: str, **metadata: object) -> ConversationMessage:
+    return ConversationMessage(
+        thread_id=thread_id, role=MessageRole.USER, content=content, metadata=metadata
+    )
+
+
+def ai(thread_id: str, content: str) -> ConversationMessage:
+    return ConversationMessage(thread_id=thread_id, role=MessageRole.AI, content=content)
+
+
+def observation(
+    thread_id: str, kind: ObservationType, title: str, *, trace_id: str = "trace-1"
+) -> Observation:
+    return Observation(
+        thread_id=thread_id, trace_id=trace_id, type=kind, title=title, content={"title": title}
+    )
+
+
+# -- shape -------------------------------------------------------------------------------------
+
+
+async def test_backend_satisfies_the_protocol(storage: Storage) -> None:
+    """Every backend is a runtime-checkable Storage."""
+    assert isinstance(storage, Storage)
+
+
+async def test_unknown_thread_reads_as_empty(storage: Storage) -> None:
+    """A thread never written has no config, no state, no messages and no observations."""
+    assert await storage.get_thread_config("nobody") is None
+    assert await storage.get_agent_state("nobody") is None
+    assert await storage.get_messages("nobody") == []
+    assert await storage.get_observations("nobody") == []
+    assert await storage.list_threads() == []
+
+
+async def test_aclose_twice_is_harmless(storage: Storage) -> None:
+    """Closing a store a second time does nothing."""
+    await storage.list_threads()
+    await storage.aclose()
+    await storage.aclose()
+
+
+# -- thread config and state --------------------------------------------------------------------
+
+
+async def test_thread_config_round_trips(storage: Storage) -> None:
+    """A saved ThreadConfig, provider config included, reads back equal and replaces the last."""
+    first = ThreadConfig(enabled_tools=["a"], history_limit=3)
+    await storage.set_thread_config("t", first)
+    assert await storage.get_thread_config("t") == first
+    second = ThreadConfig(
+        provider_config=ProviderConfig("openai", "gpt-4o-mini", timeout_s=5, options={"x": 1}),
+        enabled_tools=[],
+        system_prompt="be brief",
+    )
+    await storage.set_thread_config("t", second)
+    assert await storage.get_thread_config("t") == second
+
+
+async def test_thread_config_with_an_api_key_is_refused(storage: Storage) -> None:
+    """Storage never saves a secret: a thread config carrying an API key is a ConfigurationError."""
+    config = ThreadConfig(provider_config=ProviderConfig("openai", "m", api_key="sk-secret"))
+    with pytest.raises(ConfigurationError, match="api_key") as caught:
+        await storage.set_thread_config("t", config)
+    assert "sk-secret" not in str(caught.value)
+    assert await storage.get_thread_config("t") is None
+
+
+async def test_set_agent_state_bumps_the_stored_version(storage: Storage) -> None:
+    """Each save is the next version, counted from what is stored, whatever the caller passed."""
+    assert await storage.set_agent_state("t", AgentState(data={"n": 1})) == AgentState(
+        data={"n": 1}, version=1
+    )
+    saved = await storage.set_agent_state("t", AgentState(data={"n": 2}, version=1))
+    assert saved.version == 2
+    stale = await storage.set_agent_state("t", AgentState(data={"n": 3}, version=0))
+    assert stale.version == 3
+    assert await storage.get_agent_state("t") == AgentState(data={"n": 3}, version=3)
+
+
+async def test_agent_state_that_is_not_json_is_refused(storage: Storage) -> None:
+    """State data must be JSON: anything else is a StorageError and the old state stays."""
+    await storage.set_agent_state("t", AgentState(data={"ok": True}))
+    with pytest.raises(StorageError, match="JSON"):
+        await storage.set_agent_state("t", AgentState(data={"bad": object()}))
+    assert await storage.get_agent_state("t") == AgentState(data={"ok": True}, version=1)
+
+
+# -- messages -------------------------------------------------------------------------------------
+
+
+async def test_messages_round_trip_every_field(storage: Storage) -> None:
+    """A message reads back with its id, role, content, timestamp and metadata intact."""
+    sent = ConversationMessage(
+        thread_id="t",
+        role=MessageRole.TOOL,
+        content="ünïcode ✓",
+        timestamp=datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC),
+        metadata={"nested": {"list": [1, 2.5, None, "x"]}},
+    )
+    await storage.add_messages("t", [sent])
+    assert await storage.get_messages("t") == [sent]
+
+
+async def test_get_messages_returns_the_newest_n_oldest_first(storage: Storage) -> None:
+    """limit=N gives the last N messages in the order they were added."""
+    await storage.add_messages("t", [user("t", str(i)) for i in range(5)])
+    await storage.add_messages("t", [user("t", str(i)) for i in range(5, 8)])
+    assert [m.content for m in await storage.get_messages("t")] == [str(i) for i in range(8)]
+    assert [m.content for m in await storage.get_messages("t", limit=3)] == ["5", "6", "7"]
+    assert [m.content for m in await storage.get_messages("t", limit=50)] == [
+        str(i) for i in range(8)
+    ]
+    assert await storage.get_messages("t", limit=0) == []
+
+
+async def test_negative_message_limit_is_a_usage_error(storage: Storage) -> None:
+    """limit=-1 is refused with a message saying what is accepted."""
+    with pytest.raises(UsageError, match=">= 0"):
+        await storage.get_messages("t", limit=-1)
+
+
+async def test_message_of_another_thread_is_a_usage_error(storage: Storage) -> None:
+    """Saving a message under a thread other than its own is refused, and nothing is saved."""
+    with pytest.raises(UsageError, match="thread_id='t'"):
+        await storage.add_messages("t", [user("t", "ok"), user("other", "wrong")])
+    assert await storage.get_messages("t") == []
+
+
+async def test_commit_turn_saves_messages_and_state_together(storage: Storage) -> None:
+    """commit_turn appends the turn's messages and saves its state as the next version."""
+    saved = await storage.commit_turn(
+        "t", [user("t", "hi"), ai("t", "hello")], AgentState(data={"turns": 1})
+    )
+    assert saved == AgentState(data={"turns": 1}, version=1)
+    assert [m.content for m in await storage.get_messages("t")] == ["hi", "hello"]
+    assert await storage.get_agent_state("t") == saved
+    assert await storage.commit_turn("t", [user("t", "again")], None) is None
+    assert (await storage.get_agent_state("t")) == saved
+
+
+async def test_commit_turn_with_an_unserialisable_message_saves_nothing(storage: Storage) -> None:
+    """A message that cannot be saved fails the whole turn: no message, no state change."""
+    await storage.commit_turn("t", [user("t", "before")], AgentState(data={"n": 0}))
+    with pytest.raises(StorageError, match="JSON"):
+        await storage.commit_turn(
+            "t",
+            [user("t", "fine"), user("t", "broken", handle=object())],
+            AgentState(data={"n": 1}),
+        )
+    assert [m.content for m in await storage.get_messages("t")] == ["before"]
+    assert await storage.get_agent_state("t") == AgentState(data={"n": 0}, version=1)
+
+
+async def test_commit_turn_failing_in_the_database_saves_nothing(storage: Storage) -> None:
+    """A turn whose second message clashes with a saved one rolls back its first message and
+    its state too."""
+    first = user("t", "first")
+    await storage.commit_turn("t", [first], AgentState(data={"n": 0}))
+    with pytest.raises(StorageError, match="already saved"):
+        await storage.commit_turn("t", [user("t", "new"), first], AgentState(data={"n": 1}))
+    assert [m.content for m in await storage.get_messages("t")] == ["first"]
+    assert await storage.get_agent_state("t") == AgentState(data={"n": 0}, version=1)
+
+
+async def test_commit_turn_with_unserialisable_state_saves_nothing(storage: Storage) -> None:
+    """State that cannot be saved fails the turn before any message is written."""
+    with pytest.raises(StorageError):
+        await storage.commit_turn("t", [user("t", "x")], AgentState(data={"f": object()}))
+    assert await storage.get_messages("t") == []
+    assert await storage.get_agent_state("t") is None
+
+
+# -- observations --------------------------------------------------------------------------------
+
+
+async def test_observations_keep_their_order_and_filter_by_type_and_trace(
+    storage: Storage,
+) -> None:
+    """Observations come back in recording order, filtered by types and/or trace id."""
+    kinds = [ObservationType.INTENT, ObservationType.PLAN, ObservationType.TOOL_CALL]
+    recorded = [
+        observation("t", kinds[i % 3], f"o{i}", trace_id=f"trace-{i % 2}") for i in range(9)
+    ]
+    for item in recorded:
+        await storage.add_observation(item)
+    await storage.add_observation(observation("other", ObservationType.PLAN, "elsewhere"))
+
+    assert await storage.get_observations("t") == recorded
+    plans = await storage.get_observations("t", types=[ObservationType.PLAN])
+    assert [o.title for o in plans] == ["o1", "o4", "o7"]
+    trace0 = await storage.get_observations("t", trace_id="trace-0")
+    assert [o.title for o in trace0] == ["o0", "o2", "o4", "o6", "o8"]
+    both = await storage.get_observations(
+        "t", types=[ObservationType.PLAN, ObservationType.INTENT], trace_id="trace-1"
+    )
+    assert [o.title for o in both] == ["o1", "o3", "o7"]
+    assert await storage.get_observations("t", types=[]) == []
+
+
+async def test_observation_with_non_json_content_is_kept_readable(storage: Storage) -> None:
+    """An observation whose content JSON cannot hold is saved with that value as its repr."""
+
+    class Opaque:
+        def __repr__(self) -> str:
+            return "<Opaque 42>"
+
+    item = Observation(
+        thread_id="t",
+        trace_id="x",
+        type=ObservationType.TOOL_EXECUTION,
+        title="tool",
+        content={"output": Opaque()},
+    )
+    await storage.add_observation(item)
+    (saved,) = await storage.get_observations("t")
+    assert saved.content == {"output": "<Opaque 42>"}
+    assert saved.id == item.id
+
+
+# -- whole threads -------------------------------------------------------------------------------
+
+
+async def test_list_threads_names_every_thread_with_data(storage: Storage) -> None:
+    """A thread is listed once it has a config, a state, a message or an observation."""
+    await storage.set_thread_config("c", ThreadConfig())
+    await storage.set_agent_state("s", AgentState())
+    await storage.add_messages("m", [user("m", "x")])
+    await storage.add_observation(observation("o", ObservationType.PLAN, "p"))
+    await storage.add_messages("m", [user("m", "y")])
+    assert await storage.list_threads() == ["c", "m", "o", "s"]
+
+
+async def test_delete_thread_removes_everything_under_it(storage: Storage) -> None:
+    """Deleting a thread removes its config, state, messages and observations, and no other's."""
+    for thread in ("gone", "kept"):
+        await storage.set_thread_config(thread, ThreadConfig(history_limit=1))
+        await storage.commit_turn(thread, [user(thread, "x")], AgentState(data={"a": 1}))
+        await storage.add_observation(observation(thread, ObservationType.PLAN, "p"))
+    await storage.delete_thread("gone")
+    await storage.delete_thread("never-existed")
+
+    assert await storage.list_threads() == ["kept"]
+    assert await storage.get_thread_config("gone") is None
+    assert await storage.get_agent_state("gone") is None
+    assert await storage.get_messages("gone") == []
+    assert await storage.get_observations("gone") == []
+    assert len(await storage.get_messages("kept")) == 1
+    assert len(await storage.get_observations("kept")) == 1
+    # A deleted thread starts over.
+    assert (await storage.set_agent_state("gone", AgentState())).version == 1
+
+
+# -- copies --------------------------------------------------------------------------------------
+
+
+async def test_returned_objects_are_copies(storage: Storage) -> None:
+    """Mutating what was saved or what was read never changes what is stored."""
+    config = ThreadConfig(enabled_tools=["a"])
+    await storage.set_thread_config("t", config)
+    assert config.enabled_tools is not None
+    config.enabled_tools.append("added-after-save")
+    read_config = await storage.get_thread_config("t")
+    assert read_config is not None
+    assert read_config.enabled_tools is not None
+    read_config.enabled_tools.append("added-after-read")
+    assert await storage.get_thread_config("t") == ThreadConfig(enabled_tools=["a"])
+
+    state = AgentState(data={"items": [1]})
+    returned = await storage.set_agent_state("t", state)
+    state.data["items"].append(2)
+    returned.data["items"].append(3)
+    read_state = await storage.get_agent_state("t")
+    assert read_state is not None
+    read_state.data["items"].append(4)
+    assert await storage.get_agent_state("t") == AgentState(data={"items": [1]}, version=1)
+
+    message = user("t", "hi", tags=["a"])
+    await storage.add_messages("t", [message])
+    message.metadata["tags"].append("after-save")
+    (read_message,) = await storage.get_messages("t")
+    read_message.metadata["tags"].append("after-read")
+    assert (await storage.get_messages("t"))[0].metadata == {"tags": ["a"]}
+
+    item = observation("t", ObservationType.PLAN, "p")
+    await storage.add_observation(item)
+    item.content["title"] = "changed-after-save"
+    (read_item,) = await storage.get_observations("t")
+    read_item.content["title"] = "changed-after-read"
+    assert (await storage.get_observations("t"))[0].content == {"title": "p"}
+
+
+# -- locks ---------------------------------------------------------------------------------------
+
+
+async def test_lock_thread_serialises_runs_on_one_thread(storage: Storage) -> None:
+    """A second run on the same thread enters only after the first has left."""
+    events: list[str] = []
+    first_inside = asyncio.Event()
+    second_waits = asyncio.Event()
+
+    async def first() -> None:
+        async with storage.lock_thread("t"):
+            events.append("first enters")
+            first_inside.set()
+            await second_waits.wait()
+            # Give the second run every chance to (wrongly) get in before we leave.
+            await asyncio.sleep(0.05)
+            events.append("first leaves")
+
+    async def second() -> None:
+        await first_inside.wait()
+        events.append("second waits")
+        second_waits.set()
+        async with storage.lock_thread("t"):
+            events.append("second enters")
+
+    await asyncio.gather(first(), second())
+    assert events == ["first enters", "second waits", "first leaves", "second enters"]
+
+
+async def test_lock_thread_does_not_block_other_threads(storage: Storage) -> None:
+    """While one thread is held, a run on another thread gets in and finishes."""
+    events: list[str] = []
+    release = asyncio.Event()
+    entered = asyncio.Event()
+
+    async def holder() -> None:
+        async with storage.lock_thread("held"):
+            events.append("held enters")
+            entered.set()
+            await release.wait()
+            events.append("held leaves")
+
+    holding = asyncio.create_task(holder())
+    await entered.wait()
+    async with storage.lock_thread("other"):
+        events.append("other enters")
+    release.set()
+    await holding
+    assert events == ["held enters", "other enters", "held leaves"]
+
+
+async def test_locked_read_modify_write_loses_no_update(storage: Storage) -> None:
+    """Concurrent runs that read, await, then write the state under the lock lose nothing."""
+
+    async def run(n: int) -> None:
+        async with storage.lock_thread("t"):
+            state = await storage.get_agent_state("t") or AgentState()
+            history = await storage.get_messages("t", limit=2)
+            assert not history or history[-1].role is MessageRole.AI
+            await asyncio.sleep(0)
+            await storage.commit_turn(
+                "t",
+                [user("t", f"q{n}"), ai("t", f"a{n}")],
+                AgentState(data={"count": state.data.get("count", 0) + 1}),
+            )
+
+    await asyncio.gather(*(run(n) for n in range(12)))
+    final = await storage.get_agent_state("t")
+    assert final == AgentState(data={"count": 12}, version=12)
+    roles = [m.role for m in await storage.get_messages("t")]
+    assert roles == [MessageRole.USER, MessageRole.AI] * 12
+
+
+async def test_lock_thread_is_not_reentrant(storage: Storage) -> None:
+    """Asking again for a thread the task already holds is a UsageError, not a deadlock."""
+    async with storage.lock_thread("t"):
+        with pytest.raises(UsageError, match="not reentrant"):
+            async with storage.lock_thread("t"):
+                pass
+
+
+async def test_lock_is_released_when_the_run_raises(storage: Storage) -> None:
+    """A run that fails inside the lock leaves the thread free for the next run."""
+    with pytest.raises(RuntimeError):
+        async with storage.lock_thread("t"):
+            raise RuntimeError("boom")
+    async with asyncio.timeout(30), storage.lock_thread("t"):
+        pass
+
+
+async def test_cancelled_waiter_leaves_the_lock_usable(storage: Storage) -> None:
+    """A run cancelled while waiting for the thread neither gets it nor keeps it from others."""
+    entered: list[str] = []
+    release = asyncio.Event()
+    holding = asyncio.Event()
+
+    async def holder() -> None:
+        async with storage.lock_thread("t"):
+            holding.set()
+            await release.wait()
+
+    async def waiter() -> None:
+        async with storage.lock_thread("t"):
+            entered.append("waiter")
+
+    held = asyncio.create_task(holder())
+    await holding.wait()
+    waiting = asyncio.create_task(waiter())
+    await asyncio.sleep(0.02)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    release.set()
+    await held
+    async with asyncio.timeout(30), storage.lock_thread("t"):
+        entered.append("next")
+    assert entered == ["next"]
+
+
+# -- durability ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("open_backend", DURABLE_BACKENDS, indirect=True)
+async def test_data_survives_reopening(open_backend: StorageFactory) -> None:
+    """What one storage object saved, a new one on the same store reads back."""
+    first = open_backend()
+    await first.set_thread_config("t", ThreadConfig(history_limit=4))
+    await first.commit_turn("t", [user("t", "q"), ai("t", "a")], AgentState(data={"k": "v"}))
+    await first.add_observation(observation("t", ObservationType.FINAL_RESPONSE, "done"))
+    await first.aclose()
+
+    second = open_backend()
+    assert await second.get_thread_config("t") == ThreadConfig(history_limit=4)
+    assert await second.get_agent_state("t") == AgentState(data={"k": "v"}, version=1)
+    assert [m.content for m in await second.get_messages("t")] == ["q", "a"]
+    assert [o.title for o in await second.get_observations("t")] == ["done"]
+
+
+@pytest.mark.parametrize("open_backend", DURABLE_BACKENDS, indirect=True)
+async def test_two_storage_objects_serialise_one_thread(open_backend: StorageFactory) -> None:
+    """Two storage objects on one store (as two processes would be) never interleave a thread's
+    runs."""
+    stores = [open_backend(), open_backend()]
+
+    async def run(store: Storage, n: int) -> None:
+        async with store.lock_thread("t"):
+            state = await store.get_agent_state("t") or AgentState()
+            await asyncio.sleep(0.002)
+            await store.commit_turn(
+                "t",
+                [user("t", f"q{n}"), ai("t", f"a{n}")],
+                AgentState(data={"count": state.data.get("count", 0) + 1}),
+            )
+
+    await asyncio.gather(*(run(stores[n % 2], n) for n in range(10)))
+    assert await stores[0].get_agent_state("t") == AgentState(data={"count": 10}, version=10)
