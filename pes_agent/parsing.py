@@ -100,7 +100,7 @@ def _parse_planning(text: str) -> PlanningOutput:
     errors: list[str] = []
     labels = list(_LABEL.finditer(body))
     scan = _scan(body)
-    found = _find_json(body, scan, _is_plan_object)
+    found = _find_json(body, scan, _is_plan_object, objects_only=True)
     plan_object = found.value if found is not None else None
     if (
         found is not None
@@ -538,11 +538,13 @@ def _scan(text: str) -> _Scan:
     return _Scan(top, stranded)
 
 
-def _find_json(text: str, scan: _Scan, preferred: Callable[[object], bool]) -> _Decoded | None:
+def _find_json(
+    text: str, scan: _Scan, preferred: Callable[[object], bool], *, objects_only: bool = False
+) -> _Decoded | None:
     """The first outermost JSON value `preferred` accepts, else one inside broken brackets."""
     for group in (scan.top, scan.stranded):
         for item in group:
-            if not item.closed:
+            if not item.closed or (objects_only and text[item.start] != "{"):
                 continue
             try:
                 value = _loads(text[item.start : item.end])
@@ -594,11 +596,13 @@ def _describe(error: BaseException, snippet: str) -> str:
         before = snippet[max(0, error.pos - 30) : error.pos]
         after = snippet[error.pos : error.pos + 30]
         return (
-            f"{error.msg} at line {error.lineno} column {error.colno}, "
+            f"{error.msg.removesuffix(' at')} at line {error.lineno} column {error.colno}, "
             f"here: {before + '⟨here⟩' + after!r}"
         )
     if isinstance(error, RecursionError):
         return "it is nested too deeply"
+    if "digits" in str(error):
+        return "it contains a number too long to read"
     return str(error)
 
 
