@@ -1,0 +1,85 @@
+"""Model providers: the streaming protocol, the OpenAI / Anthropic / Ollama adapters, and a pool.
+
+```python
+async with ProviderPool() as pool:
+    provider = pool.get("openai:gpt-4o-mini")
+    async for event in provider.stream(request):
+        ...
+```
+
+The adapters (and their SDKs) are imported on first use, so `import pes_agent` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from pes_agent.providers.base import (
+    LLMPhase,
+    LLMProvider,
+    LLMRequest,
+    PromptMessage,
+    PromptRole,
+    ProviderEvent,
+    StreamMetadata,
+    StreamRestart,
+    ThinkingBlock,
+    TokenDelta,
+    TokenKind,
+)
+from pes_agent.providers.registry import (
+    ProviderFactory,
+    ProviderPool,
+    ProviderSpec,
+    create_provider,
+    parse_provider_spec,
+    provider_names,
+    register_provider,
+)
+from pes_agent.providers.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from pes_agent.providers.anthropic import AnthropicProvider
+    from pes_agent.providers.ollama import OllamaProvider
+    from pes_agent.providers.openai import OpenAIProvider
+
+__all__ = [
+    "AnthropicProvider",
+    "LLMPhase",
+    "LLMProvider",
+    "LLMRequest",
+    "OllamaProvider",
+    "OpenAIProvider",
+    "PromptMessage",
+    "PromptRole",
+    "ProviderEvent",
+    "ProviderFactory",
+    "ProviderPool",
+    "ProviderSpec",
+    "RetryPolicy",
+    "StreamMetadata",
+    "StreamRestart",
+    "ThinkingBlock",
+    "TokenDelta",
+    "TokenKind",
+    "create_provider",
+    "parse_provider_spec",
+    "provider_names",
+    "register_provider",
+]
+
+_LAZY = {
+    "AnthropicProvider": "pes_agent.providers.anthropic",
+    "OllamaProvider": "pes_agent.providers.ollama",
+    "OpenAIProvider": "pes_agent.providers.openai",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

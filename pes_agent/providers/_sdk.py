@@ -1,0 +1,299 @@
+"""What the SDK-backed adapters share: keys, secret scrubbing, error classification, the call.
+
+`SdkProvider` owns one SDK client, a concurrency slot (`ProviderConfig.max_concurrency`) and
+the shared retry layer (`pes_agent.providers.retry`). A subclass only builds the request
+(`_request_kwargs`) and streams one attempt (`_attempt`), raising `AttemptFailure` for anything
+that went wrong on the wire (via `_classify`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any, ClassVar
+
+import httpx2
+import structlog
+
+from pes_agent.config import ProviderConfig
+from pes_agent.exceptions import ConfigurationError, ProviderError, UsageError
+from pes_agent.providers.base import LLMRequest, PromptMessage, ProviderEvent
+from pes_agent.providers.retry import (
+    AttemptFailure,
+    RetryPolicy,
+    is_retryable_status,
+    parse_retry_after,
+    retrying_stream,
+)
+
+__all__ = ["SdkErrorTypes", "SdkProvider", "labelled_tool_result", "redact", "split_options"]
+
+_log = structlog.get_logger("pes_agent.providers")
+
+# Key-shaped strings are redacted even when they are not our key (a gateway may echo another).
+_KEY_PATTERN = re.compile(r"\b(?:sk|pk|key)-[A-Za-z0-9_\-]{8,}")
+_REDACTED = "[REDACTED]"
+_MAX_DETAIL = 300
+
+# In-stream error events carry an error type instead of an HTTP status.
+_STREAM_ERROR_STATUS = {
+    "overloaded_error": 529,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "server_error": 500,
+    "timeout_error": 504,
+}
+
+
+def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """`text` with every secret in `secrets`, and anything shaped like an API key, redacted."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, _REDACTED)
+    return _KEY_PATTERN.sub(_REDACTED, text)
+
+
+def split_options(options: Mapping[str, Any], known: frozenset[str]) -> dict[str, Any]:
+    """SDK keyword arguments from `options`: the SDK's own parameters as they are, the rest in
+    `extra_body` so any server-specific field (`top_k`, `repetition_penalty`, ...) still goes
+    through."""
+    kwargs: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in options.items():
+        if key in known:
+            kwargs[key] = value
+        else:
+            extra[key] = value
+    if extra:
+        kwargs["extra_body"] = {**extra, **(kwargs.get("extra_body") or {})}
+    return kwargs
+
+
+def labelled_tool_result(message: PromptMessage) -> str:
+    """A `tool` prompt message as user-turn text.
+
+    Both APIs accept a tool-role message only as the answer to one of the model's own tool
+    calls (by id); PES runs tools outside the model, so its tool results go in as labelled
+    user turns, which every model and compatible server reads.
+    """
+    label = f"[tool result: {message.name}]" if message.name else "[tool result]"
+    return f"{label}\n{message.content}"
+
+
+@dataclass(frozen=True, slots=True)
+class SdkErrorTypes:
+    """The exception classes of one SDK, so one classifier serves them all."""
+
+    status: type[Exception]
+    api: type[Exception]
+    timeout: tuple[type[Exception], ...]
+    connection: tuple[type[Exception], ...]
+
+
+def _status_phrase(status: int) -> str:
+    if status == 529:
+        return "overloaded"
+    try:
+        return HTTPStatus(status).phrase.lower()
+    except ValueError:
+        return "server error" if status >= 500 else "error"
+
+
+def _error_detail(exc: BaseException) -> str:
+    """The server's own error message when the body has one, else the exception text."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+    return str(exc)
+
+
+class SdkProvider(ABC):
+    """A provider backed by a vendor SDK client; subclasses speak one wire protocol."""
+
+    #: Shown in error messages: "the OpenAI API key was rejected".
+    label: ClassVar[str]
+    #: The environment variable the SDK reads the key from.
+    key_env_var: ClassVar[str]
+    errors: ClassVar[SdkErrorTypes]
+    #: A stand-in key for servers that need none; it is not a secret, so it is not redacted.
+    placeholder_key: ClassVar[str | None] = None
+
+    def __init__(self, config: ProviderConfig, *, retry_policy: RetryPolicy | None = None) -> None:
+        self._config = config
+        self._retry_policy = retry_policy or RetryPolicy()
+        self._api_key = self._resolve_api_key(config)
+        self._secrets = (
+            (self._api_key,) if self._api_key and self._api_key != self.placeholder_key else ()
+        )
+        self._slot = asyncio.Semaphore(config.max_concurrency)
+        self._closed = False
+
+    # identity ----------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._config.provider
+
+    @property
+    def model(self) -> str:
+        return self._config.model
+
+    @property
+    def config(self) -> ProviderConfig:
+        return self._config
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(provider={self.name!r}, model={self.model!r})"
+
+    # keys --------------------------------------------------------------------------------
+    def _resolve_api_key(self, config: ProviderConfig) -> str:
+        key = config.api_key.get_secret_value() if config.api_key is not None else ""
+        key = key or os.environ.get(self.key_env_var, "") or (self.placeholder_key or "")
+        if not key:
+            raise ConfigurationError(
+                f"no {self.label} API key: set {self.key_env_var} or pass "
+                f"ProviderConfig({config.provider!r}, {config.model!r}, api_key=...)"
+            )
+        return key
+
+    # the call ----------------------------------------------------------------------------
+    def stream(self, request: LLMRequest) -> AsyncIterator[ProviderEvent]:
+        """Stream one model call: tokens, thinking blocks, restarts on retry, then metadata."""
+        if self._closed:
+            raise UsageError(f"{self!r} is closed; create a new provider or ProviderPool")
+        kwargs = self._request_kwargs(request)
+        log = _log.bind(
+            provider=self.name,
+            model=self.model,
+            thread_id=request.thread_id,
+            trace_id=request.trace_id,
+            phase=request.phase,
+        )
+        return retrying_stream(
+            lambda: self._attempt(kwargs),
+            max_retries=self._config.max_retries,
+            policy=self._retry_policy,
+            on_give_up=lambda failure, attempts: self._give_up(failure, attempts, request),
+            log=log,
+            slot=self._slot,
+        )
+
+    @abstractmethod
+    def _request_kwargs(self, request: LLMRequest) -> dict[str, Any]:
+        """The SDK call's keyword arguments for `request` (built once per call)."""
+
+    @abstractmethod
+    def _attempt(self, kwargs: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
+        """Stream one attempt; raise `AttemptFailure` for wire failures and incomplete streams."""
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connection pool; further calls raise."""
+        if not self._closed:
+            self._closed = True
+            await self._close_client()
+
+    @abstractmethod
+    async def _close_client(self) -> None: ...
+
+    # failures ----------------------------------------------------------------------------
+    def _redact(self, text: str) -> str:
+        return redact(text, self._secrets)
+
+    def _detail(self, exc: BaseException) -> str:
+        detail = self._redact(_error_detail(exc)).strip()
+        return detail if len(detail) <= _MAX_DETAIL else detail[: _MAX_DETAIL - 1] + "…"
+
+    @contextmanager
+    def _wire_errors(self) -> Iterator[None]:
+        """Turn SDK and transport exceptions into `AttemptFailure`s, dropping the SDK cause
+        (it carries the request, headers and all); anything else propagates unchanged."""
+        try:
+            yield
+        except Exception as exc:
+            failure = self._classify(exc)
+            if failure is None:
+                raise
+            raise failure from None
+
+    def _classify(self, exc: Exception) -> AttemptFailure | None:
+        """An `AttemptFailure` for an SDK or transport exception; `None` for anything else."""
+        errors = self.errors
+        if isinstance(exc, errors.status):
+            status = int(getattr(exc, "status_code", 0) or 0)
+            if 200 <= status < 300:  # an error event inside a 200 stream
+                return self._stream_error(exc)
+            response = getattr(exc, "response", None)
+            headers = response.headers if response is not None else {}
+            return AttemptFailure(
+                f"HTTP {status} ({_status_phrase(status)}): {self._detail(exc)}",
+                kind="status",
+                status_code=status,
+                retryable=is_retryable_status(status),
+                retry_after_s=parse_retry_after(headers),
+            )
+        if isinstance(exc, errors.timeout):
+            return AttemptFailure(
+                f"no response within timeout_s={self._config.timeout_s:g}",
+                kind="timeout",
+                retryable=True,
+            )
+        if isinstance(exc, errors.connection):
+            cause = exc.__cause__ if isinstance(exc.__cause__, httpx2.HTTPError) else exc
+            return AttemptFailure(
+                f"connection failed ({type(cause).__name__}): {self._detail(cause)}",
+                kind="connection",
+                retryable=True,
+            )
+        if isinstance(exc, errors.api):
+            return self._stream_error(exc)
+        return None
+
+    def _stream_error(self, exc: Exception) -> AttemptFailure:
+        error_type = getattr(exc, "type", None)
+        status = _STREAM_ERROR_STATUS.get(error_type) if isinstance(error_type, str) else None
+        return AttemptFailure(
+            f"error event in the stream ({error_type or 'unknown'}): {self._detail(exc)}",
+            kind="stream_error",
+            status_code=status,
+            retryable=status is not None,
+        )
+
+    def _give_up(self, failure: AttemptFailure, attempts: int, request: LLMRequest) -> Exception:
+        """The `ProviderError` a caller sees: what failed, and what to do about it."""
+        label = self.label
+        status = failure.status_code
+        if failure.retryable:
+            tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+            message = f"the {label} API call failed after {tries}: {failure.reason}"
+        elif status == 401:
+            message = (
+                f"the {label} API key was rejected (401); "
+                f"set {self.key_env_var} or ProviderConfig.api_key"
+            )
+        elif status == 403:
+            message = (
+                f"the {label} API refused the request (403): {failure.reason}; "
+                f"check that the API key may use model {self.model!r}"
+            )
+        elif status == 404:
+            message = (
+                f"the {label} API found no such model or endpoint (404): {failure.reason}; "
+                f"check the model name {self.model!r} and base_url"
+            )
+        else:
+            message = f"the {label} API rejected the request: {failure.reason}"
+        return ProviderError(
+            self._redact(message),
+            provider=self.name,
+            status_code=status,
+            retryable=failure.retryable,
+            thread_id=request.thread_id,
+            trace_id=request.trace_id,
+        )

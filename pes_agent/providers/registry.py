@@ -1,0 +1,236 @@
+"""From provider names to providers: `create_provider`, `register_provider`, `ProviderPool`.
+
+```python
+provider = create_provider("anthropic:claude-sonnet-4-5")
+register_provider("vllm", lambda config: OpenAIProvider(config))   # "vllm:MODEL" now works
+
+async with ProviderPool() as pool:                 # what an agent holds
+    provider = pool.get("openai:gpt-4o-mini")      # created once, then reused
+    assert pool.get("openai:gpt-4o-mini") is provider
+```
+
+The built-in names are `openai`, `anthropic` and `ollama`; their SDKs are imported on first
+use, so importing pes-agent stays fast.
+
+`ProviderPool` keeps one provider — one SDK client and its connection pool — per
+configuration. Configurations are compared in full, API key included, so two that differ only
+in their key never share a client; the cache holds a keyed hash of the key, never the key.
+Each provider limits its own concurrent calls (`ProviderConfig.max_concurrency`): calls beyond
+the limit wait for a slot. A pool belongs to one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+
+from pes_agent.config import ProviderConfig
+from pes_agent.exceptions import ConfigurationError, UsageError
+from pes_agent.providers.base import LLMProvider
+from pes_agent.providers.retry import RetryPolicy
+
+__all__ = [
+    "ProviderFactory",
+    "ProviderPool",
+    "ProviderSpec",
+    "create_provider",
+    "parse_provider_spec",
+    "provider_names",
+    "register_provider",
+]
+
+ProviderFactory = Callable[[ProviderConfig], LLMProvider]
+ProviderSpec = str | ProviderConfig | LLMProvider
+
+
+def _openai(config: ProviderConfig, retry_policy: RetryPolicy | None) -> LLMProvider:
+    from pes_agent.providers.openai import OpenAIProvider
+
+    return OpenAIProvider(config, retry_policy=retry_policy)
+
+
+def _anthropic(config: ProviderConfig, retry_policy: RetryPolicy | None) -> LLMProvider:
+    from pes_agent.providers.anthropic import AnthropicProvider
+
+    return AnthropicProvider(config, retry_policy=retry_policy)
+
+
+def _ollama(config: ProviderConfig, retry_policy: RetryPolicy | None) -> LLMProvider:
+    from pes_agent.providers.ollama import OllamaProvider
+
+    return OllamaProvider(config, retry_policy=retry_policy)
+
+
+@dataclass(frozen=True, slots=True)
+class _Registration:
+    # Built-in factories take the retry policy; registered ones own their retries.
+    builtin: Callable[[ProviderConfig, RetryPolicy | None], LLMProvider] | None = None
+    custom: ProviderFactory | None = None
+
+    def create(self, config: ProviderConfig, retry_policy: RetryPolicy | None) -> LLMProvider:
+        if self.builtin is not None:
+            return self.builtin(config, retry_policy)
+        assert self.custom is not None
+        return self.custom(config)
+
+
+_REGISTRY: dict[str, _Registration] = {
+    "openai": _Registration(builtin=_openai),
+    "anthropic": _Registration(builtin=_anthropic),
+    "ollama": _Registration(builtin=_ollama),
+}
+
+
+def provider_names() -> tuple[str, ...]:
+    """Every name `create_provider` accepts, sorted."""
+    return tuple(sorted(_REGISTRY))
+
+
+def _accepted() -> str:
+    return ", ".join(repr(name) for name in provider_names())
+
+
+def register_provider(name: str, factory: ProviderFactory, *, replace: bool = False) -> None:
+    """Make `"NAME:MODEL"` and `ProviderConfig("NAME", ...)` build providers with `factory`.
+
+    `factory(config)` returns any `LLMProvider`. Re-registering a name needs `replace=True`.
+    """
+    if not name or ":" in name or name != name.strip():
+        raise ConfigurationError(
+            f"provider name {name!r} must be non-empty, without ':' or surrounding spaces"
+        )
+    if not callable(factory):
+        raise ConfigurationError(
+            f"the factory for provider {name!r} must be callable as factory(config)"
+        )
+    if name in _REGISTRY and not replace:
+        raise ConfigurationError(
+            f"provider name {name!r} is already registered; pass replace=True to override it"
+        )
+    _REGISTRY[name] = _Registration(custom=factory)
+
+
+def parse_provider_spec(spec: str) -> ProviderConfig:
+    """`"openai:gpt-4o-mini"` → `ProviderConfig("openai", "gpt-4o-mini")`.
+
+    Only the first `:` separates: `"ollama:llama3.1:8b"` is model `llama3.1:8b` on Ollama.
+    """
+    name, sep, model = spec.strip().partition(":")
+    name, model = name.strip(), model.strip()
+    if not sep or not name or not model:
+        raise ConfigurationError(
+            f"provider {spec!r} must look like 'openai:gpt-4o-mini' (NAME:MODEL); "
+            f"accepted names: {_accepted()}"
+        )
+    if name not in _REGISTRY:
+        raise ConfigurationError(
+            f"unknown provider {name!r} in {spec!r}; accepted names: {_accepted()} "
+            "(or add one with register_provider)"
+        )
+    return ProviderConfig(name, model)
+
+
+def create_provider(spec: ProviderSpec, *, retry_policy: RetryPolicy | None = None) -> LLMProvider:
+    """A provider from `"NAME:MODEL"`, a `ProviderConfig`, or an `LLMProvider` (returned as is).
+
+    Raises `ConfigurationError` for an unknown name or a missing API key (naming the
+    environment variable to set). `retry_policy` tunes the built-in providers' retry timing.
+    """
+    if isinstance(spec, str):
+        config = parse_provider_spec(spec)
+    elif isinstance(spec, ProviderConfig):
+        config = spec
+    elif isinstance(spec, LLMProvider):
+        return spec
+    else:
+        raise ConfigurationError(
+            "provider must be 'NAME:MODEL' (e.g. 'openai:gpt-4o-mini'), a ProviderConfig or an "
+            f"object with the LLMProvider methods, not {type(spec).__name__}"
+        )
+    registration = _REGISTRY.get(config.provider)
+    if registration is None:
+        raise ConfigurationError(
+            f"unknown provider {config.provider!r}; accepted names: {_accepted()} "
+            "(or add one with register_provider)"
+        )
+    return registration.create(config, retry_policy)
+
+
+_CacheKey = tuple[str, str, str, str | None, float, int, int, str]
+
+
+class ProviderPool:
+    """Creates each configured provider once, hands it out again, and closes them all."""
+
+    def __init__(self, *, retry_policy: RetryPolicy | None = None) -> None:
+        self._retry_policy = retry_policy
+        self._providers: dict[_CacheKey, LLMProvider] = {}
+        # A per-pool salt: the cache keys reveal nothing about the API keys they stand for.
+        self._salt = secrets.token_bytes(32)
+        self._closed = False
+
+    def get(self, spec: ProviderSpec) -> LLMProvider:
+        """The provider for `spec` (`"NAME:MODEL"` or a `ProviderConfig`), created on first use.
+
+        An `LLMProvider` object is returned as it is; the pool does not own or close it.
+        """
+        if self._closed:
+            raise UsageError("this ProviderPool is closed; create a new one")
+        if isinstance(spec, str):
+            config = parse_provider_spec(spec)
+        elif isinstance(spec, ProviderConfig):
+            config = spec
+        else:
+            return create_provider(spec)
+        key = self._cache_key(config)
+        provider = self._providers.get(key)
+        if provider is None:
+            provider = create_provider(config, retry_policy=self._retry_policy)
+            self._providers[key] = provider
+        return provider
+
+    def _cache_key(self, config: ProviderConfig) -> _CacheKey:
+        secret = config.api_key.get_secret_value() if config.api_key is not None else ""
+        key_digest = hmac.new(self._salt, secret.encode(), hashlib.sha256).hexdigest()
+        options = json.dumps(config.options, sort_keys=True, default=repr)
+        return (
+            config.provider,
+            config.model,
+            key_digest,
+            config.base_url,
+            config.timeout_s,
+            config.max_retries,
+            config.max_concurrency,
+            options,
+        )
+
+    def __len__(self) -> int:
+        return len(self._providers)
+
+    async def aclose(self) -> None:
+        """Close every provider this pool created (their HTTP clients); idempotent."""
+        self._closed = True
+        providers, self._providers = list(self._providers.values()), {}
+        results = await asyncio.gather(
+            *(provider.aclose() for provider in providers), return_exceptions=True
+        )
+        errors = [result for result in results if isinstance(result, BaseException)]
+        if errors:
+            raise errors[0]
+
+    async def __aenter__(self) -> ProviderPool:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

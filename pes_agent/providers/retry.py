@@ -1,0 +1,256 @@
+"""The one retry layer of the SDK-backed providers: what to retry, how long to wait, when to stop.
+
+A provider streams one *attempt* at a time; an attempt that fails raises `AttemptFailure`
+(already classified and scrubbed of secrets). `retrying_stream` runs attempts under tenacity:
+
+- retried: HTTP 408, 409, 429 and every 5xx (Anthropic's 529 "overloaded" included), in-stream
+  overload/server errors, connection errors, timeouts, and *incomplete* streams (the body ended
+  without its terminal event — such a stream is never returned as a finished answer);
+- not retried: every other status (400, 401, 403, 404, 422, ...), raised at once;
+- the wait is the server's `retry-after-ms` / `Retry-After` (seconds or an HTTP date), capped at
+  `RetryPolicy.max_retry_after_s`; otherwise exponential backoff with jitter;
+- bounded twice: at most `ProviderConfig.max_retries + 1` attempts, and no retry whose wait would
+  end past `RetryPolicy.max_elapsed_s` after the first attempt started.
+
+When an attempt fails after it had already yielded tokens, the next attempt starts by yielding
+`StreamRestart(reason, attempt)` so the consumer can discard the partial answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Literal
+
+import structlog
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_before_delay,
+    wait_exponential_jitter,
+)
+
+from pes_agent.providers.base import (
+    ProviderEvent,
+    StreamMetadata,
+    StreamRestart,
+)
+
+__all__ = [
+    "AttemptFailure",
+    "FailureKind",
+    "RetryPolicy",
+    "is_retryable_status",
+    "parse_retry_after",
+    "retrying_stream",
+]
+
+FailureKind = Literal["status", "stream_error", "timeout", "connection", "incomplete"]
+
+
+def _default_sleep(seconds: float) -> Awaitable[None]:
+    return asyncio.sleep(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How long to wait between attempts and how long to keep trying.
+
+    The number of attempts is `ProviderConfig.max_retries + 1`; this policy sets the timing.
+    Backoff without a `Retry-After` header waits `initial_backoff_s * 2**(n-1)` plus up to
+    `jitter_s` of random jitter, at most `max_backoff_s`. `sleep` is injectable so tests can
+    record the waits instead of spending them.
+    """
+
+    initial_backoff_s: float = 0.5
+    max_backoff_s: float = 8.0
+    jitter_s: float = 0.5
+    max_retry_after_s: float = 30.0
+    max_elapsed_s: float = 120.0
+    sleep: Callable[[float], Awaitable[None]] = _default_sleep
+
+
+class AttemptFailure(Exception):
+    """One attempt failed; `reason` is safe to show (no secrets) and says what happened."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        kind: FailureKind,
+        retryable: bool,
+        status_code: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.kind = kind
+        self.retryable = retryable
+        self.status_code = status_code
+        self.retry_after_s = retry_after_s
+
+
+def is_retryable_status(status_code: int) -> bool:
+    """Whether an HTTP status is worth retrying: 408, 409, 429 and every 5xx (529 included)."""
+    return status_code in (408, 409, 429) or status_code >= 500
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds the server asked to wait: `retry-after-ms`, else `Retry-After` (seconds or date)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    current = datetime.now(UTC).timestamp() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+class _RetryAfterOrBackoff(wait_exponential_jitter):
+    """Wait what the server asked (capped), or back off exponentially with jitter."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        super().__init__(
+            initial=policy.initial_backoff_s, max=policy.max_backoff_s, jitter=policy.jitter_s
+        )
+        self._cap = policy.max_retry_after_s
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        outcome = retry_state.outcome
+        failure = outcome.exception() if outcome is not None else None
+        if isinstance(failure, AttemptFailure) and failure.retry_after_s is not None:
+            return min(failure.retry_after_s, self._cap)
+        return float(super().__call__(retry_state))
+
+
+def _should_retry(exc: BaseException) -> bool:
+    return isinstance(exc, AttemptFailure) and exc.retryable
+
+
+async def retrying_stream(
+    attempt: Callable[[], AsyncIterator[ProviderEvent]],
+    *,
+    max_retries: int,
+    policy: RetryPolicy,
+    on_give_up: Callable[[AttemptFailure, int], Exception],
+    log: structlog.typing.FilteringBoundLogger,
+    slot: asyncio.Semaphore,
+) -> AsyncIterator[ProviderEvent]:
+    """Stream `attempt()` until one attempt finishes, retrying as the module docstring says.
+
+    Each attempt holds `slot` (the provider's concurrency limit) while it runs, not while it
+    waits to retry. The final `StreamMetadata` gets timings measured over the whole call:
+    from this generator's start to the first token of the successful attempt, and to its end.
+    A failure that is not retried, or the last one, is turned into `on_give_up(failure,
+    attempts)` and raised without its SDK cause chained (SDK exceptions carry request headers).
+    """
+
+    def before_sleep(state: RetryCallState) -> None:
+        outcome = state.outcome
+        failure = outcome.exception() if outcome is not None else None
+        log.warning(
+            "llm.retry",
+            attempt=state.attempt_number,
+            wait_s=round(state.upcoming_sleep, 3),
+            reason=failure.reason if isinstance(failure, AttemptFailure) else None,
+            status_code=failure.status_code if isinstance(failure, AttemptFailure) else None,
+        )
+
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(max_retries + 1) | stop_before_delay(policy.max_elapsed_s),
+        wait=_RetryAfterOrBackoff(policy),
+        retry=retry_if_exception(_should_retry),
+        sleep=policy.sleep,
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    started = time.perf_counter()
+    attempt_number = 0
+    dirty = False  # tokens were yielded since the consumer last started afresh
+    last_reason = ""
+    try:
+        async for attempt_manager in retrying:
+            attempt_number = attempt_manager.retry_state.attempt_number
+            if dirty:
+                yield StreamRestart(reason=last_reason, attempt=attempt_number)
+                dirty = False
+            first_token: float | None = None
+            try:
+                async with slot:
+                    async for event in attempt():
+                        if event.__class__ is StreamMetadata:
+                            assert isinstance(event, StreamMetadata)
+                            timed = _timed(event, started, first_token)
+                            _log_finished(log, timed, attempt_number)
+                            yield timed
+                        else:
+                            if first_token is None:
+                                first_token = time.perf_counter()
+                                dirty = True
+                            yield event
+            except AttemptFailure as failure:
+                last_reason = failure.reason
+                attempt_manager.retry_state.set_exception(
+                    (type(failure), failure, failure.__traceback__)
+                )
+            else:
+                attempt_manager.retry_state.set_result(None)
+    except AttemptFailure as failure:
+        log.error(
+            "llm.call_failed",
+            attempts=attempt_number,
+            reason=failure.reason,
+            status_code=failure.status_code,
+            retryable=failure.retryable,
+            latency_ms=round((time.perf_counter() - started) * 1000.0, 1),
+        )
+        raise on_give_up(failure, attempt_number) from None
+
+
+def _timed(meta: StreamMetadata, started: float, first_token: float | None) -> StreamMetadata:
+    now = time.perf_counter()
+    return replace(
+        meta,
+        time_to_first_token_ms=None if first_token is None else (first_token - started) * 1000.0,
+        total_ms=(now - started) * 1000.0,
+    )
+
+
+def _log_finished(
+    log: structlog.typing.FilteringBoundLogger, meta: StreamMetadata, attempt: int
+) -> None:
+    usage = meta.usage
+    log.info(
+        "llm.call_finished",
+        attempt=attempt,
+        latency_ms=None if meta.total_ms is None else round(meta.total_ms, 1),
+        ttft_ms=(
+            None if meta.time_to_first_token_ms is None else round(meta.time_to_first_token_ms, 1)
+        ),
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
+        stop_reason=meta.stop_reason,
+    )
