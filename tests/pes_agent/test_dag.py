@@ -1,0 +1,118 @@
+"""The call DAG: dependencies from placeholders and dependsOn, and plan errors for the model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pes_agent.dag import CallGraph, plan_errors
+from pes_agent.plans import ParsedToolCall
+
+
+def call(call_id: str, depends_on: list[str] | None = None, **arguments: Any) -> ParsedToolCall:
+    return ParsedToolCall(
+        call_id=call_id, tool_name="t", arguments=arguments, depends_on=depends_on or []
+    )
+
+
+def test_valid_plan_has_no_errors() -> None:
+    """Placeholders to earlier steps and dependsOn to known ids are fine."""
+    calls = [
+        call("a", q="x"),
+        call("b", q="{step_1_result}"),
+        call("c", ["a", "b"], q="<step_2_result.x>"),
+    ]
+    assert plan_errors(calls) == []
+
+
+def test_dependencies_combine_placeholders_and_depends_on() -> None:
+    """Each call depends on the steps it references and the ids it lists."""
+    graph = CallGraph.build(
+        [call("a"), call("b"), call("c", ["b"], q="{step_1_result}"), call("d")]
+    )
+    assert graph.dependencies == (frozenset(), frozenset(), frozenset({0, 1}), frozenset())
+    assert graph.dependents == ((2,), (2,), (), ())
+    assert graph.problems == ((), (), (), ())
+
+
+def test_reference_to_a_missing_step_names_the_plan_size() -> None:
+    """A step number beyond the plan is an error saying how many calls there are."""
+    assert plan_errors([call("a"), call("b", q="{step_5_result}")]) == [
+        'Step 2 ("b") refers to step_5_result, but the plan has only 2 tool calls.'
+    ]
+
+
+def test_reference_to_step_zero_says_steps_start_at_one() -> None:
+    """{step_0_result} is explained as 1-based numbering."""
+    assert plan_errors([call("a", q="{step_0_result}")]) == [
+        'Step 1 ("a") refers to step_0_result, but steps are numbered from 1.'
+    ]
+
+
+def test_reference_to_a_later_step_asks_to_reorder() -> None:
+    """Using a later step's result is an error asking to reorder."""
+    assert plan_errors([call("a", q="{step_2_result}"), call("b")]) == [
+        'Step 1 ("a") refers to step_2_result, a later step; a call can only use the results '
+        "of earlier steps, so reorder the calls."
+    ]
+
+
+def test_reference_to_itself_is_an_error() -> None:
+    """A call cannot use its own result."""
+    assert plan_errors([call("a"), call("b", q="<step_2_result>")]) == [
+        'Step 2 ("b") refers to its own result (step_2_result); a call can only use the '
+        "results of earlier steps."
+    ]
+
+
+def test_depends_on_unknown_id_and_itself() -> None:
+    """dependsOn must name another call of the plan."""
+    assert plan_errors([call("a", ["ghost"]), call("b", ["b"])]) == [
+        'Step 1 ("a") depends on "ghost", which is not a call id in this plan.',
+        'Step 2 ("b") depends on itself ("b").',
+    ]
+
+
+def test_duplicate_call_ids_are_reported_once_per_repeat() -> None:
+    """A reused callId names the step that used it first."""
+    assert plan_errors([call("a"), call("b"), call("a")]) == [
+        'Step 3 ("a") reuses the call id "a" of step 1; give every call a unique callId.'
+    ]
+
+
+def test_cycle_is_named_call_by_call() -> None:
+    """A dependsOn cycle is one error naming the calls in cycle order."""
+    errors = plan_errors([call("a", ["c"]), call("b", ["a"]), call("c", ["b"]), call("d")])
+    assert errors == [
+        'The calls "a" -> "c" -> "b" -> "a" form a dependency cycle, so none of them can run; '
+        "remove one of these dependencies."
+    ]
+
+
+def test_cycle_through_a_later_placeholder_is_reported_too() -> None:
+    """A later-step placeholder that closes a cycle gives both errors."""
+    errors = plan_errors([call("a", q="{step_2_result}"), call("b", ["a"])])
+    assert len(errors) == 2
+    assert "a later step" in errors[0]
+    assert errors[1].startswith('The calls "a" -> "b" -> "a" form a dependency cycle')
+
+
+def test_calls_with_problems_wait_for_nothing_so_the_graph_stays_acyclic() -> None:
+    """Cycle members are marked with problems and their edges dropped."""
+    graph = CallGraph.build([call("a", ["b"]), call("b", ["a"]), call("c", ["a"])])
+    assert graph.dependencies == (frozenset(), frozenset(), frozenset({0}))
+    assert graph.problems[0]
+    assert graph.problems[1]
+    assert graph.problems[2] == ()
+    assert graph.order() == [0, 1, 2]
+
+
+def test_order_keeps_plan_order_but_runs_depends_on_first() -> None:
+    """order() is plan order, except a call named in dependsOn moves before its dependent."""
+    graph = CallGraph.build([call("a", ["c"]), call("b"), call("c")])
+    assert graph.order() == [1, 2, 0]
+
+
+def test_long_chain_does_not_hit_the_recursion_limit() -> None:
+    """Cycle detection is iterative: a 5,000-call chain is checked without recursion errors."""
+    calls = [call("c0")] + [call(f"c{i}", [f"c{i - 1}"]) for i in range(1, 5000)]
+    assert plan_errors(calls) == []

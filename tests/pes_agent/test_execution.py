@@ -1,0 +1,535 @@
+"""Executors: the DAG schedule, limits, failures as results, hooks and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+from pes_agent.exceptions import ToolExecutionError, UsageError
+from pes_agent.execution import ConcurrentExecutor, SequentialExecutor
+from pes_agent.plans import ParsedToolCall
+from pes_agent.tools import Tool, ToolContext, ToolRegistry, ToolResult, ToolSchema, tool
+from pes_agent.typing import ExecutionContext, Executor
+
+# Safety net so a scheduling bug fails the test instead of hanging it; never asserted on.
+DEADLINE_S = 5.0
+
+
+class Lab:
+    """A `work` tool that records start/end events and can be held until released."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.gates: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+        self.started: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+        self.running = 0
+        self.peak = 0
+        self.contexts: list[ToolContext] = []
+
+        @tool
+        async def work(
+            name: str, context: ToolContext, hold: bool = False, value: Any = None
+        ) -> dict[str, Any]:
+            """Record that this call ran, optionally waiting for its gate."""
+            self.contexts.append(context)
+            self.events.append(("start", name))
+            self.started[name].set()
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            try:
+                if hold:
+                    await self.gates[name].wait()
+                else:
+                    for _ in range(3):  # give other ready calls a chance to start
+                        await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                self.events.append(("cancelled", name))
+                raise
+            finally:
+                self.running -= 1
+            self.events.append(("end", name))
+            return {"name": name, "value": value}
+
+        self.work = work
+
+    async def wait_started(self, name: str) -> None:
+        async with asyncio.timeout(DEADLINE_S):
+            await self.started[name].wait()
+
+
+class RecordingHooks:
+    """Execution hooks that remember what they were told."""
+
+    def __init__(self) -> None:
+        self.starts: list[tuple[str, dict[str, Any]]] = []
+        self.ends: list[ToolResult] = []
+        self.ended: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+
+    async def wait_ended(self, call_id: str) -> None:
+        async with asyncio.timeout(DEADLINE_S):
+            await self.ended[call_id].wait()
+
+    async def on_call_start(self, call: ParsedToolCall, arguments: dict[str, Any]) -> None:
+        self.starts.append((call.call_id, arguments))
+
+    async def on_call_end(self, call: ParsedToolCall, result: ToolResult) -> None:
+        self.ends.append(result)
+        self.ended[call.call_id].set()
+
+
+class RaisingHooks:
+    """Hooks that always fail."""
+
+    async def on_call_start(self, call: ParsedToolCall, arguments: dict[str, Any]) -> None:
+        raise RuntimeError("start hook broke")
+
+    async def on_call_end(self, call: ParsedToolCall, result: ToolResult) -> None:
+        raise RuntimeError("end hook broke")
+
+
+def work(
+    call_id: str, name: str | None = None, *, after: Iterable[str] = (), **args: Any
+) -> ParsedToolCall:
+    return ParsedToolCall(
+        call_id=call_id,
+        tool_name="work",
+        arguments={"name": name or call_id, **args},
+        depends_on=list(after),
+    )
+
+
+def context(*tools: Any, enabled: Iterable[str] | None = None, **options: Any) -> ExecutionContext:
+    registry = ToolRegistry(tools)
+    return ExecutionContext(
+        thread_id="t1",
+        trace_id="tr1",
+        tools=registry.as_mapping(),
+        enabled_tools=frozenset(registry.names if enabled is None else enabled),
+        user_id="u1",
+        **options,
+    )
+
+
+@pytest.fixture(params=[ConcurrentExecutor, SequentialExecutor])
+def executor(request: pytest.FixtureRequest) -> Executor:
+    """Each shared-semantics test runs against both executors."""
+    made: Executor = request.param()
+    return made
+
+
+@pytest.fixture
+def lab() -> Lab:
+    return Lab()
+
+
+# --- scheduling (ConcurrentExecutor) --------------------------------------------------------
+
+
+async def test_independent_calls_overlap_and_a_dependent_starts_when_its_dependency_ends(
+    lab: Lab,
+) -> None:
+    """b and a run together; c (needing a) starts once a ends, while b is still running."""
+    calls = [
+        work("a", hold=True),
+        work("b", hold=True),
+        work("c", hold=True, value="{step_1_result.name}"),
+    ]
+    task = asyncio.create_task(ConcurrentExecutor().execute(calls, context(lab.work)))
+    await lab.wait_started("a")
+    await lab.wait_started("b")
+    assert lab.events == [("start", "a"), ("start", "b")]
+    lab.gates["a"].set()
+    await lab.wait_started("c")
+    assert lab.events == [("start", "a"), ("start", "b"), ("end", "a"), ("start", "c")]
+    lab.gates["b"].set()
+    lab.gates["c"].set()
+    results = await task
+    assert [r.call_id for r in results] == ["a", "b", "c"]
+    assert results[2].output == {"name": "c", "value": "a"}
+
+
+async def test_call_waits_for_its_last_dependency_only(lab: Lab) -> None:
+    """c depends on a and b: it starts right after the later of the two ends, not before."""
+    hooks = RecordingHooks()
+    calls = [work("a", hold=True), work("b", hold=True), work("c", after=["a", "b"])]
+    task = asyncio.create_task(ConcurrentExecutor().execute(calls, context(lab.work, hooks=hooks)))
+    await lab.wait_started("a")
+    lab.gates["b"].set()
+    await hooks.wait_ended("b")
+    assert ("start", "c") not in lab.events
+    lab.gates["a"].set()
+    results = await task
+    assert lab.events == [
+        ("start", "a"),
+        ("start", "b"),
+        ("end", "b"),
+        ("end", "a"),
+        ("start", "c"),
+        ("end", "c"),
+    ]
+    assert all(r.status == "success" for r in results)
+
+
+async def test_results_come_back_in_call_order_whatever_the_finish_order(lab: Lab) -> None:
+    """A slow first call still gets the first result."""
+    hooks = RecordingHooks()
+    calls = [work("slow", hold=True), work("fast")]
+    ctx = context(lab.work, hooks=hooks)
+    task = asyncio.create_task(ConcurrentExecutor().execute(calls, ctx))
+    await hooks.wait_ended("fast")
+    lab.gates["slow"].set()
+    results = await task
+    assert [r.call_id for r in results] == ["slow", "fast"]
+    assert [r.call_id for r in hooks.ends] == ["fast", "slow"]
+
+
+async def test_max_concurrency_bounds_the_running_tools(lab: Lab) -> None:
+    """With max_concurrency=2, six independent calls never run more than two at a time."""
+    calls = [work(f"c{i}") for i in range(6)]
+    results = await ConcurrentExecutor().execute(calls, context(lab.work, max_concurrency=2))
+    assert lab.peak == 2
+    assert [r.status for r in results] == ["success"] * 6
+
+
+async def test_max_concurrency_below_one_is_a_usage_error(lab: Lab) -> None:
+    """A limit of 0 would deadlock, so it is refused with the fix."""
+    with pytest.raises(UsageError, match="max_concurrency must be at least 1"):
+        await ConcurrentExecutor().execute([work("a")], context(lab.work, max_concurrency=0))
+
+
+async def test_cycle_in_an_unrepaired_plan_is_refused_not_deadlocked(lab: Lab) -> None:
+    """Calls in a dependsOn cycle get error results; the rest of the plan still runs."""
+    calls = [work("a", after=["b"]), work("b", after=["a"]), work("c")]
+    results = await ConcurrentExecutor().execute(calls, context(lab.work))
+    assert [r.status for r in results] == ["error", "error", "success"]
+    assert results[0].error is not None
+    assert results[0].error.startswith('Not run: The calls "a" -> "b" -> "a" form a dependency')
+
+
+# --- sequential ---------------------------------------------------------------------------
+
+
+async def test_sequential_executor_runs_one_call_at_a_time_in_plan_order(lab: Lab) -> None:
+    """Each call ends before the next starts, in plan order."""
+    calls = [work("a"), work("b"), work("c", value="{step_1_result}")]
+    results = await SequentialExecutor().execute(calls, context(lab.work))
+    assert lab.events == [
+        ("start", "a"),
+        ("end", "a"),
+        ("start", "b"),
+        ("end", "b"),
+        ("start", "c"),
+        ("end", "c"),
+    ]
+    assert lab.peak == 1
+    assert results[2].output == {"name": "c", "value": {"name": "a", "value": None}}
+
+
+async def test_sequential_executor_runs_a_depends_on_target_first(lab: Lab) -> None:
+    """A call that depends on a later call runs after it; results stay in call order."""
+    results = await SequentialExecutor().execute(
+        [work("a", after=["b"]), work("b")], context(lab.work)
+    )
+    assert [e for e in lab.events if e[0] == "start"] == [("start", "b"), ("start", "a")]
+    assert [r.call_id for r in results] == ["a", "b"]
+
+
+# --- per-call semantics, both executors -----------------------------------------------------
+
+
+async def test_placeholder_passes_a_structured_result_with_its_type(
+    executor: Executor, lab: Lab
+) -> None:
+    """A whole-value placeholder hands the earlier dict to the next tool unchanged."""
+    calls = [work("a", value=[1, 2]), work("b", value="<step_1_result.value>")]
+    results = await executor.execute(calls, context(lab.work))
+    assert results[1].output == {"name": "b", "value": [1, 2]}
+
+
+async def test_tool_gets_a_context_naming_the_call_and_thread(executor: Executor, lab: Lab) -> None:
+    """The ToolContext carries the thread, trace, user and call ids."""
+    await executor.execute([work("a")], context(lab.work))
+    assert lab.contexts == [
+        ToolContext(thread_id="t1", trace_id="tr1", call_id="a", user_id="u1", session_id=None)
+    ]
+
+
+async def test_timeout_becomes_an_error_result(executor: Executor, lab: Lab) -> None:
+    """A call running past the agent's tool_timeout_s gets `timed out after Ns`."""
+    results = await executor.execute([work("a", hold=True)], context(lab.work, tool_timeout_s=0.05))
+    assert results[0].status == "error"
+    assert results[0].error == 'Tool "work" timed out after 0.05s.'
+    assert ("cancelled", "a") in lab.events
+
+
+async def test_tool_own_timeout_overrides_the_agent_default(executor: Executor) -> None:
+    """@tool(timeout_s=...) wins over ctx.tool_timeout_s."""
+
+    @tool(timeout_s=0.02)
+    async def stuck() -> None:
+        """Never finishes."""
+        await asyncio.Event().wait()
+
+    results = await executor.execute(
+        [ParsedToolCall(call_id="s", tool_name="stuck")], context(stuck, tool_timeout_s=60)
+    )
+    assert results[0].error == 'Tool "stuck" timed out after 0.02s.'
+
+
+async def test_tool_exception_becomes_an_error_with_type_and_message(
+    executor: Executor,
+) -> None:
+    """A raising tool gives `ValueError: boom`, without a traceback in the text."""
+
+    @tool
+    def explode(x: int) -> int:
+        """Fail."""
+        raise ValueError(f"boom {x}")
+
+    results = await executor.execute(
+        [ParsedToolCall(call_id="e", tool_name="explode", arguments={"x": 1})], context(explode)
+    )
+    assert results[0].status == "error"
+    assert results[0].error == "ValueError: boom 1"
+    assert results[0].duration_ms > 0
+
+
+async def test_tool_execution_error_raised_by_a_tool_keeps_its_own_message(
+    executor: Executor,
+) -> None:
+    """A tool raising ToolExecutionError on purpose reports just its message."""
+
+    @tool
+    async def lookup(city: str) -> str:
+        """Look up a city."""
+        raise ToolExecutionError(f"No city called {city}.")
+
+    results = await executor.execute(
+        [ParsedToolCall(call_id="l", tool_name="lookup", arguments={"city": "Atlantis"})],
+        context(lookup),
+    )
+    assert results[0].error == "No city called Atlantis."
+
+
+async def test_tool_that_raises_cancelled_error_itself_is_an_error_result(
+    executor: Executor,
+) -> None:
+    """A CancelledError a tool raises on its own does not cancel the plan."""
+
+    @tool
+    async def quits() -> None:
+        """Cancel itself."""
+        raise asyncio.CancelledError
+
+    results = await executor.execute(
+        [ParsedToolCall(call_id="q", tool_name="quits")], context(quits)
+    )
+    assert results[0].status == "error"
+    assert results[0].error == "CancelledError"
+
+
+async def test_not_enabled_tool_is_refused_with_thread_name(executor: Executor, lab: Lab) -> None:
+    """A registered tool outside enabled_tools gets ART's wording and does not run."""
+    results = await executor.execute([work("a")], context(lab.work, enabled=[]))
+    assert results[0].error == 'Tool "work" is not enabled for thread "t1".'
+    assert lab.events == []
+
+
+async def test_unregistered_tool_is_refused(executor: Executor, lab: Lab) -> None:
+    """A tool name nobody registered gets `is not registered`."""
+    results = await executor.execute(
+        [ParsedToolCall(call_id="x", tool_name="ghost")], context(lab.work, enabled=["ghost"])
+    )
+    assert results[0].error == 'Tool "ghost" is not registered.'
+
+
+async def test_invalid_arguments_are_listed_and_the_tool_is_not_run(
+    executor: Executor, lab: Lab
+) -> None:
+    """Arguments breaking the schema give one error listing every problem."""
+    call = ParsedToolCall(call_id="a", tool_name="work", arguments={"name": 3, "hold": "yes"})
+    results = await executor.execute([call], context(lab.work))
+    assert results[0].error == (
+        'Invalid arguments for tool "work": arguments.name: expected string, got integer; '
+        "arguments.hold: expected boolean, got string"
+    )
+    assert lab.events == []
+
+
+async def test_class_based_tool_arguments_are_validated_against_its_schema(
+    executor: Executor,
+) -> None:
+    """A class-based tool gets the JSON Schema check before execute is called."""
+
+    class Echo:
+        schema = ToolSchema(
+            name="echo",
+            description="Echo.",
+            input_schema={
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"],
+            },
+        )
+        calls = 0
+
+        async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+            Echo.calls += 1
+            return arguments["text"]
+
+    echo: Tool = Echo()
+    ctx = context(echo)
+    results = await executor.execute(
+        [
+            ParsedToolCall(call_id="bad", tool_name="echo", arguments={}),
+            ParsedToolCall(call_id="ok", tool_name="echo", arguments={"text": "hi"}),
+        ],
+        ctx,
+    )
+    assert (
+        results[0].error
+        == 'Invalid arguments for tool "echo": arguments.text: required property is missing'
+    )
+    assert results[1].output == "hi"
+    assert Echo.calls == 1
+
+
+async def test_failed_dependency_skips_dependents_naming_the_failed_step(
+    executor: Executor, lab: Lab
+) -> None:
+    """Dependents of a failed call (by placeholder or dependsOn, transitively) are not run."""
+    calls = [
+        ParsedToolCall(call_id="a", tool_name="ghost"),
+        work("b", value="{step_1_result}"),
+        work("c", after=["a"]),
+        work("d", value="{step_2_result}"),
+        work("e"),
+    ]
+    results = await executor.execute(calls, context(lab.work, enabled=["work", "ghost"]))
+    assert [r.status for r in results] == ["error", "error", "error", "error", "success"]
+    assert results[1].error == 'Not run: it depends on step 1 ("a"), which failed.'
+    assert results[2].error == 'Not run: it depends on step 1 ("a"), which failed.'
+    assert results[3].error == 'Not run: it depends on step 2 ("b"), which failed.'
+    assert lab.events == [("start", "e"), ("end", "e")]
+
+
+async def test_unresolvable_placeholder_is_an_error_result(executor: Executor, lab: Lab) -> None:
+    """A missing field in a placeholder fails that call with the placeholder's message."""
+    calls = [work("a"), work("b", value="{step_1_result.missing}")]
+    results = await executor.execute(calls, context(lab.work))
+    assert results[1].error == (
+        'Cannot resolve {step_1_result.missing}: step_1_result has no field "missing" '
+        "(its fields: name, value)."
+    )
+
+
+async def test_calls_beyond_max_tool_calls_are_refused(executor: Executor, lab: Lab) -> None:
+    """Only the first max_tool_calls calls run; the rest get an error saying the limit."""
+    calls = [work("a"), work("b"), work("c")]
+    results = await executor.execute(calls, context(lab.work, max_tool_calls=2))
+    assert [r.status for r in results] == ["success", "success", "error"]
+    assert results[2].error == (
+        "Not run: the plan has 3 tool calls, more than the limit of 2 per plan."
+    )
+    assert ("start", "c") not in lab.events
+
+
+async def test_output_that_is_not_json_is_kept_as_is(executor: Executor) -> None:
+    """A tool may return any object; the result holds that very object."""
+    marker = object()
+
+    @tool
+    def make() -> object:
+        """Return an object."""
+        return marker
+
+    results = await executor.execute([ParsedToolCall(call_id="m", tool_name="make")], context(make))
+    assert results[0].output is marker
+
+
+async def test_empty_plan_returns_no_results(executor: Executor, lab: Lab) -> None:
+    """No calls, no results, no errors."""
+    assert await executor.execute([], context(lab.work)) == []
+
+
+# --- hooks --------------------------------------------------------------------------------
+
+
+async def test_hooks_see_resolved_arguments_and_every_result_including_refusals(
+    executor: Executor, lab: Lab
+) -> None:
+    """on_call_start gets resolved arguments; on_call_end fires for run and refused calls."""
+    hooks = RecordingHooks()
+    calls = [
+        work("a", value=5),
+        work("b", value="{step_1_result.value}"),
+        ParsedToolCall(call_id="c", tool_name="ghost"),
+    ]
+    await executor.execute(calls, context(lab.work, hooks=hooks))
+    assert hooks.starts == [
+        ("a", {"name": "a", "value": 5}),
+        ("b", {"name": "b", "value": 5}),
+    ]
+    assert sorted(r.call_id for r in hooks.ends) == ["a", "b", "c"]
+    assert next(r for r in hooks.ends if r.call_id == "c").status == "error"
+
+
+async def test_dependency_end_hook_is_called_before_its_dependent_starts(
+    executor: Executor, lab: Lab
+) -> None:
+    """Observers see a call's end before the start of a call that used its result."""
+    order: list[str] = []
+
+    class Hooks:
+        async def on_call_start(self, call: ParsedToolCall, arguments: dict[str, Any]) -> None:
+            order.append(f"start {call.call_id}")
+
+        async def on_call_end(self, call: ParsedToolCall, result: ToolResult) -> None:
+            order.append(f"end {call.call_id}")
+
+    await executor.execute(
+        [work("a"), work("b", value="{step_1_result}")], context(lab.work, hooks=Hooks())
+    )
+    assert order == ["start a", "end a", "start b", "end b"]
+
+
+async def test_raising_hooks_are_ignored(executor: Executor, lab: Lab) -> None:
+    """Hooks that raise do not change the results."""
+    results = await executor.execute([work("a")], context(lab.work, hooks=RaisingHooks()))
+    assert results[0].status == "success"
+
+
+# --- cancellation -------------------------------------------------------------------------
+
+
+async def test_cancelling_execute_cancels_running_tools_and_leaves_no_tasks(lab: Lab) -> None:
+    """Cancel mid-plan: running tools see CancelledError, finished results were delivered."""
+    hooks = RecordingHooks()
+    calls = [work("done"), work("stuck", hold=True), work("later", after=["stuck"])]
+    task = asyncio.create_task(ConcurrentExecutor().execute(calls, context(lab.work, hooks=hooks)))
+    await lab.wait_started("stuck")
+    await hooks.wait_ended("done")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ("cancelled", "stuck") in lab.events
+    assert ("start", "later") not in lab.events
+    assert [r.call_id for r in hooks.ends] == ["done"]
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+async def test_cancelling_the_sequential_executor_cancels_the_running_tool(lab: Lab) -> None:
+    """SequentialExecutor propagates cancellation into the tool it is running."""
+    task = asyncio.create_task(
+        SequentialExecutor().execute([work("stuck", hold=True), work("b")], context(lab.work))
+    )
+    await lab.wait_started("stuck")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert lab.events == [("start", "stuck"), ("cancelled", "stuck")]
+    assert asyncio.all_tasks() == {asyncio.current_task()}
