@@ -88,6 +88,21 @@ ObservationCallback = Callable[[Observation], Awaitable[None] | None]
 
 
 @dataclass(frozen=True, slots=True)
+class _Held:
+    """A thread lock this process holds: the session holding it and its key."""
+
+    conn: Any
+    pid: int
+    key: int
+
+
+_STILL_HELD = (
+    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = $1 "
+    "AND classid = $2 AND objid = $3 AND objsubid = 1 AND granted)"
+)
+
+
+@dataclass(frozen=True, slots=True)
 class _FeedItem:
     origin: str
     observation: Observation
@@ -141,7 +156,7 @@ class PostgresStorage:
         self._locks = ThreadLockTable()
         self._lock_conn: Any = None
         self._lock_conn_mutex = asyncio.Lock()
-        self._held: dict[str, Any] = {}
+        self._held: dict[str, _Held] = {}
         self._feed: Fanout[_FeedItem] = Fanout("postgres-observations")
         self._listen_conn: Any = None
         self._listen_mutex = asyncio.Lock()
@@ -373,17 +388,24 @@ class PostgresStorage:
         data = _codec.dump_state_data(state, thread_id) if state is not None else None
         if not rows and data is None:
             return None
-        lock_conn = self._held.get(thread_id)
-        if lock_conn is not None and lock_conn.is_closed():
-            raise StorageError(
-                f"the cross-process lock on thread {thread_id!r} was lost (its connection to "
-                f"{self._safe_url} closed); nothing of this turn was saved",
-                thread_id=thread_id,
-            )
+        held = self._held.get(thread_id)
+        lost = StorageError(
+            f"the cross-process lock on thread {thread_id!r} was lost (its connection to "
+            f"{self._safe_url} closed); nothing of this turn was saved",
+            thread_id=thread_id,
+        )
+        if held is not None and held.conn.is_closed():
+            raise lost
         pool = await self._ready()
         version: int | None = None
         try:
             async with pool.acquire() as conn, conn.transaction():
+                if held is not None and not await conn.fetchval(
+                    _STILL_HELD, held.pid, *_lock_key_halves(held.key)
+                ):
+                    # The server dropped the lock with its session (network loss, a DBA's
+                    # pg_terminate_backend): another process may be running this thread.
+                    raise lost
                 if rows:
                     await conn.executemany(
                         f"INSERT INTO {self._q}.messages (thread_id, message_id, body) "
@@ -599,7 +621,7 @@ class PostgresStorage:
             await self._ready()
             key = _lock_key(self._schema, thread_id)
             conn = await self._acquire_advisory(key, thread_id)
-            self._held[thread_id] = conn
+            self._held[thread_id] = _Held(conn, conn.get_server_pid(), key)
             try:
                 yield
             finally:
@@ -702,6 +724,12 @@ def _lock_key(schema: str, thread_id: str) -> int:
     two threads wait for each other, are practically impossible)."""
     digest = hashlib.blake2b(f"{schema}\0{thread_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
+
+
+def _lock_key_halves(key: int) -> tuple[int, int]:
+    """How `pg_locks` shows a bigint advisory key: (classid, objid), its high and low halves."""
+    unsigned = key & 0xFFFFFFFFFFFFFFFF
+    return unsigned >> 32, unsigned & 0xFFFFFFFF
 
 
 def redact_url(url: str) -> str:

@@ -1,0 +1,237 @@
+"""PostgresStorage specifics: connection errors, schema versions, lock loss, the NOTIFY feed."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import asyncpg  # type: ignore[import-untyped]
+import pytest
+
+from pes_agent.config import AgentState
+from pes_agent.exceptions import ConfigurationError, StorageError, UsageError
+from pes_agent.messages import ConversationMessage, MessageRole
+from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.storage import ObservationFeed, PostgresStorage
+from pes_agent.storage import postgres as postgres_module
+from pes_agent.storage.postgres import redact_url
+
+from .conftest import POSTGRES_URL, require_postgres, wait_until
+
+SECRET = "hunter2-s3cret"
+
+
+def observation(
+    thread_id: str, kind: ObservationType, title: str, **content: object
+) -> Observation:
+    return Observation(
+        thread_id=thread_id, trace_id="trace", type=kind, title=title, content=dict(content)
+    )
+
+
+# -- URLs and connection errors (no server needed) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "safe"),
+    [
+        ("postgresql://app:pw@db:5432/x", "postgresql://app:***@db:5432/x"),
+        ("postgresql://app@db/x", "postgresql://app@db/x"),
+        ("postgres://app:p%40ss@db/x?sslmode=require", "postgres://app:***@db/x?sslmode=require"),
+        ("postgresql://db/x?user=app&password=pw", "postgresql://db/x?user=app&password=%2A%2A%2A"),
+    ],
+)
+def test_redact_url_masks_the_password(url: str, safe: str) -> None:
+    """Passwords in the user info or a password= parameter are masked; the rest stays readable."""
+    assert redact_url(url) == safe
+
+
+async def test_unreachable_server_is_a_clear_error_without_the_password() -> None:
+    """Nothing listening on the port: a StorageError naming the URL, with the password masked."""
+    storage = PostgresStorage(f"postgresql://postgres:{SECRET}@127.0.0.1:1/test")
+    with pytest.raises(
+        StorageError,
+        match=r"cannot reach PostgreSQL at postgresql://postgres:\*\*\*@127\.0\.0\.1:1/test",
+    ) as caught:
+        await storage.get_messages("t")
+    assert SECRET not in str(caught.value)
+    assert caught.value.__cause__ is None
+    assert caught.value.__suppress_context__
+    await storage.aclose()
+
+
+def test_invalid_schema_name_is_a_usage_error() -> None:
+    """The schema must be a plain lower-case identifier (it is spliced into SQL)."""
+    with pytest.raises(UsageError, match="identifier"):
+        PostgresStorage(POSTGRES_URL, schema='x"; DROP TABLE y; --')
+
+
+def test_missing_asyncpg_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without asyncpg, creating a PostgresStorage says to install the postgres extra."""
+    monkeypatch.setitem(sys.modules, "asyncpg", None)
+    with pytest.raises(ConfigurationError, match=r"pip install 'pes-agent\[postgres\]'"):
+        PostgresStorage(POSTGRES_URL)
+
+
+def test_postgres_storage_is_an_observation_feed() -> None:
+    """PostgresStorage satisfies the optional ObservationFeed protocol."""
+    assert isinstance(PostgresStorage(POSTGRES_URL), ObservationFeed)
+
+
+# -- against the server ---------------------------------------------------------------------------
+
+
+@pytest.mark.postgres
+async def test_unknown_user_is_a_configuration_error_without_the_password() -> None:
+    """Wrong credentials: a ConfigurationError saying to check them, with the password masked."""
+    require_postgres()
+    storage = PostgresStorage(f"postgresql://no_such_user:{SECRET}@127.0.0.1:5432/test")
+    with pytest.raises(ConfigurationError, match="check the user, password") as caught:
+        await storage.list_threads()
+    assert SECRET not in str(caught.value)
+    assert "no_such_user:***@" in str(caught.value)
+    await storage.aclose()
+
+
+@pytest.mark.postgres
+async def test_unknown_database_is_a_configuration_error() -> None:
+    """A database that does not exist is named in a ConfigurationError."""
+    require_postgres()
+    storage = PostgresStorage(f"postgresql://postgres:{SECRET}@127.0.0.1:5432/no_such_db")
+    with pytest.raises(ConfigurationError, match="no_such_db") as caught:
+        await storage.list_threads()
+    assert SECRET not in str(caught.value)
+    await storage.aclose()
+
+
+@pytest.mark.postgres
+async def test_newer_schema_version_is_a_clear_error(pg_schema: str) -> None:
+    """A schema written by a newer pes-agent is refused, naming both versions."""
+    async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
+        await storage.list_threads()
+    conn = await asyncpg.connect(POSTGRES_URL)
+    await conn.execute(f'UPDATE "{pg_schema}".schema_version SET version = 42')
+    await conn.close()
+
+    storage = PostgresStorage(POSTGRES_URL, schema=pg_schema)
+    with pytest.raises(ConfigurationError, match=r"schema version 42, newer than the 1"):
+        await storage.get_messages("t")
+    await storage.aclose()
+
+
+@pytest.mark.postgres
+async def test_older_schema_is_migrated_step_by_step(
+    pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schema at version 1 is upgraded by the later migration steps and keeps its data."""
+    async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
+        await storage.set_agent_state("t", AgentState(data={"kept": True}))
+    monkeypatch.setattr(
+        postgres_module,
+        "MIGRATIONS",
+        {**postgres_module.MIGRATIONS, 2: ("CREATE TABLE {s}.extra_v2 (x integer)",)},
+    )
+    monkeypatch.setattr(postgres_module, "SCHEMA_VERSION", 2)
+    async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
+        assert await storage.get_agent_state("t") == AgentState(data={"kept": True}, version=1)
+    conn = await asyncpg.connect(POSTGRES_URL)
+    try:
+        assert await conn.fetchval(f'SELECT version FROM "{pg_schema}".schema_version') == 2
+        assert await conn.fetchval("SELECT to_regclass($1)", f"{pg_schema}.extra_v2")
+    finally:
+        await conn.close()
+
+
+@pytest.mark.postgres
+async def test_concurrent_first_use_creates_the_schema_once(pg_schema: str) -> None:
+    """Several stores starting at once on an empty schema all come up working."""
+    stores = [PostgresStorage(POSTGRES_URL, schema=pg_schema) for _ in range(4)]
+    try:
+        await asyncio.gather(
+            *(s.set_agent_state(f"t{i}", AgentState()) for i, s in enumerate(stores))
+        )
+        assert await stores[0].list_threads() == ["t0", "t1", "t2", "t3"]
+    finally:
+        for store in stores:
+            await store.aclose()
+
+
+@pytest.mark.postgres
+async def test_commit_refuses_to_write_after_the_thread_lock_was_lost(pg_schema: str) -> None:
+    """If the server drops the lock's session mid-run, the run's commit_turn saves nothing."""
+    async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
+        admin = await asyncpg.connect(POSTGRES_URL)
+        try:
+            async with storage.lock_thread("t"):
+                pid = storage._lock_conn.get_server_pid()
+                await admin.execute("SELECT pg_terminate_backend($1)", pid)
+                with pytest.raises(StorageError, match="lock on thread 't' was lost"):
+                    await storage.commit_turn(
+                        "t",
+                        [ConversationMessage(thread_id="t", role=MessageRole.USER, content="x")],
+                        AgentState(),
+                    )
+        finally:
+            await admin.close()
+        assert await storage.get_messages("t") == []
+        # The next run reconnects and works.
+        async with asyncio.timeout(30), storage.lock_thread("t"):
+            await storage.commit_turn("t", [], AgentState())
+        assert (await storage.get_agent_state("t")) == AgentState(version=1)
+
+
+@pytest.mark.postgres
+async def test_feed_delivers_observations_with_type_and_thread_filters(pg_schema: str) -> None:
+    """Subscribers get every committed observation that passes their type and thread filters,
+    large ones included, in order, until they unsubscribe."""
+    writer = PostgresStorage(POSTGRES_URL, schema=pg_schema)
+    reader = PostgresStorage(POSTGRES_URL, schema=pg_schema)
+    everything: list[str] = []
+    plans_of_a: list[str] = []
+    other_origin: list[str] = []
+    try:
+        stop_all = await reader.subscribe_observations(lambda o: everything.append(o.title))
+
+        async def collect(item: Observation) -> None:
+            plans_of_a.append(item.title)
+
+        await reader.subscribe_observations(collect, types=[ObservationType.PLAN], thread_id="a")
+        await writer.subscribe_observations(
+            lambda o: other_origin.append(o.title), include_own=False
+        )
+        await writer.add_observation(observation("a", ObservationType.PLAN, "a-plan"))
+        await writer.add_observation(observation("a", ObservationType.INTENT, "a-intent"))
+        await writer.add_observation(observation("b", ObservationType.PLAN, "b-plan"))
+        big = observation("a", ObservationType.PLAN, "a-big", blob="x" * 20_000)
+        await writer.add_observation(big)
+        await reader.add_observation(observation("b", ObservationType.ERROR, "from-reader"))
+
+        await wait_until(lambda: len(everything) == 5, "five observations on the feed")
+        assert everything == ["a-plan", "a-intent", "b-plan", "a-big", "from-reader"]
+        await wait_until(lambda: len(plans_of_a) == 2, "two plans of thread a")
+        assert plans_of_a == ["a-plan", "a-big"]
+        await wait_until(lambda: other_origin == ["from-reader"], "the other store's observation")
+
+        stop_all()
+        await writer.add_observation(observation("a", ObservationType.PLAN, "after-stop"))
+        await wait_until(lambda: len(plans_of_a) == 3, "the plan after unsubscribing")
+        assert everything == ["a-plan", "a-intent", "b-plan", "a-big", "from-reader"]
+    finally:
+        await writer.aclose()
+        await reader.aclose()
+
+
+@pytest.mark.postgres
+async def test_a_failing_subscriber_does_not_stop_the_feed(pg_schema: str) -> None:
+    """A subscriber that raises is logged; the others, and later observations, still arrive."""
+    async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
+        seen: list[str] = []
+
+        def broken(item: Observation) -> None:
+            raise RuntimeError("subscriber bug")
+
+        await storage.subscribe_observations(broken)
+        await storage.subscribe_observations(lambda o: seen.append(o.title))
+        await storage.add_observation(observation("t", ObservationType.PLAN, "one"))
+        await storage.add_observation(observation("t", ObservationType.PLAN, "two"))
+        await wait_until(lambda: seen == ["one", "two"], "both observations")
