@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -51,12 +52,12 @@ async def test_in_memory_sqlite_works_without_a_file(
     async with storage.lock_thread("t"):
         assert await storage.list_threads() == ["t"]
     await storage.aclose()
-    assert list(tmp_path.iterdir()) == []
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
 async def test_postgres_urls_give_a_postgres_store_without_connecting(scheme: str) -> None:
-    """postgresql:// and postgres:// open a PostgresStorage lazily, whose repr hides the password."""
+    """postgresql:// and postgres:// open a PostgresStorage lazily; its repr hides the password."""
     storage = open_storage(f"{scheme}://app:hunter2@db.invalid:5432/agents")
     assert isinstance(storage, PostgresStorage)
     assert "hunter2" not in repr(storage)

@@ -88,7 +88,7 @@ async def test_a_file_that_is_not_a_database_is_a_configuration_error(tmp_path: 
     path = tmp_path / "notes.txt"
     path.write_text("not a database " * 100)
     storage = SQLiteStorage(path)
-    with pytest.raises(ConfigurationError, match="notes.txt"):
+    with pytest.raises(ConfigurationError, match=r"notes\.txt"):
         await storage.list_threads()
     await storage.aclose()
     assert path.read_text().startswith("not a database")
