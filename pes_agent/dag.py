@@ -51,6 +51,7 @@ class CallGraph:
         problems: list[list[str]] = [[] for _ in calls]
         edges: list[set[int]] = [set() for _ in calls]
 
+        forward = False
         positions: dict[str, list[int]] = {}
         for index, call in enumerate(calls):
             positions.setdefault(call.call_id, []).append(index)
@@ -82,6 +83,7 @@ class CallGraph:
                     )
                 else:
                     edges[index].add(target)
+                    forward = forward or target > index
                     if target > index:
                         problems[index].append(
                             f"{label} refers to step_{step}_result, a later step; a call can "
@@ -96,9 +98,12 @@ class CallGraph:
                 elif targets == [index]:
                     problems[index].append(f'{label} depends on itself ("{call_id}").')
                 else:
-                    edges[index].update(t for t in targets if t != index)
+                    others = [t for t in targets if t != index]
+                    edges[index].update(others)
+                    forward = forward or max(others) > index
 
-        for cycle in _cycles(edges):
+        # Edges that all point to earlier calls cannot close a cycle (the common case).
+        for cycle in _cycles(edges) if forward else ():
             names = " -> ".join(f'"{calls[i].call_id}"' for i in (*cycle, cycle[0]))
             message = (
                 f"The calls {names} form a dependency cycle, so none of them can run; "

@@ -17,7 +17,9 @@ of a `ToolExecutionError` the tool raised on purpose. Results come back in call 
 
 `ctx.hooks.on_call_start(call, arguments)` is awaited right before a tool runs, with the
 resolved arguments; `on_call_end(call, result)` for every result, refused and skipped calls
-included. A hook that raises is logged and ignored. Cancelling `execute` cancels the running
+included. A call's `on_call_end` is entered before any dependent's `on_call_start` (the
+dependents are released first, so a hook that awaits I/O may interleave with them rather than
+delay them). A hook that raises is logged and ignored. Cancelling `execute` cancels the running
 tools and re-raises `CancelledError`; results finished before that were already delivered to
 `on_call_end`. (A sync `@tool` function already running in its worker thread cannot be stopped;
 its result is discarded.)
@@ -70,7 +72,9 @@ class ConcurrentExecutor:
         async with asyncio.TaskGroup() as group:
 
             def start(index: int) -> None:
-                group.create_task(step(index), name=f"pes-tool-call:{calls[index].call_id}")
+                group.create_task(
+                    step(index), name=f"pes-tool-call:{run.graph.calls[index].call_id}"
+                )
 
             async def step(index: int) -> None:
                 result = refusals[index] or await run.run(index, limiter)
@@ -110,7 +114,7 @@ class SequentialExecutor:
 class _PlanRun:
     """One `execute` call: the call graph, the results so far and the per-call routine."""
 
-    __slots__ = ("_log", "_outputs", "_results", "ctx", "graph", "size")
+    __slots__ = ("_outputs", "_results", "ctx", "graph", "size")
 
     def __init__(self, calls: Sequence[ParsedToolCall], ctx: ExecutionContext) -> None:
         self.ctx = ctx
@@ -118,7 +122,10 @@ class _PlanRun:
         self.size = len(self.graph.calls)
         self._results: list[ToolResult | None] = [None] * self.size
         self._outputs: dict[int, Any] = {}  # step number (1-based) → output, successes only
-        self._log = _log.bind(thread_id=ctx.thread_id, trace_id=ctx.trace_id)
+
+    def _logger(self) -> Any:
+        # Bound only when something goes wrong: binding on every run costs more than the run.
+        return _log.bind(thread_id=self.ctx.thread_id, trace_id=self.ctx.trace_id)
 
     def refusal(self, index: int) -> ToolResult | None:
         """Return the error result of a call that must not run at all, or None."""
@@ -148,7 +155,7 @@ class _PlanRun:
             return await self._run(index, call, limiter)
         except Exception as exc:
             # A bug of ours, not of the tool: still a result, so the plan's other calls finish.
-            self._log.exception("tool_call_internal_error", call_id=call.call_id)
+            self._logger().exception("tool_call_internal_error", call_id=call.call_id)
             return _error(call, f"Internal error while running the call: {_describe(exc)}")
 
     def record(self, index: int, result: ToolResult) -> None:
@@ -166,7 +173,9 @@ class _PlanRun:
         try:
             await hooks.on_call_end(call, result)
         except Exception:
-            self._log.exception("execution_hook_failed", hook="on_call_end", call_id=call.call_id)
+            self._logger().exception(
+                "execution_hook_failed", hook="on_call_end", call_id=call.call_id
+            )
 
     def results(self) -> list[ToolResult]:
         """All results in call order (every call has one once execution finished)."""
@@ -209,7 +218,7 @@ class _PlanRun:
             try:
                 await hooks.on_call_start(call, arguments)
             except Exception:
-                self._log.exception(
+                self._logger().exception(
                     "execution_hook_failed", hook="on_call_start", call_id=call.call_id
                 )
         own_timeout = getattr(tool, "timeout_s", None)
@@ -223,6 +232,7 @@ class _PlanRun:
             call_id=call.call_id,
             user_id=ctx.user_id,
             session_id=ctx.session_id,
+            state=ctx.state,
         )
         scope = asyncio.timeout(timeout_s)
         started = time.perf_counter()
@@ -252,7 +262,7 @@ class _PlanRun:
         )
 
     def _failure(self, call: ParsedToolCall, exc: BaseException, started: float) -> ToolResult:
-        self._log.warning(
+        self._logger().warning(
             "tool_call_failed", call_id=call.call_id, tool=call.tool_name, exc_info=exc
         )
         return _error(call, _describe(exc), started)

@@ -34,7 +34,17 @@ from typing import Any
 __all__ = ["format_path", "validate_arguments"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_JSON_TYPES = (type(None), bool, int, float, str, Mapping, list, tuple)
+_KINDS: dict[type, str] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+    dict: "object",
+    list: "array",
+    tuple: "array",
+}
+_KNOWN_TYPES = frozenset(_KINDS.values())
 _BOUNDS: tuple[tuple[str, Callable[[float, float], bool], str], ...] = (
     ("minimum", operator.ge, ">="),
     ("maximum", operator.le, "<="),
@@ -68,10 +78,12 @@ def validate_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any]) 
     return validator.errors
 
 
-def _json_type(value: Any) -> str:
-    """Name a Python value by its JSON type, for messages."""
-    if value is None:
-        return "null"
+def _kind(value: Any) -> str | None:
+    """The JSON type of `value`, or None when it is not a JSON value at all."""
+    kind = _KINDS.get(type(value))
+    if kind is not None:
+        return kind
+    # Subclasses (IntEnum, StrEnum, OrderedDict, ...) and other mappings.
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
@@ -84,32 +96,24 @@ def _json_type(value: Any) -> str:
         return "object"
     if isinstance(value, list | tuple):
         return "array"
-    return type(value).__name__
+    return None
 
 
-def _is_type(value: Any, name: str) -> bool:
-    match name:
-        case "null":
-            return value is None
-        case "boolean":
-            return isinstance(value, bool)
-        case "integer":
-            if isinstance(value, bool):
-                return False
-            return isinstance(value, int) or (
-                isinstance(value, float) and math.isfinite(value) and value.is_integer()
-            )
-        case "number":
-            return isinstance(value, int | float) and not isinstance(value, bool)
-        case "string":
-            return isinstance(value, str)
-        case "object":
-            return isinstance(value, Mapping)
-        case "array":
-            return isinstance(value, list | tuple)
-        case _:
-            # An unknown type name is the schema author's problem; do not punish the model.
-            return True
+def _json_type(value: Any) -> str:
+    """Name a Python value by its JSON type, for messages."""
+    return _kind(value) or type(value).__name__
+
+
+def _matches(kind: str | None, value: Any, name: str) -> bool:
+    """Whether a value of JSON type `kind` is valid for the schema type `name`."""
+    if name == kind:
+        return True
+    if name == "number":
+        return kind == "integer"
+    if name == "integer":
+        return kind == "number" and math.isfinite(value) and float(value).is_integer()
+    # An unknown type name is the schema author's problem; do not punish the model.
+    return name not in _KNOWN_TYPES
 
 
 def _types_of(schema: Mapping[str, Any]) -> list[str] | None:
@@ -188,21 +192,22 @@ class _Validator:
 
     def check(self, schema: Any, value: Any, path: tuple[str | int, ...]) -> None:
         """Validate `value` at `path` against `schema`, appending to `self.errors`."""
-        if schema is True or not isinstance(schema, Mapping):
-            return
+        if not isinstance(schema, dict | Mapping):
+            return  # `true` (or anything that is not a schema object) accepts every value
         resolved = self._resolve(schema, path)
         if resolved is None:
             return
         schema = resolved
 
-        if not isinstance(value, _JSON_TYPES):
+        kind = _kind(value)
+        if kind is None:
             # Only a whole-value placeholder puts a non-JSON object (a datetime, a pydantic
             # model from an earlier tool) into arguments; the tool's own validation judges it.
             return
 
         types = _types_of(schema)
-        if types is not None and not any(_is_type(value, t) for t in types):
-            self._error(path, f"expected {_join_or(types)}, got {_json_type(value)}")
+        if types is not None and not any(_matches(kind, value, t) for t in types):
+            self._error(path, f"expected {_join_or(types)}, got {kind}")
             return
 
         if "const" in schema and not _json_equal(value, schema["const"]):
@@ -213,13 +218,13 @@ class _Validator:
             self._error(path, f"expected one of {allowed}, got {_literal(value)}")
             return
 
-        if isinstance(value, str):
+        if kind == "string":
             self._check_string(schema, value, path)
-        elif isinstance(value, int | float) and not isinstance(value, bool):
+        elif kind in ("integer", "number"):
             self._check_number(schema, value, path)
-        elif isinstance(value, Mapping):
+        elif kind == "object":
             self._check_object(schema, value, path)
-        elif isinstance(value, list | tuple):
+        elif kind == "array":
             self._check_array(schema, value, path)
 
         for sub in schema.get("allOf", ()):
@@ -321,7 +326,7 @@ class _Validator:
             return
         # Prefer the errors of an alternative whose type fits: they are the most specific.
         for types, errors in failures:
-            if types is None or any(_is_type(value, t) for t in types):
+            if types is None or any(_matches(_kind(value), value, t) for t in types):
                 self.errors.extend(errors)
                 return
         expected = [t for types, _ in failures for t in types or ()]
