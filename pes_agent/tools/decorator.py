@@ -271,6 +271,19 @@ def _arguments_model(
                 f"Tool {tool_name!r}: {stars}{param.name} cannot be described to the model; "
                 "list each parameter with its type instead."
             )
+        if (
+            param.annotation is inspect.Parameter.empty
+            and position == 0
+            and param.name
+            in (
+                "self",
+                "cls",
+            )
+        ):
+            raise UsageError(
+                f"Tool {tool_name!r}: @tool cannot wrap a method in its class body; make the "
+                "tool from the bound method instead, e.g. tool(my_object.method)."
+            )
         if param.annotation is inspect.Parameter.empty:
             raise UsageError(
                 f"Tool {tool_name!r}: parameter {param.name!r} has no type hint; annotate it, "

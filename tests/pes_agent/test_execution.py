@@ -533,3 +533,15 @@ async def test_cancelling_the_sequential_executor_cancels_the_running_tool(lab: 
         await task
     assert lab.events == [("start", "stuck"), ("cancelled", "stuck")]
     assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+async def test_duplicate_call_id_is_refused_and_the_first_still_runs(
+    executor: Executor, lab: Lab
+) -> None:
+    """The repeat of a call id gets the plan error; the first call with that id runs."""
+    results = await executor.execute([work("a"), work("a", "again")], context(lab.work))
+    assert results[0].status == "success"
+    assert results[1].error == (
+        'Not run: Step 2 ("a") reuses the call id "a" of step 1; give every call a unique callId.'
+    )
+    assert lab.events == [("start", "a"), ("end", "a")]

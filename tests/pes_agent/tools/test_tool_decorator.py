@@ -399,3 +399,30 @@ def test_non_positive_timeout_is_a_usage_error() -> None:
         @tool(timeout_s=0)
         def f() -> None:
             """Nothing."""
+
+
+def test_method_in_class_body_is_a_usage_error_suggesting_the_bound_method() -> None:
+    """@tool on an unbound method explains to wrap the bound method instead."""
+
+    def method(self, city: str) -> str:  # type: ignore[no-untyped-def]
+        """Look up a city."""
+        return city
+
+    with pytest.raises(UsageError, match=r"tool\(my_object\.method\)"):
+        tool(method)
+
+
+async def test_bound_method_becomes_a_tool_without_self() -> None:
+    """tool(obj.method) describes only the real parameters and calls the method."""
+
+    class Service:
+        def __init__(self) -> None:
+            self.prefix = "svc"
+
+        def lookup(self, key: str) -> str:
+            """Look a key up."""
+            return f"{self.prefix}:{key}"
+
+    lookup = tool(Service().lookup)
+    assert list(lookup.schema.input_schema["properties"]) == ["key"]
+    assert await lookup.execute({"key": "k"}, CTX) == "svc:k"
