@@ -13,7 +13,14 @@ import asyncio
 import json
 import time
 
-from pes_agent import AgentProps, Observation, ObservationType, create_agent, tool
+from pes_agent import (
+    AgentProps,
+    Observation,
+    ObservationType,
+    configure_logging,
+    create_agent,
+    tool,
+)
 from pes_agent.testing import ScriptedProvider
 
 CITIES = {"Paris": 2_102_650, "Lyon": 522_250}
@@ -62,6 +69,7 @@ ANSWER = "Paris (2.1 M) is about 4 times as populous as Lyon (0.5 M)."
 
 
 async def main() -> None:
+    configure_logging("WARNING")
     print("[offline] scripted model — no API key, no network\n")
     model = ScriptedProvider([json.dumps(PLAN), ANSWER])
     agent = create_agent(provider=model, tools=[population, compare, summarize])
@@ -78,7 +86,8 @@ async def main() -> None:
             print(f"{at}  {observation.type.value}: {content.get('intent') or content.get('plan')}")
 
     agent.observations.subscribe(
-        show, types=[ObservationType.INTENT, ObservationType.TOOL_CALL, ObservationType.TOOL_EXECUTION]
+        show,
+        types=[ObservationType.INTENT, ObservationType.TOOL_CALL, ObservationType.TOOL_EXECUTION],
     )
     async with agent:
         result = await agent.process(AgentProps("How do Paris and Lyon compare?", "demo"))

@@ -1,0 +1,149 @@
+"""pes-agent: LLM agents that plan, execute tools as a concurrent DAG, then synthesize.
+
+```python
+from pes_agent import AgentProps, create_agent, tool
+
+@tool
+def add(a: int, b: int) -> int:
+    \"\"\"Add two integers.\"\"\"
+    return a + b
+
+agent = create_agent(provider="openai:gpt-4o-mini", tools=[add])
+result = await agent.process(AgentProps("What is 12 + 30?", "thread-1"))
+print(result.response.content, result.metadata.status)
+```
+"""
+
+from pes_agent.config import (
+    AgentState,
+    LLMParams,
+    ProviderConfig,
+    RunOptions,
+    StateSaving,
+    ThreadConfig,
+)
+from pes_agent.conversation import ConversationManager
+from pes_agent.core import AgentCore
+from pes_agent.exceptions import (
+    ConfigurationError,
+    PESAgentError,
+    PlanParseError,
+    ProviderError,
+    RunError,
+    ScriptExhaustedError,
+    StorageError,
+    ToolExecutionError,
+    UsageError,
+)
+from pes_agent.execution import ConcurrentExecutor, SequentialExecutor
+from pes_agent.factory import create_agent
+from pes_agent.logs import configure_logging
+from pes_agent.messages import ConversationMessage, MessageRole
+from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.observations import ObservationManager
+from pes_agent.parsing import OutputParser
+from pes_agent.planner import LLMPlanner
+from pes_agent.plans import ParsedToolCall, PlanningOutput
+from pes_agent.providers.base import LLMProvider, LLMRequest, PromptMessage
+from pes_agent.run import (
+    AgentFinalResponse,
+    AgentProps,
+    ExecutionMetadata,
+    PhaseDurations,
+    RunStatus,
+)
+from pes_agent.state import StateManager, ThreadContext
+from pes_agent.storage import InMemoryStorage, SQLiteStorage, Storage, open_storage
+from pes_agent.streaming import StreamEvent, StreamSocket
+from pes_agent.synthesizer import LLMSynthesizer
+from pes_agent.tools import (
+    FunctionTool,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    ToolSchema,
+    tool,
+)
+from pes_agent.typing import (
+    ExecutionContext,
+    Executor,
+    LLMResponse,
+    ModelCaller,
+    ObservationRecorder,
+    Planner,
+    PlanningContext,
+    SynthesisContext,
+    Synthesizer,
+)
+from pes_agent.usage import Usage
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentCore",
+    "AgentFinalResponse",
+    "AgentProps",
+    "AgentState",
+    "ConcurrentExecutor",
+    "ConfigurationError",
+    "ConversationManager",
+    "ConversationMessage",
+    "ExecutionContext",
+    "ExecutionMetadata",
+    "Executor",
+    "FunctionTool",
+    "InMemoryStorage",
+    "LLMParams",
+    "LLMPlanner",
+    "LLMProvider",
+    "LLMRequest",
+    "LLMResponse",
+    "LLMSynthesizer",
+    "MessageRole",
+    "ModelCaller",
+    "Observation",
+    "ObservationManager",
+    "ObservationRecorder",
+    "ObservationType",
+    "OutputParser",
+    "PESAgentError",
+    "ParsedToolCall",
+    "PhaseDurations",
+    "PlanParseError",
+    "Planner",
+    "PlanningContext",
+    "PlanningOutput",
+    "PromptMessage",
+    "ProviderConfig",
+    "ProviderError",
+    "RunError",
+    "RunOptions",
+    "RunStatus",
+    "SQLiteStorage",
+    "ScriptExhaustedError",
+    "SequentialExecutor",
+    "StateManager",
+    "StateSaving",
+    "Storage",
+    "StorageError",
+    "StreamEvent",
+    "StreamSocket",
+    "SynthesisContext",
+    "Synthesizer",
+    "ThreadConfig",
+    "ThreadContext",
+    "Tool",
+    "ToolContext",
+    "ToolExecutionError",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSchema",
+    "Usage",
+    "UsageError",
+    "__version__",
+    "configure_logging",
+    "create_agent",
+    "open_storage",
+    "tool",
+]

@@ -17,7 +17,6 @@ from pes_agent.conversation import ConversationManager
 from pes_agent.exceptions import RunError, UsageError
 from pes_agent.messages import ConversationMessage, MessageRole
 from pes_agent.observation_types import Observation, ObservationType
-from pes_agent.observations import ObservationManager
 from pes_agent.pes.components import (
     Executed,
     Finalized,
@@ -36,7 +35,7 @@ from pes_agent.state import StateManager, ThreadContext
 from pes_agent.storage.base import Storage
 from pes_agent.streaming import StreamSocket
 from pes_agent.tools.registry import ToolRegistry
-from pes_agent.typing import Executor, Planner, Synthesizer
+from pes_agent.typing import Executor, ObservationRecorder, Planner, Synthesizer
 from pes_agent.usage import Usage
 
 __all__ = ["AgentCore", "ProviderSource"]
@@ -69,7 +68,7 @@ class AgentCore:
         providers: ProviderSource,
         tools: ToolRegistry,
         storage: Storage,
-        observations: ObservationManager,
+        observations: ObservationRecorder,
         planner: Planner,
         executor: Executor,
         synthesizer: Synthesizer,

@@ -19,7 +19,7 @@ from pes_agent.storage.base import Storage
 from pes_agent.synthesizer import LLMSynthesizer
 from pes_agent.tools.base import Tool
 from pes_agent.tools.registry import ToolRegistry
-from pes_agent.typing import Executor, Planner, Synthesizer
+from pes_agent.typing import Executor, ObservationRecorder, Planner, Synthesizer
 
 __all__ = ["create_agent"]
 
@@ -47,7 +47,7 @@ def create_agent(
     planner: Planner | None = None,
     executor: Executor | None = None,
     synthesizer: Synthesizer | None = None,
-    observation_manager: ObservationManager | None = None,
+    observation_manager: ObservationRecorder | None = None,
     state_saving: StateSaving = "explicit",
     max_concurrency: int = 8,
     tool_timeout_s: float = 30.0,
@@ -89,7 +89,9 @@ def create_agent(
     providers = ProviderPool()
     if isinstance(provider, str | ProviderConfig):
         default_provider = providers.get(provider)
-    elif callable(getattr(provider, "stream", None)) and callable(getattr(provider, "aclose", None)):
+    elif callable(getattr(provider, "stream", None)) and callable(
+        getattr(provider, "aclose", None)
+    ):
         default_provider = provider
     else:
         raise UsageError(

@@ -29,7 +29,9 @@ ObservationCallback = Callable[[Observation], Awaitable[None] | None]
 _log = structlog.get_logger("pes_agent.observations")
 
 
-def _as_type_set(types: Iterable[ObservationType | str] | None) -> frozenset[ObservationType] | None:
+def _as_type_set(
+    types: Iterable[ObservationType | str] | None,
+) -> frozenset[ObservationType] | None:
     if types is None:
         return None
     if isinstance(types, str | ObservationType):

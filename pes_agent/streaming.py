@@ -46,7 +46,7 @@ class StreamSocket:
         thread_id: str | None = None,
         phases: Iterable[LLMPhase] | None = None,
     ) -> Callable[[], None]:
-        """Call `callback` for each stream event (of `phases`, on `thread_id`); returns unsubscribe."""
+        """Call `callback` for each stream event of `phases` on `thread_id`; returns unsubscribe."""
         wanted = frozenset(phases) if phases is not None else None
 
         def wants(event: StreamEvent) -> bool:

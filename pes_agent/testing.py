@@ -72,7 +72,8 @@ class ScriptedProvider:
     def __post_init__(self) -> None:
         if isinstance(self.responses, str | ScriptedResponse) or callable(self.responses):
             raise UsageError(
-                "ScriptedProvider takes a list of responses, e.g. ScriptedProvider(['plan', 'answer'])"
+                "ScriptedProvider takes a list of responses, "
+                "e.g. ScriptedProvider(['plan', 'answer'])"
             )
         self.responses = list(self.responses)
         if self.chunk_size < 1:

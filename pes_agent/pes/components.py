@@ -18,12 +18,12 @@ from typing import Any, Literal
 from pes_agent.config import LLMParams
 from pes_agent.messages import ConversationMessage
 from pes_agent.observation_types import Observation, ObservationType
-from pes_agent.observations import ObservationManager
 from pes_agent.pes.llm_call import RunModelCaller
 from pes_agent.plans import PlanningOutput
 from pes_agent.run import AgentProps, PhaseDurations
 from pes_agent.state import ThreadContext
 from pes_agent.tools.base import ToolResult, ToolSchema
+from pes_agent.typing import ObservationRecorder
 
 __all__ = [
     "Executed",
@@ -66,7 +66,7 @@ class RunTelemetry:
     """The run's model caller, phase timings and observation recorder."""
 
     llm: RunModelCaller
-    observations: ObservationManager
+    observations: ObservationRecorder
     phases: PhaseDurations = field(default_factory=PhaseDurations)
 
     async def record(

@@ -10,7 +10,6 @@ import structlog
 from pes_agent.config import LLMParams
 from pes_agent.exceptions import ProviderError
 from pes_agent.observation_types import Observation, ObservationType
-from pes_agent.observations import ObservationManager
 from pes_agent.providers.base import (
     LLMPhase,
     LLMProvider,
@@ -22,7 +21,7 @@ from pes_agent.providers.base import (
     TokenDelta,
 )
 from pes_agent.streaming import StreamEvent, StreamEventKind, StreamSocket
-from pes_agent.typing import LLMResponse
+from pes_agent.typing import LLMResponse, ObservationRecorder
 from pes_agent.usage import Usage
 
 __all__ = ["RunModelCaller"]
@@ -40,7 +39,7 @@ class RunModelCaller:
         self,
         *,
         provider: LLMProvider,
-        observations: ObservationManager,
+        observations: ObservationRecorder,
         stream: StreamSocket,
         thread_id: str,
         trace_id: str,
@@ -70,7 +69,9 @@ class RunModelCaller:
 
     async def _publish(self, phase: LLMPhase, kind: StreamEventKind, text: str = "") -> None:
         if self._stream.active:
-            await self._stream.publish(StreamEvent(self.thread_id, self.trace_id, phase, kind, text))
+            await self._stream.publish(
+                StreamEvent(self.thread_id, self.trace_id, phase, kind, text)
+            )
 
     async def __call__(self, messages: Sequence[PromptMessage], *, phase: LLMPhase) -> LLMResponse:
         """Stream one call to the run's provider and return its text, thoughts and usage."""
@@ -114,7 +115,12 @@ class RunModelCaller:
                     await self._record(
                         ObservationType.LLM_STREAM_ERROR,
                         f"{phase} stream interrupted; retrying",
-                        {**label, "error": event.reason, "attempt": event.attempt, "retrying": True},
+                        {
+                            **label,
+                            "error": event.reason,
+                            "attempt": event.attempt,
+                            "retrying": True,
+                        },
                     )
                     await self._record(
                         ObservationType.LLM_STREAM_START, f"{phase} call restarted", label

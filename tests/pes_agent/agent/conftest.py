@@ -14,12 +14,14 @@ from pes_agent import Observation, ObservationType, tool
 
 def plan_json(*calls: dict[str, Any], intent: str = "help", plan: str = "1. do it") -> str:
     """A planning answer in the JSON protocol with the given tool calls."""
-    return json.dumps({"title": "A title", "intent": intent, "plan": plan, "toolCalls": list(calls)})
+    return json.dumps(
+        {"title": "A title", "intent": intent, "plan": plan, "toolCalls": list(calls)}
+    )
 
 
-def call(n: int, name: str, **arguments: Any) -> dict[str, Any]:
+def call(n: int, tool_name: str, /, **arguments: Any) -> dict[str, Any]:
     """Tool call number `n` (its callId is call_n)."""
-    return {"callId": f"call_{n}", "toolName": name, "arguments": arguments}
+    return {"callId": f"call_{n}", "toolName": tool_name, "arguments": arguments}
 
 
 class Events:

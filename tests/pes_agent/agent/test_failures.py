@@ -29,7 +29,8 @@ async def test_unusable_plan_gets_one_repair_round_trip_quoting_the_error(
     assert result.metadata.llm_calls == 3
     repair = model.requests[1]
     assert repair.phase == "repair"
-    assert repair.messages[-2].role == "assistant" and repair.messages[-2].content == broken
+    assert repair.messages[-2].role == "assistant"
+    assert repair.messages[-2].content == broken
     assert "could not be used" in repair.messages[-1].content
     assert "Tool Calls" in repair.messages[-1].content
 
@@ -55,7 +56,8 @@ async def test_plan_still_unusable_after_repair_ends_in_error_keeping_the_raw_ou
     agent.observations.subscribe(recorder, types=[ObservationType.ERROR])
     result = await agent.process(AgentProps("q", "t"))
     assert result.metadata.status == "error"
-    assert result.metadata.error is not None and "planning failed" in result.metadata.error
+    assert result.metadata.error is not None
+    assert "planning failed" in result.metadata.error
     assert result.response.content.startswith("I could not complete this request")
     (error,) = recorder.seen
     assert error.content["phase"] == "planning"
@@ -117,7 +119,9 @@ def test_agent_props_needs_a_thread_id() -> None:
         ({"storage": "redis://x"}, "storage"),
     ],
 )
-def test_create_agent_rejects_bad_arguments_with_the_fix(kwargs: dict[str, Any], message: str) -> None:
+def test_create_agent_rejects_bad_arguments_with_the_fix(
+    kwargs: dict[str, Any], message: str
+) -> None:
     """Each invalid create_agent argument raises a UsageError naming the argument."""
     with pytest.raises(UsageError, match=message):
         create_agent(provider=ScriptedProvider([]), **kwargs)

@@ -22,7 +22,7 @@ def _model(*extra: str) -> ScriptedProvider:
 async def test_successful_run_records_each_phase_in_order(
     tools: list[Any], recorder: Recorder
 ) -> None:
-    """A run records stream, plan, title, intent, tool, synthesis and final observations in order."""
+    """A run records plan, stream, title, intent, tool, synthesis and final records in order."""
     agent = create_agent(provider=_model(), tools=tools)
     agent.observations.subscribe(recorder)
     await agent.process(AgentProps("q", "t"))
@@ -40,8 +40,10 @@ async def test_successful_run_records_each_phase_in_order(
     ]
     assert recorder.of(T.PLAN)[0].content["status"] == "preparing"
     ready = recorder.of(T.PLAN)[1].content
-    assert ready["raw"].startswith("{") and len(ready["toolCalls"]) == 2
-    assert len(recorder.of(T.TOOL_CALL)) == 2 and len(recorder.of(T.TOOL_EXECUTION)) == 2
+    assert ready["raw"].startswith("{")
+    assert len(ready["toolCalls"]) == 2
+    assert len(recorder.of(T.TOOL_CALL)) == 2
+    assert len(recorder.of(T.TOOL_EXECUTION)) == 2
     for execution in recorder.of(T.TOOL_EXECUTION):
         started = next(o for o in recorder.of(T.TOOL_CALL) if o.id == execution.parent_id)
         assert started.content["callId"] == execution.content["callId"]
@@ -55,7 +57,9 @@ async def test_type_filter_delivers_only_the_requested_types(
     agent = create_agent(provider=_model(), tools=tools)
     agent.observations.subscribe(recorder, types=[T.TOOL_EXECUTION, T.FINAL_RESPONSE])
     await agent.process(AgentProps("q", "t"))
-    assert sorted(recorder.types()) == sorted([T.TOOL_EXECUTION, T.TOOL_EXECUTION, T.FINAL_RESPONSE])
+    assert sorted(recorder.types()) == sorted(
+        [T.TOOL_EXECUTION, T.TOOL_EXECUTION, T.FINAL_RESPONSE]
+    )
 
 
 async def test_thread_filter_delivers_only_that_threads_observations(tools: list[Any]) -> None:
@@ -65,7 +69,8 @@ async def test_thread_filter_delivers_only_that_threads_observations(tools: list
     agent.observations.subscribe(only_a, thread_id="a")
     await agent.process(AgentProps("q", "a"))
     await agent.process(AgentProps("q", "b"))
-    assert only_a.seen and {o.thread_id for o in only_a.seen} == {"a"}
+    assert only_a.seen
+    assert {o.thread_id for o in only_a.seen} == {"a"}
 
 
 async def test_async_callbacks_are_awaited(tools: list[Any]) -> None:
@@ -119,7 +124,9 @@ async def test_observations_are_readable_afterwards_with_filters(tools: list[Any
     assert [o.type for o in tools_only] == [T.TOOL_EXECUTION, T.TOOL_EXECUTION]
 
 
-async def test_final_response_carries_the_saved_message(tools: list[Any], recorder: Recorder) -> None:
+async def test_final_response_carries_the_saved_message(
+    tools: list[Any], recorder: Recorder
+) -> None:
     """FINAL_RESPONSE holds the AI message that was saved and the run status."""
     agent = create_agent(provider=_model(), tools=tools)
     agent.observations.subscribe(recorder, types=[T.FINAL_RESPONSE])

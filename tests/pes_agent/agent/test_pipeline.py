@@ -6,10 +6,15 @@ from typing import Any
 
 from pes_agent import (
     AgentProps,
+    AgentState,
+    LLMParams,
     MessageRole,
     ObservationType,
+    RunOptions,
     ThreadConfig,
+    ToolContext,
     create_agent,
+    tool,
 )
 from pes_agent.providers.base import LLMRequest
 from pes_agent.testing import ScriptedProvider, ScriptedResponse
@@ -41,8 +46,10 @@ async def test_successful_run_plans_executes_and_synthesizes(tools: list[Any]) -
     assert result.response.role is MessageRole.AI
     meta = result.metadata
     assert (meta.status, meta.llm_calls, meta.tool_calls, meta.error) == ("success", 2, 3, None)
-    assert meta.thread_id == "t1" and meta.trace_id
-    assert meta.usage.input_tokens > 0 and meta.usage.output_tokens > 0
+    assert meta.thread_id == "t1"
+    assert meta.trace_id
+    assert meta.usage.input_tokens > 0
+    assert meta.usage.output_tokens > 0
     assert meta.usage.total_tokens == meta.usage.input_tokens + meta.usage.output_tokens
     assert meta.total_duration_ms >= meta.phases.execution_ms > 0
     assert "step 3: add (call_3) — success\n35" in _synthesis_prompt(model)
@@ -129,7 +136,6 @@ async def test_run_options_cannot_enable_a_tool_the_thread_disables(
     tools: list[Any], events: Events
 ) -> None:
     """Per-call enabled_tools only narrows the thread's set; it never widens it."""
-    from pes_agent import RunOptions
 
     model = ScriptedProvider([plan_json(call(1, "add", a=1, b=2)), "no"])
     agent = create_agent(provider=model, tools=tools)
@@ -198,8 +204,6 @@ async def test_whole_value_placeholder_keeps_the_result_type(tools: list[Any]) -
         seen.append(request.messages[-1].content)
         return "done"
 
-    from pes_agent import tool
-
     @tool
     def size(items: list[str]) -> int:
         """Count items."""
@@ -226,7 +230,6 @@ async def test_huge_tool_output_is_truncated_in_the_prompt_but_kept_in_observati
     recorder: Recorder,
 ) -> None:
     """Output over the prompt limit is cut with a marker; the observation keeps it whole."""
-    from pes_agent import tool
 
     @tool
     def dump() -> str:
@@ -245,7 +248,6 @@ async def test_huge_tool_output_is_truncated_in_the_prompt_but_kept_in_observati
 
 async def test_output_that_is_not_json_is_shown_with_str() -> None:
     """A tool returning an arbitrary object is rendered with str() in the synthesis prompt."""
-    from pes_agent import tool
 
     class Point:
         def __str__(self) -> str:
@@ -295,7 +297,6 @@ async def test_thinking_blocks_become_one_thoughts_observation_each(
 
 async def test_implicit_state_saving_saves_changes_made_during_the_run() -> None:
     """With state_saving='implicit' a tool's change to context.state is saved with the turn."""
-    from pes_agent import ToolContext, tool
 
     @tool
     def remember(fact: str, context: ToolContext) -> str:
@@ -308,12 +309,13 @@ async def test_implicit_state_saving_saves_changes_made_during_the_run() -> None
     agent = create_agent(provider=model, tools=[remember], state_saving="implicit")
     await agent.process(AgentProps("remember", "t"))
     state = await agent.state.get_agent_state("t")
-    assert state is not None and state.data == {"facts": ["sky is blue"]} and state.version == 1
+    assert state is not None
+    assert state.data == {"facts": ["sky is blue"]}
+    assert state.version == 1
 
 
 async def test_explicit_state_saving_ignores_changes_not_saved_explicitly() -> None:
     """With the default 'explicit' saving, in-run changes persist only via set_agent_state."""
-    from pes_agent import AgentState, ToolContext, tool
 
     @tool
     def remember(fact: str, context: ToolContext) -> str:
@@ -329,12 +331,12 @@ async def test_explicit_state_saving_ignores_changes_not_saved_explicitly() -> N
     saved = await agent.state.set_agent_state("t", AgentState(data={"fact": "y"}))
     assert saved.version == 1
     loaded = await agent.state.get_agent_state("t")
-    assert loaded is not None and loaded.data == {"fact": "y"}
+    assert loaded is not None
+    assert loaded.data == {"fact": "y"}
 
 
 async def test_llm_params_reach_the_provider(tools: list[Any]) -> None:
     """temperature and max_tokens from create_agent and RunOptions are sent with the request."""
-    from pes_agent import LLMParams, RunOptions
 
     model = ScriptedProvider([plan_json(), "a", plan_json(), "b"])
     agent = create_agent(provider=model, tools=tools, temperature=0.2, max_tokens=100)

@@ -1,0 +1,35 @@
+"""Every script in examples/ runs to completion offline, as a new user would run it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_runs_offline_and_exits_cleanly(script: Path) -> None:
+    """The example exits 0 with output and no traceback when no API key is set."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    completed = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=script.parent.parent,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.strip(), "an example should show what it did"
+    assert "Traceback" not in completed.stderr
+
+
+def test_there_are_examples() -> None:
+    """The examples directory is not empty (the parametrised test would silently run nothing)."""
+    assert len(EXAMPLES) >= 2
