@@ -80,7 +80,7 @@ def _history_messages(history: Sequence[ConversationMessage]) -> list[PromptMess
 
 def _render_tools(tools: Sequence[ToolSchema]) -> str:
     if not tools:
-        return "# Tools\nNo tools are available: answer with \"toolCalls\": []."
+        return '# Tools\nNo tools are available: answer with "toolCalls": [].'
     lines = ["# Tools"]
     for schema in tools:
         lines.append(f"## {schema.name}")

@@ -12,12 +12,13 @@ The default implementations use nothing but these contracts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from pes_agent.config import AgentState, LLMParams
 from pes_agent.messages import ConversationMessage
+from pes_agent.observation_types import Observation, ObservationType
 from pes_agent.plans import ParsedToolCall, PlanningOutput
 from pes_agent.providers.base import LLMPhase, PromptMessage, StreamMetadata
 from pes_agent.run import AgentProps
@@ -30,6 +31,7 @@ __all__ = [
     "Executor",
     "LLMResponse",
     "ModelCaller",
+    "ObservationRecorder",
     "Planner",
     "PlanningContext",
     "SynthesisContext",
@@ -126,3 +128,28 @@ class Executor(Protocol):
 @runtime_checkable
 class Synthesizer(Protocol):
     async def synthesize(self, ctx: SynthesisContext) -> str: ...
+
+
+@runtime_checkable
+class ObservationRecorder(Protocol):
+    """Records observations and serves them to subscribers; `ObservationManager` is one."""
+
+    async def record(
+        self, observation: Observation | None = None, /, **fields: Any
+    ) -> Observation: ...
+
+    def subscribe(
+        self,
+        callback: Callable[[Observation], Awaitable[None] | None],
+        *,
+        types: Iterable[ObservationType | str] | None = None,
+        thread_id: str | None = None,
+    ) -> Callable[[], None]: ...
+
+    async def get_observations(
+        self,
+        thread_id: str,
+        *,
+        types: Sequence[ObservationType | str] | None = None,
+        trace_id: str | None = None,
+    ) -> list[Observation]: ...
