@@ -279,12 +279,12 @@ class SdkProvider(ABC):
             )
         elif status == 403:
             message = (
-                f"the {label} API refused the request (403): {failure.reason}; "
+                f"the {label} API refused the request: {failure.reason}; "
                 f"check that the API key may use model {self.model!r}"
             )
         elif status == 404:
             message = (
-                f"the {label} API found no such model or endpoint (404): {failure.reason}; "
+                f"the {label} API found no such model or endpoint: {failure.reason}; "
                 f"check the model name {self.model!r} and base_url"
             )
         else:

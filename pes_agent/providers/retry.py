@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -33,8 +34,8 @@ from tenacity import (
     retry_if_exception,
     stop_after_attempt,
     stop_before_delay,
-    wait_exponential_jitter,
 )
+from tenacity.wait import wait_base
 
 from pes_agent.providers.base import (
     ProviderEvent,
@@ -126,21 +127,21 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     return max(0.0, when.timestamp() - current)
 
 
-class _RetryAfterOrBackoff(wait_exponential_jitter):
+class _RetryAfterOrBackoff(wait_base):
     """Wait what the server asked (capped), or back off exponentially with jitter."""
 
     def __init__(self, policy: RetryPolicy) -> None:
-        super().__init__(
-            initial=policy.initial_backoff_s, max=policy.max_backoff_s, jitter=policy.jitter_s
-        )
-        self._cap = policy.max_retry_after_s
+        self._policy = policy
 
     def __call__(self, retry_state: RetryCallState) -> float:
+        policy = self._policy
         outcome = retry_state.outcome
         failure = outcome.exception() if outcome is not None else None
         if isinstance(failure, AttemptFailure) and failure.retry_after_s is not None:
-            return min(failure.retry_after_s, self._cap)
-        return float(super().__call__(retry_state))
+            return min(failure.retry_after_s, policy.max_retry_after_s)
+        exponent = min(retry_state.attempt_number - 1, 32)
+        backoff = policy.initial_backoff_s * 2.0**exponent + random.uniform(0, policy.jitter_s)
+        return min(backoff, policy.max_backoff_s)
 
 
 def _should_retry(exc: BaseException) -> bool:

@@ -228,7 +228,7 @@ class ModelServer:
             app, handler_cancellation=True, shutdown_timeout=0.5, access_log=None
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, shutdown_timeout=0.5)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         address = self._runner.addresses[0]
         self._port = int(address[1])
