@@ -20,7 +20,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pes_agent import AgentProps, create_agent, tool
+from pes_agent import AgentProps, configure_logging, create_agent, tool
 from pes_agent.testing import ScriptedProvider
 
 ANSWER = "All three tools ran."
@@ -117,6 +117,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=500)
     args = parser.parse_args()
+    configure_logging("WARNING")
     ours_ns, theirs_ns = asyncio.run(measure(args.runs))
     ours, theirs = median_ms(ours_ns), median_ms(theirs_ns)
     print_table(

@@ -11,12 +11,12 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from ecs_core import TerminalComponent, World
+from ecs_core import EntityId, TerminalComponent, World
 from pes_agent.config import LLMParams, ProviderConfig, StateSaving
 from pes_agent.conversation import ConversationManager
 from pes_agent.exceptions import RunError, UsageError
 from pes_agent.messages import ConversationMessage, MessageRole
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.observation_types import ObservationType
 from pes_agent.pes.components import (
     Executed,
     Finalized,
@@ -27,6 +27,7 @@ from pes_agent.pes.components import (
 from pes_agent.pes.finalization import ErrorHandlingSystem, FinalizationSystem
 from pes_agent.pes.llm_call import RunModelCaller
 from pes_agent.pes.planning import PlanningSystem
+from pes_agent.pes.recorder import RunRecorder
 from pes_agent.pes.synthesis import SynthesisSystem
 from pes_agent.pes.tool_execution import ToolSystem
 from pes_agent.providers.base import LLMProvider
@@ -44,6 +45,8 @@ _log = structlog.get_logger("pes_agent.agent")
 
 # Each phase needs one tick at most; a run still open after this many is a bug we report.
 _MAX_TICKS = 8
+# Finished runs hand their world back for reuse, so its cached queries are built only once.
+_SPARE_WORLDS = 64
 
 
 class ProviderSource(Protocol):
@@ -102,6 +105,7 @@ class AgentCore:
             (FinalizationSystem(storage, state_saving), 20),
             (ErrorHandlingSystem(), 99),
         ]
+        self._spare_worlds: list[World] = []
         self._closed = False
 
     async def __aenter__(self) -> AgentCore:
@@ -124,11 +128,17 @@ class AgentCore:
         await self._provider.aclose()
         await self._storage.aclose()
 
-    def _world(self) -> World:
+    def _take_world(self) -> World:
+        if self._spare_worlds:
+            return self._spare_worlds.pop()
         world = World()
         for system, priority in self._systems:
             world.register_system(system, priority)
         return world
+
+    def _give_back_world(self, world: World) -> None:
+        if len(self._spare_worlds) < _SPARE_WORLDS and not world.entities():
+            self._spare_worlds.append(world)
 
     async def process(self, props: AgentProps) -> AgentFinalResponse:
         """Plan, execute and synthesize an answer to `props.query` on `props.thread_id`.
@@ -170,17 +180,16 @@ class AgentCore:
         load_ms = (time.perf_counter() - started) * 1000
 
         enabled = self._enabled_tools(context, options.enabled_tools if options else None)
+        recorder = RunRecorder(self.observations, thread_id, trace_id)
         telemetry = RunTelemetry(
             llm=RunModelCaller(
                 provider=provider,
-                observations=self.observations,
+                recorder=recorder,
                 stream=self.stream,
-                thread_id=thread_id,
-                trace_id=trace_id,
                 params=(options.llm_params if options and options.llm_params else None)
                 or self._llm_params,
             ),
-            observations=self.observations,
+            recorder=recorder,
         )
         telemetry.phases.load_ms = load_ms
         spec = RunSpec(
@@ -205,33 +214,34 @@ class AgentCore:
             max_concurrency=self._max_concurrency,
             state_snapshot=context.state.model_copy(deep=True).data,
         )
-        world = self._world()
+        world = self._take_world()
         entity = world.create_entity(spec, telemetry)
         try:
-            for _ in range(_MAX_TICKS):
-                await world.process()
-                if world.has_component(entity, TerminalComponent):
-                    break
-            else:
-                world.add_component(
-                    entity,
-                    RunFailed("finalization", f"the run did not finish in {_MAX_TICKS} ticks"),
-                )
-                await world.process()
+            await self._tick_until_done(world, entity)
         except asyncio.CancelledError:
             log.info("run_cancelled")
-            await asyncio.shield(self._record_cancelled(thread_id, trace_id))
+            await asyncio.shield(
+                recorder.record(
+                    ObservationType.ERROR,
+                    "Run cancelled",
+                    {"phase": "cancelled", "error": "the run was cancelled"},
+                )
+            )
             raise
+        finally:
+            components = dict(world.components_of(entity))
+            world.delete_entity(entity)
+            self._give_back_world(world)
 
-        failed = world.get_component(entity, RunFailed)
-        executed = world.get_component(entity, Executed)
+        failed: RunFailed | None = components.get(RunFailed)
+        executed: Executed | None = components.get(Executed)
         results = executed.results if executed is not None else []
         status: RunStatus
         if failed is not None:
             status = "error"
             response = _error_message(thread_id, trace_id, failed.message)
         else:
-            finalized = world.get_component(entity, Finalized)
+            finalized: Finalized | None = components.get(Finalized)
             assert finalized is not None, "a run without RunFailed always ends Finalized"
             response = finalized.message
             status = "partial" if any(r.status == "error" for r in results) else "success"
@@ -256,6 +266,16 @@ class AgentCore:
         )
         return AgentFinalResponse(response=response, metadata=metadata)
 
+    async def _tick_until_done(self, world: World, entity: EntityId) -> None:
+        for _ in range(_MAX_TICKS):
+            await world.process()
+            if world.has_component(entity, TerminalComponent):
+                return
+        world.add_component(
+            entity, RunFailed("finalization", f"the run did not finish in {_MAX_TICKS} ticks")
+        )
+        await world.process()
+
     def _provider_for(self, props: AgentProps, context: ThreadContext) -> LLMProvider:
         options = props.options
         config = (options.provider_config if options else None) or context.config.provider_config
@@ -271,29 +291,12 @@ class AgentCore:
             enabled = enabled & frozenset(requested)
         return enabled
 
-    async def _record_cancelled(self, thread_id: str, trace_id: str) -> None:
-        await self.observations.record(
-            Observation(
-                thread_id=thread_id,
-                trace_id=trace_id,
-                type=ObservationType.ERROR,
-                title="Run cancelled",
-                content={"phase": "cancelled", "error": "the run was cancelled"},
-            )
-        )
-
     async def _load_failure(
         self, props: AgentProps, trace_id: str, started: float, message: str
     ) -> AgentFinalResponse:
         message = "loading the thread failed: " + message
-        await self.observations.record(
-            Observation(
-                thread_id=props.thread_id,
-                trace_id=trace_id,
-                type=ObservationType.ERROR,
-                title="Load failed",
-                content={"phase": "load", "error": message},
-            )
+        await RunRecorder(self.observations, props.thread_id, trace_id).record(
+            ObservationType.ERROR, "Load failed", {"phase": "load", "error": message}
         )
         return AgentFinalResponse(
             response=_error_message(props.thread_id, trace_id, message),

@@ -19,11 +19,11 @@ from pes_agent.config import LLMParams
 from pes_agent.messages import ConversationMessage
 from pes_agent.observation_types import Observation, ObservationType
 from pes_agent.pes.llm_call import RunModelCaller
+from pes_agent.pes.recorder import RunRecorder
 from pes_agent.plans import PlanningOutput
 from pes_agent.run import AgentProps, PhaseDurations
 from pes_agent.state import ThreadContext
 from pes_agent.tools.base import ToolResult, ToolSchema
-from pes_agent.typing import ObservationRecorder
 
 __all__ = [
     "Executed",
@@ -63,10 +63,10 @@ class RunSpec:
 
 @dataclass(slots=True)
 class RunTelemetry:
-    """The run's model caller, phase timings and observation recorder."""
+    """The run's model caller, observation recorder and phase timings."""
 
     llm: RunModelCaller
-    observations: ObservationRecorder
+    recorder: RunRecorder
     phases: PhaseDurations = field(default_factory=PhaseDurations)
 
     async def record(
@@ -75,21 +75,10 @@ class RunTelemetry:
         title: str,
         content: dict[str, Any],
         *,
-        metadata: dict[str, Any] | None = None,
         parent_id: str | None = None,
     ) -> Observation:
         """Record an observation of this run."""
-        return await self.observations.record(
-            Observation(
-                thread_id=self.llm.thread_id,
-                trace_id=self.llm.trace_id,
-                type=type,
-                title=title,
-                content=content,
-                metadata=metadata,
-                parent_id=parent_id,
-            )
-        )
+        return await self.recorder.record(type, title, content, parent_id=parent_id)
 
 
 @dataclass(slots=True)

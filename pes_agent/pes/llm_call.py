@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import assert_never
+from typing import Any, assert_never
 
 import structlog
 
 from pes_agent.config import LLMParams
 from pes_agent.exceptions import ProviderError
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.observation_types import ObservationType
+from pes_agent.pes.recorder import RunRecorder
 from pes_agent.providers.base import (
     LLMPhase,
     LLMProvider,
@@ -21,7 +22,7 @@ from pes_agent.providers.base import (
     TokenDelta,
 )
 from pes_agent.streaming import StreamEvent, StreamEventKind, StreamSocket
-from pes_agent.typing import LLMResponse, ObservationRecorder
+from pes_agent.typing import LLMResponse
 from pes_agent.usage import Usage
 
 __all__ = ["RunModelCaller"]
@@ -39,33 +40,22 @@ class RunModelCaller:
         self,
         *,
         provider: LLMProvider,
-        observations: ObservationRecorder,
+        recorder: RunRecorder,
         stream: StreamSocket,
-        thread_id: str,
-        trace_id: str,
         params: LLMParams,
     ) -> None:
         self.provider = provider
-        self.thread_id = thread_id
-        self.trace_id = trace_id
+        self.thread_id = recorder.thread_id
+        self.trace_id = recorder.trace_id
         self.params = params
         self.calls = 0
         self.usage = Usage()
         self.outputs: list[tuple[LLMPhase, str]] = []
-        self._observations = observations
+        self._recorder = recorder
         self._stream = stream
-        self._log = _log.bind(thread_id=thread_id, trace_id=trace_id)
 
-    async def _record(self, type: ObservationType, title: str, content: dict[str, object]) -> None:
-        await self._observations.record(
-            Observation(
-                thread_id=self.thread_id,
-                trace_id=self.trace_id,
-                type=type,
-                title=title,
-                content=content,
-            )
-        )
+    async def _record(self, type: ObservationType, title: str, content: dict[str, Any]) -> None:
+        await self._recorder.record(type, title, content)
 
     async def _publish(self, phase: LLMPhase, kind: StreamEventKind, text: str = "") -> None:
         if self._stream.active:
@@ -86,7 +76,7 @@ class RunModelCaller:
         )
         self.calls += 1
         provider = self.provider
-        label: dict[str, object] = {
+        label: dict[str, Any] = {
             "phase": phase,
             "provider": provider.name,
             "model": provider.model,
@@ -156,8 +146,10 @@ class RunModelCaller:
         )
         await self._record(ObservationType.LLM_STREAM_END, f"{phase} call finished", label)
         await self._publish(phase, "end")
-        self._log.debug(
+        _log.debug(
             "llm_call",
+            thread_id=self.thread_id,
+            trace_id=self.trace_id,
             phase=phase,
             provider=provider.name,
             model=provider.model,
@@ -166,7 +158,7 @@ class RunModelCaller:
         )
         return LLMResponse(text=answer, thoughts=tuple(thoughts), usage=usage, metadata=metadata)
 
-    async def _fail(self, phase: LLMPhase, label: dict[str, object], message: str) -> None:
+    async def _fail(self, phase: LLMPhase, label: dict[str, Any], message: str) -> None:
         await self._record(
             ObservationType.LLM_STREAM_ERROR,
             f"{phase} call failed",
