@@ -21,19 +21,20 @@ class _ObservingHooks:
 
     def __init__(self, telemetry: RunTelemetry) -> None:
         self._telemetry = telemetry
-        self.finished: dict[str, ToolResult] = {}
-        self._started: dict[str, Observation] = {}
+        # Keyed by the call object itself: a bad plan may repeat a call id.
+        self.finished: dict[int, ToolResult] = {}
+        self._started: dict[int, Observation] = {}
 
     async def on_call_start(self, call: ParsedToolCall, arguments: dict[str, Any]) -> None:
-        self._started[call.call_id] = await self._telemetry.record(
+        self._started[id(call)] = await self._telemetry.record(
             ObservationType.TOOL_CALL,
             f"Calling {call.tool_name}",
             {"callId": call.call_id, "toolName": call.tool_name, "arguments": arguments},
         )
 
     async def on_call_end(self, call: ParsedToolCall, result: ToolResult) -> None:
-        self.finished[call.call_id] = result
-        started = self._started.get(call.call_id)
+        self.finished[id(call)] = result
+        started = self._started.get(id(call))
         await self._telemetry.record(
             ObservationType.TOOL_EXECUTION,
             f"{call.tool_name} {result.status}",

@@ -1,0 +1,124 @@
+"""ScriptedProvider streams scripted answers like a real provider and fails clearly when done."""
+
+from __future__ import annotations
+
+import pytest
+
+from pes_agent import ScriptExhaustedError, UsageError
+from pes_agent.providers.base import (
+    LLMProvider,
+    LLMRequest,
+    PromptMessage,
+    ProviderEvent,
+    StreamMetadata,
+    ThinkingBlock,
+    TokenDelta,
+)
+from pes_agent.testing import ScriptedProvider, ScriptedResponse
+from pes_agent.usage import Usage
+
+
+def _request(text: str = "hello there", phase: str = "planning") -> LLMRequest:
+    return LLMRequest(
+        messages=(PromptMessage("user", text),),
+        phase=phase,  # type: ignore[arg-type]
+        thread_id="t",
+        trace_id="r",
+    )
+
+
+async def _collect(provider: ScriptedProvider, request: LLMRequest) -> list[ProviderEvent]:
+    return [event async for event in provider.stream(request)]
+
+
+def test_scripted_provider_satisfies_the_provider_protocol() -> None:
+    """A ScriptedProvider is an LLMProvider, usable wherever a real one is."""
+    assert isinstance(ScriptedProvider(["x"]), LLMProvider)
+
+
+async def test_text_streams_in_chunks_then_metadata_with_usage() -> None:
+    """The response arrives in chunk_size pieces followed by one metadata event with usage."""
+    events = await _collect(ScriptedProvider(["abcdefghij"], chunk_size=4), _request())
+    assert [e.text for e in events if isinstance(e, TokenDelta)] == ["abcd", "efgh", "ij"]
+    meta = events[-1]
+    assert isinstance(meta, StreamMetadata)
+    assert meta.usage.input_tokens == 3
+    assert meta.usage.output_tokens == 3
+    assert meta.usage.total_tokens == 6
+    assert meta.stop_reason == "stop"
+    assert meta.time_to_first_token_ms is not None
+
+
+async def test_thinking_blocks_stream_before_the_text_and_count_as_reasoning() -> None:
+    """Each thinking block streams as thinking tokens and ends with one ThinkingBlock event."""
+    response = ScriptedResponse("answer", thinking=["hmm", "aha"])
+    events = await _collect(ScriptedProvider([response], chunk_size=100), _request())
+    assert events[:4] == [
+        TokenDelta("hmm", "thinking"),
+        ThinkingBlock("hmm"),
+        TokenDelta("aha", "thinking"),
+        ThinkingBlock("aha"),
+    ]
+    assert events[4] == TokenDelta("answer")
+    meta = events[-1]
+    assert isinstance(meta, StreamMetadata)
+    assert meta.usage.reasoning_tokens == 2
+
+
+async def test_function_responses_see_the_request() -> None:
+    """A callable entry is called with the request and its answer is streamed."""
+    provider = ScriptedProvider([lambda r: f"phase={r.phase}"])
+    events = await _collect(provider, _request(phase="synthesis"))
+    assert events[0] == TokenDelta("phase=synthesis")
+    assert provider.calls == 1
+    assert provider.requests[0].phase == "synthesis"
+
+
+async def test_explicit_usage_is_reported_unchanged() -> None:
+    """A ScriptedResponse with usage reports exactly that usage."""
+    usage = Usage(input_tokens=7, output_tokens=5, total_tokens=12, requests=1)
+    events = await _collect(ScriptedProvider([ScriptedResponse("x", usage=usage)]), _request())
+    meta = events[-1]
+    assert isinstance(meta, StreamMetadata)
+    assert meta.usage == usage
+
+
+async def test_running_out_of_responses_is_a_clear_error() -> None:
+    """The call after the last response raises ScriptExhaustedError saying what to do."""
+    provider = ScriptedProvider(["only one"])
+    await _collect(provider, _request())
+    with pytest.raises(ScriptExhaustedError, match="ran out of responses after 1 call"):
+        await _collect(provider, _request())
+
+
+async def test_repeat_cycles_the_script() -> None:
+    """With repeat=True the script starts over instead of running out."""
+    provider = ScriptedProvider(["a", "b"], repeat=True)
+    texts = []
+    for _ in range(3):
+        events = await _collect(provider, _request())
+        texts.append(events[0].text)  # type: ignore[union-attr]
+    assert texts == ["a", "b", "a"]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        (("just a string",), {}, "list of responses"),
+        ((["x"],), {"chunk_size": 0}, "chunk_size"),
+        ((["x"],), {"latency_s": -1}, "latency_s"),
+    ],
+)
+def test_bad_arguments_raise_usage_errors(
+    args: tuple[object, ...], kwargs: dict[str, object], message: str
+) -> None:
+    """A string instead of a list, or a non-positive chunk size, is refused at once."""
+    with pytest.raises(UsageError, match=message):
+        ScriptedProvider(*args, **kwargs)  # type: ignore[arg-type]
+
+
+async def test_a_function_returning_the_wrong_type_is_a_usage_error() -> None:
+    """A scripted function must return text or a ScriptedResponse."""
+    provider = ScriptedProvider([lambda r: 42])  # type: ignore[list-item, return-value]
+    with pytest.raises(UsageError, match="must return a str or ScriptedResponse"):
+        await _collect(provider, _request())
