@@ -2,8 +2,8 @@
 
 `SdkProvider` owns one SDK client, a concurrency slot (`ProviderConfig.max_concurrency`) and
 the shared retry layer (`pes_agent.providers.retry`). A subclass only builds the request
-(`_request_kwargs`) and streams one attempt (`_attempt`), raising `AttemptFailure` for anything
-that went wrong on the wire (via `_classify`).
+(`_request_kwargs`) and streams one attempt (`_events`); the SDK and transport exceptions it
+lets through become `AttemptFailure`s here.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import asyncio
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, ClassVar
@@ -190,8 +189,23 @@ class SdkProvider(ABC):
         """The SDK call's keyword arguments for `request` (built once per call)."""
 
     @abstractmethod
-    def _attempt(self, kwargs: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
-        """Stream one attempt; raise `AttemptFailure` for wire failures and incomplete streams."""
+    def _events(self, kwargs: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
+        """Stream one attempt; raise `AttemptFailure` for an incomplete stream."""
+
+    async def _attempt(self, kwargs: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
+        """`_events`, with SDK and transport exceptions turned into `AttemptFailure`s."""
+        failure: AttemptFailure | None = None
+        try:
+            async for event in self._events(kwargs):
+                yield event
+        except Exception as exc:
+            failure = self._classify(exc)
+            if failure is None:
+                raise
+        if failure is not None:
+            # Raised outside the `except`, so the SDK exception — whose text may quote the key
+            # and whose request carries it — is not even kept as `__context__`.
+            raise failure
 
     async def aclose(self) -> None:
         """Close the SDK client and its connection pool; further calls raise."""
@@ -209,18 +223,6 @@ class SdkProvider(ABC):
     def _detail(self, exc: BaseException) -> str:
         detail = self._redact(_error_detail(exc)).strip()
         return detail if len(detail) <= _MAX_DETAIL else detail[: _MAX_DETAIL - 1] + "…"
-
-    @contextmanager
-    def _wire_errors(self) -> Iterator[None]:
-        """Turn SDK and transport exceptions into `AttemptFailure`s, dropping the SDK cause
-        (it carries the request, headers and all); anything else propagates unchanged."""
-        try:
-            yield
-        except Exception as exc:
-            failure = self._classify(exc)
-            if failure is None:
-                raise
-            raise failure from None
 
     def _classify(self, exc: Exception) -> AttemptFailure | None:
         """An `AttemptFailure` for an SDK or transport exception; `None` for anything else."""

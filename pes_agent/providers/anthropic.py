@@ -184,60 +184,59 @@ class AnthropicProvider(SdkProvider):
         kwargs["stream"] = True
         return kwargs
 
-    async def _attempt(self, kwargs: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
-        with self._wire_errors():
-            stream = cast(
-                "anthropic.AsyncStream[RawMessageStreamEvent]",
-                await self._client.messages.create(**kwargs),
+    async def _events(self, kwargs: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
+        stream = cast(
+            "anthropic.AsyncStream[RawMessageStreamEvent]",
+            await self._client.messages.create(**kwargs),
+        )
+        async with stream:
+            thinking: list[str] | None = None  # the open thinking block's text
+            start_usage: AnthropicUsage | None = None
+            final_usage: MessageDeltaUsage | None = None
+            stop_reason: str | None = None
+            model: str | None = None
+            finished = False
+            async for event in stream:
+                if isinstance(event, RawContentBlockDeltaEvent):
+                    delta = event.delta
+                    if isinstance(delta, TextDelta):
+                        yield TokenDelta(delta.text)
+                    elif isinstance(delta, ThinkingDelta):
+                        if thinking is None:
+                            thinking = []
+                        thinking.append(delta.thinking)
+                        yield TokenDelta(delta.thinking, "thinking")
+                elif isinstance(event, RawContentBlockStartEvent):
+                    block = event.content_block
+                    if isinstance(block, AnthropicThinkingBlock):
+                        thinking = [block.thinking] if block.thinking else []
+                        if block.thinking:
+                            yield TokenDelta(block.thinking, "thinking")
+                    elif isinstance(block, TextBlock) and block.text:
+                        yield TokenDelta(block.text)
+                elif isinstance(event, RawContentBlockStopEvent):
+                    if thinking is not None:
+                        yield ThinkingBlock("".join(thinking))
+                        thinking = None
+                elif isinstance(event, RawMessageStartEvent):
+                    start_usage = event.message.usage
+                    model = event.message.model
+                elif isinstance(event, RawMessageDeltaEvent):
+                    stop_reason = event.delta.stop_reason
+                    final_usage = event.usage
+                elif isinstance(event, RawMessageStopEvent):
+                    finished = True
+        if not finished:
+            raise AttemptFailure(
+                "the stream ended without message_stop (incomplete answer)",
+                kind="incomplete",
+                retryable=True,
             )
-            async with stream:
-                thinking: list[str] | None = None  # the open thinking block's text
-                start_usage: AnthropicUsage | None = None
-                final_usage: MessageDeltaUsage | None = None
-                stop_reason: str | None = None
-                model: str | None = None
-                finished = False
-                async for event in stream:
-                    if isinstance(event, RawContentBlockDeltaEvent):
-                        delta = event.delta
-                        if isinstance(delta, TextDelta):
-                            yield TokenDelta(delta.text)
-                        elif isinstance(delta, ThinkingDelta):
-                            if thinking is None:
-                                thinking = []
-                            thinking.append(delta.thinking)
-                            yield TokenDelta(delta.thinking, "thinking")
-                    elif isinstance(event, RawContentBlockStartEvent):
-                        block = event.content_block
-                        if isinstance(block, AnthropicThinkingBlock):
-                            thinking = [block.thinking] if block.thinking else []
-                            if block.thinking:
-                                yield TokenDelta(block.thinking, "thinking")
-                        elif isinstance(block, TextBlock) and block.text:
-                            yield TokenDelta(block.text)
-                    elif isinstance(event, RawContentBlockStopEvent):
-                        if thinking is not None:
-                            yield ThinkingBlock("".join(thinking))
-                            thinking = None
-                    elif isinstance(event, RawMessageStartEvent):
-                        start_usage = event.message.usage
-                        model = event.message.model
-                    elif isinstance(event, RawMessageDeltaEvent):
-                        stop_reason = event.delta.stop_reason
-                        final_usage = event.usage
-                    elif isinstance(event, RawMessageStopEvent):
-                        finished = True
-            if not finished:
-                raise AttemptFailure(
-                    "the stream ended without message_stop (incomplete answer)",
-                    kind="incomplete",
-                    retryable=True,
-                )
-            yield StreamMetadata(
-                usage=anthropic_usage(start_usage, final_usage),
-                model=model or self.model,
-                stop_reason=stop_reason,
-            )
+        yield StreamMetadata(
+            usage=anthropic_usage(start_usage, final_usage),
+            model=model or self.model,
+            stop_reason=stop_reason,
+        )
 
     async def _close_client(self) -> None:
         await self._client.close()

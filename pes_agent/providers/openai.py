@@ -124,50 +124,49 @@ class OpenAIProvider(SdkProvider):
         kwargs["stream"] = True
         return kwargs
 
-    async def _attempt(self, kwargs: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
-        with self._wire_errors():
-            stream = cast(
-                "openai.AsyncStream[ChatCompletionChunk]",
-                await self._client.chat.completions.create(**kwargs),
+    async def _events(self, kwargs: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
+        stream = cast(
+            "openai.AsyncStream[ChatCompletionChunk]",
+            await self._client.chat.completions.create(**kwargs),
+        )
+        async with stream:
+            thinking: list[str] = []
+            finish_reason: str | None = None
+            usage: CompletionUsage | None = None
+            model: str | None = None
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                delta = choice.delta
+                extra = delta.model_extra
+                if extra:
+                    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+                    if reasoning and isinstance(reasoning, str):
+                        thinking.append(reasoning)
+                        yield TokenDelta(reasoning, "thinking")
+                text = delta.content or delta.refusal
+                if text:
+                    if thinking:
+                        yield ThinkingBlock("".join(thinking))
+                        thinking = []
+                    yield TokenDelta(text)
+                if choice.finish_reason is not None:
+                    finish_reason = choice.finish_reason
+                    model = chunk.model
+        if finish_reason is None:
+            raise AttemptFailure(
+                "the stream ended without a finish_reason (incomplete answer)",
+                kind="incomplete",
+                retryable=True,
             )
-            async with stream:
-                thinking: list[str] = []
-                finish_reason: str | None = None
-                usage: CompletionUsage | None = None
-                model: str | None = None
-                async for chunk in stream:
-                    if chunk.usage is not None:
-                        usage = chunk.usage
-                    if not chunk.choices:
-                        continue
-                    choice = chunk.choices[0]
-                    delta = choice.delta
-                    extra = delta.model_extra
-                    if extra:
-                        reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-                        if reasoning and isinstance(reasoning, str):
-                            thinking.append(reasoning)
-                            yield TokenDelta(reasoning, "thinking")
-                    text = delta.content or delta.refusal
-                    if text:
-                        if thinking:
-                            yield ThinkingBlock("".join(thinking))
-                            thinking = []
-                        yield TokenDelta(text)
-                    if choice.finish_reason is not None:
-                        finish_reason = choice.finish_reason
-                        model = chunk.model
-            if finish_reason is None:
-                raise AttemptFailure(
-                    "the stream ended without a finish_reason (incomplete answer)",
-                    kind="incomplete",
-                    retryable=True,
-                )
-            if thinking:
-                yield ThinkingBlock("".join(thinking))
-            yield StreamMetadata(
-                usage=openai_usage(usage), model=model or self.model, stop_reason=finish_reason
-            )
+        if thinking:
+            yield ThinkingBlock("".join(thinking))
+        yield StreamMetadata(
+            usage=openai_usage(usage), model=model or self.model, stop_reason=finish_reason
+        )
 
     async def _close_client(self) -> None:
         await self._client.close()
