@@ -55,10 +55,21 @@ _STEP_NUMBER: Final = re.compile(r"[ \t]*(?:\d{1,4}[.)]|[-*])[ \t]+")
 _CLOSERS: Final = {"[": "]", "{": "}"}
 
 _PLAN_KEYS: Final = frozenset({"title", "intent", "plan", "toolcalls"})
+# What a model writes in a Tool Calls section when it needs no tool (compared lowercased).
 _NO_TOOL_CALLS: Final = frozenset(
-    {"", "none", "null", "n/a", "no tool calls", "no tools", "none needed", "no tools needed"}
-    | {"no tool calls needed"}
+    {
+        "",
+        "none",
+        "null",
+        "n/a",
+        "none needed",
+        "no tools",
+        "no tools needed",
+        "no tool calls",
+        "no tool calls needed",
+    }
 )
+_PLAN_KEY_TEXT: Final = re.compile(r'"(?:title|intent|plan|tool_?calls)"[ \t\r\n]*:', re.IGNORECASE)
 _EXCERPT_CHARS: Final = 160
 _INTERNAL_FAILURE: Final = "The parser failed unexpectedly"
 
@@ -147,10 +158,16 @@ def _from_sections(body: str, labels: list[re.Match[str]], errors: list[str]) ->
         texts.setdefault(key, []).append(body[label.end() : end].strip())
     tool_calls: list[ParsedToolCall] | None = None
     if "toolcalls" in texts:
-        # The first Tool Calls section is the plan's; a repeated one is almost always an echo.
+        sections = texts["toolcalls"]
         tool_calls = _tool_calls_from_text(
-            texts["toolcalls"][0], "Tool Calls section", errors, single_object_ok=False
+            sections[0], "Tool Calls section", errors, single_object_ok=False
         )
+        if len(sections) > 1:
+            # Guessing which list the model meant could run the wrong tools; let it say.
+            errors.append(
+                f"Found {len(sections)} Tool Calls sections; only the first was read. "
+                "Write exactly one Tool Calls section."
+            )
     return PlanningOutput(
         title=_joined(texts.get("title")),
         intent=_joined(texts.get("intent")),
@@ -170,9 +187,6 @@ def _is_plan_object(value: object) -> bool:
     return isinstance(value, dict) and any(
         isinstance(key, str) and _normalised_key(key) in _PLAN_KEYS for key in value
     )
-
-
-_PLAN_KEY_TEXT: Final = re.compile(r'"(?:title|intent|plan|tool_?calls)"[ \t\r\n]*:', re.IGNORECASE)
 
 
 def _broken_plan_object(body: str, scan: _Scan) -> str | None:
@@ -584,11 +598,11 @@ def _loads(snippet: str) -> object:
     except (ValueError, RecursionError) as first:
         if "," not in snippet or not isinstance(first, json.JSONDecodeError):
             raise _JSONProblem(_describe(first, snippet)) from None
-    cleaned = _blank_trailing_commas(snippet)
     try:
-        return json.loads(cleaned, strict=False)
+        return json.loads(_blank_trailing_commas(snippet), strict=False)
     except (ValueError, RecursionError) as error:
-        raise _JSONProblem(_describe(error, cleaned)) from None
+        # Commas were blanked, not deleted, so the error's position holds in `snippet` too.
+        raise _JSONProblem(_describe(error, snippet)) from None
 
 
 def _describe(error: BaseException, snippet: str) -> str:

@@ -237,6 +237,22 @@ def test_missing_sections_are_none() -> None:
     assert output.errors == []
 
 
+def test_a_repeated_tool_calls_section_is_reported() -> None:
+    """Two Tool Calls sections give the first one's calls and an error asking for one section."""
+    output = parse('Intent: x\nTool Calls: [{"name": "a"}]\nPlan: y\nTool Calls: [{"name": "b"}]')
+    assert calls(output) == [("call_1", "a", {}, [])]
+    assert output.errors == [
+        "Found 2 Tool Calls sections; only the first was read. "
+        "Write exactly one Tool Calls section."
+    ]
+
+
+def test_repeated_intent_or_plan_sections_are_joined() -> None:
+    """A repeated Intent or Plan section is appended to the first, so no text is lost."""
+    output = parse("Plan: Search.\nIntent: x\nPlan: Then answer.")
+    assert output.plan == "Search.\nThen answer."
+
+
 @pytest.mark.parametrize("text", ["", "none", "None.", "N/A", "No tool calls needed."])
 def test_a_tool_calls_section_saying_none_is_an_empty_list(text: str) -> None:
     """An empty or 'none' Tool Calls section means no calls, without an error."""
@@ -707,7 +723,7 @@ tool_call_lists = st.lists(
         }
     ),
     max_size=4,
-    unique_by=lambda call: call["callId"],
+    unique_by=lambda call: str(call["callId"]),
 )
 # Prose with `<`, quotes and punctuation, but no brackets or colons (so no JSON and no labels).
 prose = st.text(alphabet=string.ascii_letters + string.digits + " \n\t.,!?'\"<>/=&;-", max_size=80)
