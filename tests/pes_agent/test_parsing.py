@@ -630,7 +630,7 @@ def test_pathological_input_is_handled_quickly(text: str) -> None:
     started = time.perf_counter()
     output = parse(text)
     PARSER.parse_synthesis_output(text)
-    assert time.perf_counter() - started < 5.0
+    assert time.perf_counter() - started < 10.0  # linear is well under 1 s; quadratic is minutes
     assert not any(error.startswith(INTERNAL_FAILURE) for error in output.errors)
 
 

@@ -33,7 +33,7 @@ CASES = _load_cases()
 # ours rejects the call with an error (which starts the repair round-trip) instead.
 DEVIATIONS = {
     "dfca85e: should parse valid planning output with introductory text before fenced JSON array": (
-        "arguments"
+        'Tool call 1 ("anotherTool") has arguments that are not a JSON object'
     ),
 }
 
@@ -79,7 +79,7 @@ def test_planning_output_matches_art(case: dict[str, Any]) -> None:
     if deviation is not None:
         assert output.tool_calls == []
         assert len(output.errors) == 1
-        assert deviation in output.errors[0]
+        assert output.errors[0].startswith(deviation)
         return
     assert _as_art(output) == expected.get("toolCalls")
     art_found_unusable = expected.get("toolCalls") == [] and not _tool_call_section_is_empty_array(
