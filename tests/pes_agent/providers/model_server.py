@@ -131,13 +131,17 @@ Step: TypeAlias = Reply | Fault | Slow | CutStream | MidStreamError
 
 @dataclass(frozen=True, slots=True)
 class RecordedRequest:
-    """One request the server received: which API, its headers (lower-case) and JSON body."""
+    """One request the server received: which API, its headers (lower-case) and JSON body.
+
+    `client_port` is the client's TCP port: equal ports mean a reused connection.
+    """
 
     api: Api
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
     received_at: float
+    client_port: int | None = None
 
     @property
     def credential(self) -> str | None:
@@ -295,12 +299,14 @@ class ModelServer:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            peer = request.transport.get_extra_info("peername") if request.transport else None
             recorded = RecordedRequest(
                 api=api,
                 path=request.path,
                 headers={k.lower(): v for k, v in request.headers.items()},
                 body=await request.json(),
                 received_at=time.monotonic(),
+                client_port=int(peer[1]) if peer else None,
             )
             self.requests.append(recorded)
             step = await self._next_step(recorded)
