@@ -195,6 +195,12 @@ class _PlanRun:
             steps = " and ".join(f'{dep + 1} ("{self.graph.calls[dep].call_id}")' for dep in failed)
             noun = "step" if len(failed) == 1 else "steps"
             return _error(call, f"Not run: it depends on {noun} {steps}, which failed.")
+        if not isinstance(call.arguments, dict):
+            return _error(
+                call,
+                f'Invalid arguments for tool "{call.tool_name}": arguments must be a JSON object '
+                'of named parameters, e.g. {"name": value}, not an array.',
+            )
         try:
             arguments = resolve_placeholders(call.arguments, self._outputs)
         except ToolExecutionError as exc:

@@ -311,7 +311,7 @@ def _tool_call(entry: object, position: int) -> ParsedToolCall | str:
 _ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "input", "params")
 
 
-def _arguments(raw: object, label: str) -> dict[str, Any] | str:
+def _arguments(raw: object, label: str) -> dict[str, Any] | list[Any] | str:
     if raw is _MISSING or raw is None:
         return {}
     if isinstance(raw, str):
@@ -323,6 +323,9 @@ def _arguments(raw: object, label: str) -> dict[str, Any] | str:
             return f"{label} has an arguments string that is not valid JSON: {problem}."
     if isinstance(raw, dict):
         return {str(key): value for key, value in raw.items()}
+    if isinstance(raw, list):
+        # Kept as written, as ART does; the executor refuses it with an error result.
+        return raw
     return (
         f"{label} has arguments that are not a JSON object of named parameters "
         f'(got {_kind(raw)}: {_quote(raw)}); write them as {{"name": value, ...}}.'

@@ -10,11 +10,16 @@ __all__ = ["ParsedToolCall", "PlanningOutput"]
 
 
 class ParsedToolCall(BaseModel):
-    """One tool call of a plan; `arguments` may hold `{step_N_result}` placeholders."""
+    """One tool call of a plan; `arguments` may hold `{step_N_result}` placeholders.
+
+    `arguments` is normally an object of named parameters. A model may write a JSON array
+    instead; the parser keeps it as written (as ART's does) and the executor turns the call into
+    an error result, since tools take named parameters.
+    """
 
     call_id: str
     tool_name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] | list[Any] = Field(default_factory=dict)
     depends_on: list[str] = Field(default_factory=list)
 
 

@@ -347,6 +347,18 @@ async def test_unregistered_tool_is_refused(executor: Executor, lab: Lab) -> Non
     assert results[0].error == 'Tool "ghost" is not registered.'
 
 
+async def test_arguments_given_as_an_array_are_refused_and_the_tool_is_not_run(
+    executor: Executor, lab: Lab
+) -> None:
+    """A call whose arguments are a JSON array (kept by the parser, as ART's) is an error result."""
+    call = ParsedToolCall(call_id="a", tool_name="work", arguments=[1, 2, 3])
+    results = await executor.execute([call], context(lab.work))
+    assert results[0].status == "error"
+    assert results[0].error is not None
+    assert "must be a JSON object of named parameters" in results[0].error
+    assert lab.events == []
+
+
 async def test_invalid_arguments_are_listed_and_the_tool_is_not_run(
     executor: Executor, lab: Lab
 ) -> None:

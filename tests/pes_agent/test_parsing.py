@@ -413,7 +413,7 @@ def test_invalid_entries_are_reported_and_valid_ones_kept() -> None:
         {"callId": "ok1", "toolName": "a"},
         {"wrongField": "wrongValue"},
         "search",
-        {"callId": "bad_args", "toolName": "b", "arguments": [1, 2, 3]},
+        {"callId": "bad_args", "toolName": "b", "arguments": 42},
         {"callId": "bad_json", "toolName": "c", "arguments": "{not json"},
         {"callId": "ok1", "toolName": "d"},
         {"callId": "ok2", "toolName": "e", "dependsOn": {"x": 1}},
@@ -427,7 +427,7 @@ def test_invalid_entries_are_reported_and_valid_ones_kept() -> None:
     assert output.errors[1] == 'Tool call 3 must be a JSON object, got a string: "search".'
     assert output.errors[2].startswith(
         'Tool call 4 ("b") has arguments that are not a JSON object of named parameters '
-        "(got an array: [1, 2, 3])"
+        "(got a number: 42)"
     )
     assert output.errors[3].startswith(
         'Tool call 5 ("c") has an arguments string that is not valid JSON: '
