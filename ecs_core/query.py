@@ -203,6 +203,7 @@ class QueryCache:
     ) -> Query:
         """Find or create, populate and index the query; the slow path of `World.query`."""
         exclude_tuple = tuple(exclude)
+        _validate(types, exclude_tuple)  # before hashing: a bad argument may be unhashable
         spelled = self.key(types, exclude_tuple)
         canonical = (types, frozenset(exclude_tuple))
         query = self._by_canonical.get(canonical)

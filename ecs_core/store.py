@@ -12,10 +12,10 @@ from ecs_core.exceptions import (
     InvalidComponentError,
 )
 
-__all__ = ["ComponentStore", "NoneType"]
+__all__ = ["ComponentStore"]
 
 C = TypeVar("C")
-NoneType = type(None)
+_NoneType = type(None)
 
 
 def _not_alive(entity: EntityId, action: str) -> EntityNotFoundError:
@@ -79,7 +79,7 @@ class ComponentStore:
                 by_type[ctype][entity] = component
             except KeyError:
                 by_type[ctype] = {entity: component}
-        if len(comps) != len(components) or type in comps or NoneType in comps:
+        if len(comps) != len(components) or type in comps or _NoneType in comps:
             self.abort_add_entity(entity, components, comps)
         self.by_entity[entity] = comps
         return comps

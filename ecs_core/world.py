@@ -23,10 +23,12 @@ from ecs_core.entity import EntityId, EntityIdGenerator
 from ecs_core.events import EventBus
 from ecs_core.exceptions import ComponentNotFoundError
 from ecs_core.query import Query, QueryCache
-from ecs_core.store import ComponentStore, NoneType
+from ecs_core.store import ComponentStore
 from ecs_core.system import System, SystemExecutor
 
 __all__ = ["World"]
+
+_NoneType = type(None)
 
 C = TypeVar("C")
 C1 = TypeVar("C1")
@@ -90,7 +92,7 @@ class World:
                 by_type[ctype][entity] = component
             except KeyError:
                 by_type[ctype] = {entity: component}
-        if len(comps) != len(components) or type in comps or NoneType in comps:
+        if len(comps) != len(components) or type in comps or _NoneType in comps:
             self._store.abort_add_entity(entity, components, comps)
         self._by_entity[entity] = comps
         if self._by_first:
