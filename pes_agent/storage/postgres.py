@@ -17,8 +17,13 @@
   interleaved turn. Waiting is not FIFO across processes. Runs on different threads never
   wait for each other. Needs session-level connections: not for a transaction-mode pooler
   (PgBouncer `pool_mode=transaction`) in front of the server.
-- **Atomic turns.** `commit_turn` writes messages and state in one transaction. Observations
-  are committed one by one as they are recorded, so those recorded before a crash survive.
+- **Atomic turns.** `commit_turn` writes messages and state in one statement (one round trip,
+  one transaction), and only while the run still holds its thread's lock.
+- **Durability.** Turns, states and configs are committed with the server's
+  `synchronous_commit` (fsync by default). Observations are committed one by one as they are
+  recorded, so a crashed or killed worker loses none, but with `synchronous_commit=off` for
+  that transaction only: they are visible and safe at once, and only a crash of the database
+  server itself could drop the last fraction of a second of them (never a turn).
 - **Cross-process observations.** Every observation is followed by a `NOTIFY` (delivered when
   its insert commits); `subscribe_observations` LISTENs on a dedicated connection and hands
   subscribers the observations written by any process, filtered by type and thread.
@@ -96,10 +101,30 @@ class _Held:
     key: int
 
 
-_STILL_HELD = (
-    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = $1 "
-    "AND classid = $2 AND objid = $3 AND objsubid = 1 AND granted)"
+# A whole turn in one statement (so one round trip, and atomic without BEGIN/COMMIT): it
+# writes only if the caller's advisory lock is still held by its session ($4-$6; NULL when the
+# caller holds no lock), inserts the messages in order and bumps the state ($7; NULL for none).
+_COMMIT_TURN = """
+WITH held AS (
+    SELECT $4::int IS NULL OR EXISTS (
+        SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = $4::int
+        AND classid = $5::oid AND objid = $6::oid AND objsubid = 1 AND granted
+    ) AS ok
+), added AS (
+    INSERT INTO {s}.messages (thread_id, message_id, body)
+    SELECT $1, m.message_id, m.body
+    FROM unnest($2::text[], $3::json[]) WITH ORDINALITY AS m (message_id, body, n)
+    WHERE (SELECT ok FROM held)
+    ORDER BY m.n
+    RETURNING 1
+), saved AS (
+    INSERT INTO {s}.agent_states AS s (thread_id, data, version)
+    SELECT $1, $7::text::json, 1 WHERE $7::text IS NOT NULL AND (SELECT ok FROM held)
+    ON CONFLICT (thread_id) DO UPDATE SET data = excluded.data, version = s.version + 1
+    RETURNING version
 )
+SELECT (SELECT ok FROM held), (SELECT version FROM saved), (SELECT count(*) FROM added)
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +171,7 @@ class PostgresStorage:
         self._q = f'"{schema}"'
         channel = f"pes_obs_{schema}"
         self._channel = channel if len(channel) <= 63 else "pes_obs_" + _digest(schema, 12)
+        self._commit_sql = _COMMIT_TURN.format(s=self._q)
         self._min_pool = min_pool_size
         self._max_pool = max_pool_size
         self._connect_timeout_s = connect_timeout_s
@@ -251,6 +277,7 @@ class PostgresStorage:
                         min_size=self._min_pool,
                         max_size=self._max_pool,
                         timeout=self._connect_timeout_s,
+                        reset=_keep_session,
                     )
                 except Exception as exc:
                     # `from None`: the driver's own exception may carry the full DSN.
@@ -389,31 +416,23 @@ class PostgresStorage:
         if not rows and data is None:
             return None
         held = self._held.get(thread_id)
-        lost = StorageError(
-            f"the cross-process lock on thread {thread_id!r} was lost (its connection to "
-            f"{self._safe_url} closed); nothing of this turn was saved",
-            thread_id=thread_id,
-        )
         if held is not None and held.conn.is_closed():
-            raise lost
+            raise self._lock_lost(thread_id)
+        pid, classid, objid = (
+            (None, None, None) if held is None else (held.pid, *_lock_key_halves(held.key))
+        )
         pool = await self._ready()
-        version: int | None = None
         try:
-            async with pool.acquire() as conn, conn.transaction():
-                if held is not None and not await conn.fetchval(
-                    _STILL_HELD, held.pid, *_lock_key_halves(held.key)
-                ):
-                    # The server dropped the lock with its session (network loss, a DBA's
-                    # pg_terminate_backend): another process may be running this thread.
-                    raise lost
-                if rows:
-                    await conn.executemany(
-                        f"INSERT INTO {self._q}.messages (thread_id, message_id, body) "
-                        "VALUES ($1, $2, $3)",
-                        rows,
-                    )
-                if data is not None:
-                    version = int(await conn.fetchval(self._upsert_state_sql(), thread_id, data))
+            row = await pool.fetchrow(
+                self._commit_sql,
+                thread_id,
+                [message_id for _, message_id, _ in rows],
+                [body for _, _, body in rows],
+                pid,
+                classid,
+                objid,
+                data,
+            )
         except self._asyncpg.UniqueViolationError as exc:
             raise StorageError(
                 f"a message of this turn is already saved in thread {thread_id!r}: each "
@@ -422,7 +441,18 @@ class PostgresStorage:
             ) from exc
         except self._db_errors() as exc:
             raise self._query_error(exc, thread_id) from exc
-        return None if version is None or data is None else _codec.load_state(data, version)
+        if not row[0]:
+            # The server dropped the lock with its session (network loss, a DBA's
+            # pg_terminate_backend): another process may be running this thread.
+            raise self._lock_lost(thread_id)
+        return None if data is None else _codec.load_state(data, int(row[1]))
+
+    def _lock_lost(self, thread_id: str) -> StorageError:
+        return StorageError(
+            f"the cross-process lock on thread {thread_id!r} was lost (its connection to "
+            f"{self._safe_url} closed); nothing of this turn was saved",
+            thread_id=thread_id,
+        )
 
     # -- observations -----------------------------------------------------------------------
 
@@ -436,7 +466,9 @@ class PostgresStorage:
             f"WITH ins AS (INSERT INTO {self._q}.observations "
             "(id, thread_id, trace_id, type, body) VALUES ($1, $2, $3, $4, $5) RETURNING seq) "
             "SELECT pg_notify($6, coalesce($7::text, json_build_object("
-            "'origin', $8::text, 'seq', ins.seq)::text)) FROM ins",
+            "'origin', $8::text, 'seq', ins.seq)::text)), "
+            # The log need not wait for its own fsync: see "Durability" in the module docstring.
+            "set_config('synchronous_commit', 'off', true) FROM ins",
             observation.id,
             observation.thread_id,
             observation.trace_id,
@@ -703,6 +735,11 @@ class PostgresStorage:
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
+
+
+async def _keep_session(conn: Any) -> None:
+    """Skip asyncpg's reset query on every release (a round trip per query): pooled
+    connections never change session state here (no LISTEN, session locks or SET)."""
 
 
 def _import_asyncpg() -> Any:

@@ -1,7 +1,8 @@
 """`SQLiteStorage`: the embedded, persistent store (`storage="sqlite:///agent.db"`).
 
 - **Never blocks the event loop.** Each storage object owns one connection used by one
-  dedicated worker thread; every query runs there.
+  dedicated thread; every query runs there, in the order the calls were made (so a read
+  always sees the writes made before it through the same object).
 - **Several processes on one file.** WAL mode (readers never wait for the writer), a busy
   timeout for writers, and `BEGIN IMMEDIATE` for every read-modify-write so two writers cannot
   deadlock upgrading a read lock.
@@ -24,15 +25,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import os
+import queue
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.exceptions import ConfigurationError, StorageError, UsageError
@@ -119,8 +122,7 @@ class SQLiteStorage:
             else FileLockDirectory(Path(self._path + "-locks"), max_poll_s=lock_poll_max_s)
         )
         self._locks = ThreadLockTable()
-        self._executor: ThreadPoolExecutor | None = None
-        self._executor_guard = threading.Lock()
+        self._worker: _DatabaseThread | None = None
         self._conn: sqlite3.Connection | None = None
         self._closed = False
 
@@ -153,12 +155,10 @@ class SQLiteStorage:
     async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         if self._closed:
             raise UsageError(f"{self!r} is closed: open a new storage object")
-        with self._executor_guard:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="pes-sqlite")
-            executor = self._executor
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(executor, self._run, work)
+        worker = self._worker
+        if worker is None:
+            worker = self._worker = _DatabaseThread(f"pes-sqlite:{os.path.basename(self._path)}")
+        return await worker.call(functools.partial(self._run, work))
 
     def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         conn = self._conn if self._conn is not None else self._open()
@@ -402,8 +402,8 @@ class SQLiteStorage:
         if self._closed:
             return
         self._closed = True
-        executor, self._executor = self._executor, None
-        if executor is None:
+        worker, self._worker = self._worker, None
+        if worker is None:
             return
 
         def close() -> None:
@@ -412,9 +412,58 @@ class SQLiteStorage:
                 conn.close()
 
         try:
-            await asyncio.get_running_loop().run_in_executor(executor, close)
+            await worker.call(close)
         finally:
-            executor.shutdown(wait=False)
+            worker.stop()
+
+
+class _DatabaseThread:
+    """One thread running submitted functions in order, for the connection it alone uses.
+
+    Leaner than a one-worker `ThreadPoolExecutor` (no concurrent.futures round trip), which
+    matters: a run makes a dozen calls. A daemon thread, so a store that is never closed does
+    not keep the interpreter alive; SQLite rolls back an interrupted transaction on next open.
+    """
+
+    __slots__ = ("_queue", "_thread")
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue[
+            tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[[], Any]] | None
+        ] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    async def call(self, work: Callable[[], _T]) -> _T:
+        """Run `work` on the thread and wait for its result (or exception)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_T] = loop.create_future()
+        self._queue.put((loop, future, work))
+        return await future
+
+    def stop(self) -> None:
+        """Let the thread finish once the calls already queued have run."""
+        self._queue.put(None)
+
+    def _main(self) -> None:
+        while (item := self._queue.get()) is not None:
+            loop, future, work = item
+            try:
+                outcome: tuple[Any, BaseException | None] = (work(), None)
+            except BaseException as exc:
+                outcome = (None, exc)
+            # RuntimeError: the caller's event loop is closed, so nobody is waiting any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, future, *outcome)
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return  # the caller was cancelled; the work itself still ran to completion
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 def _migrate(conn: sqlite3.Connection, path: str) -> None:
