@@ -1,6 +1,7 @@
 """`PostgresStorage`: one PostgreSQL database shared by many worker processes.
 
-`storage="postgresql://user:password@host:5432/db"` (needs `pip install 'pes-agent[postgres]'`).
+`storage="postgresql://user:password@host:5432/db"` (needs `pip install 'pes-agent[postgres]'`);
+add `?schema=NAME` to keep the tables in a schema other than `pes_agent`.
 
 - **Pooled and async** (asyncpg). The schema (default `pes_agent`, configurable) is created on
   first use and recorded in `schema_version`; older schemas are migrated step by step
@@ -54,7 +55,7 @@ from pes_agent.observation_types import Observation, ObservationType
 from pes_agent.storage import _codec
 from pes_agent.storage._locks import ThreadLockTable
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresStorage", "redact_url"]
+__all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA_VERSION", "PostgresStorage", "redact_url"]
 
 _log = structlog.get_logger("pes_agent.storage")
 
@@ -84,6 +85,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
+DEFAULT_SCHEMA = "pes_agent"
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 # A NOTIFY payload must stay under 8000 bytes; bigger observations are sent by reference.
@@ -136,7 +138,8 @@ class _FeedItem:
 class PostgresStorage:
     """Threads, history, state and observations in PostgreSQL, for many worker processes.
 
-    `PostgresStorage("postgresql://app@db/agents", schema="pes_agent")` connects on first use.
+    `PostgresStorage("postgresql://app@db/agents", schema="pes_agent")` connects on first use
+    (the schema may also be given as `?schema=NAME` in the URL; default `pes_agent`).
     Close it with `await storage.aclose()` or `async with PostgresStorage(...)`.
     """
 
@@ -144,7 +147,7 @@ class PostgresStorage:
         self,
         url: str,
         *,
-        schema: str = "pes_agent",
+        schema: str | None = None,
         min_pool_size: int = 1,
         max_pool_size: int = 10,
         connect_timeout_s: float = 10.0,
@@ -156,6 +159,7 @@ class PostgresStorage:
                 "PostgresStorage needs a postgresql://user:password@host:port/db URL, "
                 f"not {redact_url(url)!r}"
             )
+        url, schema = _take_schema(url, schema)
         if not _SCHEMA_NAME.fullmatch(schema):
             raise UsageError(
                 f"schema must be a lower-case SQL identifier (letters, digits, _), not {schema!r}"
@@ -761,6 +765,23 @@ def _lock_key(schema: str, thread_id: str) -> int:
     two threads wait for each other, are practically impossible)."""
     digest = hashlib.blake2b(f"{schema}\0{thread_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
+
+
+def _take_schema(url: str, schema: str | None) -> tuple[str, str]:
+    """Split a `schema=` query parameter off the URL (the driver would send it to the server
+    as a setting); the `schema` argument, if given, must agree with it."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    in_url = [value for key, value in pairs if key == "schema"]
+    if not in_url:
+        return url, schema or DEFAULT_SCHEMA
+    if len(set(in_url)) > 1 or (schema is not None and schema != in_url[0]):
+        raise UsageError(
+            "the schema is given twice, differently: pass it either as ?schema=NAME in the URL "
+            "or as PostgresStorage(..., schema=NAME)"
+        )
+    query = urlencode([(key, value) for key, value in pairs if key != "schema"])
+    return urlunsplit(parts._replace(query=query)), in_url[0]
 
 
 def _lock_key_halves(key: int) -> tuple[int, int]:

@@ -60,6 +60,17 @@ async def test_unreachable_server_is_a_clear_error_without_the_password() -> Non
     await storage.aclose()
 
 
+def test_schema_can_be_given_in_the_url() -> None:
+    """?schema=NAME picks the schema and is not passed on to the server; the default is
+    pes_agent."""
+    storage = PostgresStorage("postgresql://app:pw@db/x?sslmode=disable&schema=tenant_1")
+    assert storage.schema == "tenant_1"
+    assert storage.url == "postgresql://app:***@db/x?sslmode=disable"
+    assert PostgresStorage("postgresql://db/x").schema == "pes_agent"
+    with pytest.raises(UsageError, match="schema is given twice"):
+        PostgresStorage("postgresql://db/x?schema=a", schema="b")
+
+
 def test_invalid_schema_name_is_a_usage_error() -> None:
     """The schema must be a plain lower-case identifier (it is spliced into SQL)."""
     with pytest.raises(UsageError, match="identifier"):
