@@ -31,6 +31,7 @@ import os
 import queue
 import sqlite3
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -158,6 +159,8 @@ class SQLiteStorage:
         worker = self._worker
         if worker is None:
             worker = self._worker = _DatabaseThread(f"pes-sqlite:{os.path.basename(self._path)}")
+            # A store dropped without aclose() must not leave its thread behind forever.
+            weakref.finalize(self, worker.stop)
         return await worker.call(functools.partial(self._run, work))
 
     def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
@@ -186,6 +189,16 @@ class SQLiteStorage:
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             _migrate(conn, self._path)
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if "locked" not in str(exc):
+                raise ConfigurationError(
+                    f"cannot use {self._path!r} as a pes-agent SQLite database ({exc})"
+                ) from exc
+            raise StorageError(
+                f"SQLite database {self._path!r} stayed locked by another connection for "
+                f"{self._busy_timeout_ms / 1000:g} s while opening it ({exc})"
+            ) from exc
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise ConfigurationError(
