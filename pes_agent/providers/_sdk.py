@@ -3,7 +3,7 @@
 `SdkProvider` owns one SDK client, a concurrency slot (`ProviderConfig.max_concurrency`) and
 the shared retry layer (`pes_agent.providers.retry`). A subclass only builds the request
 (`_request_kwargs`) and streams one attempt (`_events`); the SDK and transport exceptions it
-lets through become `AttemptFailure`s here.
+lets through are classified here (`_classify`) into retryable or final `AttemptFailure`s.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import asyncio
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, ClassVar
@@ -176,7 +176,8 @@ class SdkProvider(ABC):
             phase=request.phase,
         )
         return retrying_stream(
-            lambda: self._attempt(kwargs),
+            lambda: self._events(kwargs),
+            classify=self._classify,
             max_retries=self._config.max_retries,
             policy=self._retry_policy,
             on_give_up=lambda failure, attempts: self._give_up(failure, attempts, request),
@@ -189,23 +190,11 @@ class SdkProvider(ABC):
         """The SDK call's keyword arguments for `request` (built once per call)."""
 
     @abstractmethod
-    def _events(self, kwargs: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
-        """Stream one attempt; raise `AttemptFailure` for an incomplete stream."""
+    def _events(self, kwargs: dict[str, Any]) -> AsyncGenerator[ProviderEvent, None]:
+        """Stream one attempt; raise `AttemptFailure` for an incomplete stream.
 
-    async def _attempt(self, kwargs: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
-        """`_events`, with SDK and transport exceptions turned into `AttemptFailure`s."""
-        failure: AttemptFailure | None = None
-        try:
-            async for event in self._events(kwargs):
-                yield event
-        except Exception as exc:
-            failure = self._classify(exc)
-            if failure is None:
-                raise
-        if failure is not None:
-            # Raised outside the `except`, so the SDK exception — whose text may quote the key
-            # and whose request carries it — is not even kept as `__context__`.
-            raise failure
+        SDK and transport exceptions may escape: the retry layer classifies them (`_classify`).
+        """
 
     async def aclose(self) -> None:
         """Close the SDK client and its connection pool; further calls raise."""

@@ -16,7 +16,7 @@ that ends without `message_stop` is incomplete and retried.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, cast
 
 import anthropic
@@ -184,7 +184,7 @@ class AnthropicProvider(SdkProvider):
         kwargs["stream"] = True
         return kwargs
 
-    async def _events(self, kwargs: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
+    async def _events(self, kwargs: dict[str, Any]) -> AsyncGenerator[ProviderEvent, None]:
         stream = cast(
             "anthropic.AsyncStream[RawMessageStreamEvent]",
             await self._client.messages.create(**kwargs),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, cast
 
 import httpx2
@@ -124,7 +124,7 @@ class OpenAIProvider(SdkProvider):
         kwargs["stream"] = True
         return kwargs
 
-    async def _events(self, kwargs: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
+    async def _events(self, kwargs: dict[str, Any]) -> AsyncGenerator[ProviderEvent, None]:
         stream = cast(
             "openai.AsyncStream[ChatCompletionChunk]",
             await self._client.chat.completions.create(**kwargs),

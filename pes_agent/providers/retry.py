@@ -22,7 +22,8 @@ import asyncio
 import email.utils
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Literal
@@ -149,8 +150,9 @@ def _should_retry(exc: BaseException) -> bool:
 
 
 async def retrying_stream(
-    attempt: Callable[[], AsyncIterator[ProviderEvent]],
+    attempt: Callable[[], AsyncGenerator[ProviderEvent, None]],
     *,
+    classify: Callable[[Exception], AttemptFailure | None],
     max_retries: int,
     policy: RetryPolicy,
     on_give_up: Callable[[AttemptFailure, int], Exception],
@@ -159,11 +161,13 @@ async def retrying_stream(
 ) -> AsyncIterator[ProviderEvent]:
     """Stream `attempt()` until one attempt finishes, retrying as the module docstring says.
 
+    An attempt fails by raising `AttemptFailure`, or any exception `classify` turns into one
+    (SDK and transport errors); other exceptions propagate untouched. The SDK exception is
+    dropped, not chained: its text may quote the API key and its request carries it.
     Each attempt holds `slot` (the provider's concurrency limit) while it runs, not while it
     waits to retry. The final `StreamMetadata` gets timings measured over the whole call:
     from this generator's start to the first token of the successful attempt, and to its end.
-    A failure that is not retried, or the last one, is turned into `on_give_up(failure,
-    attempts)` and raised without its SDK cause chained (SDK exceptions carry request headers).
+    A failure that is not retried, or the last one, is raised as `on_give_up(failure, attempts)`.
     """
 
     def before_sleep(state: RetryCallState) -> None:
@@ -196,9 +200,10 @@ async def retrying_stream(
                 yield StreamRestart(reason=last_reason, attempt=attempt_number)
                 dirty = False
             first_token: float | None = None
+            failure: AttemptFailure | None = None
             try:
-                async with slot:
-                    async for event in attempt():
+                async with slot, aclosing(attempt()) as events:
+                    async for event in events:
                         if event.__class__ is StreamMetadata:
                             assert isinstance(event, StreamMetadata)
                             timed = _timed(event, started, first_token)
@@ -209,13 +214,18 @@ async def retrying_stream(
                                 first_token = time.perf_counter()
                                 dirty = True
                             yield event
-            except AttemptFailure as failure:
-                last_reason = failure.reason
-                attempt_manager.retry_state.set_exception(
-                    (type(failure), failure, failure.__traceback__)
-                )
-            else:
+            except AttemptFailure as exc:
+                failure = exc
+            except Exception as exc:
+                # Created here but never raised here, so it does not chain the SDK exception.
+                failure = classify(exc)
+                if failure is None:
+                    raise
+            if failure is None:
                 attempt_manager.retry_state.set_result(None)
+            else:
+                last_reason = failure.reason
+                attempt_manager.retry_state.set_exception((type(failure), failure, None))
     except AttemptFailure as failure:
         log.error(
             "llm.call_failed",

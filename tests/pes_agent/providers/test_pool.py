@@ -160,3 +160,22 @@ async def test_pool_does_not_close_provider_objects_it_was_given(model_server: M
         assert not own.client.is_closed()
     finally:
         await own.aclose()
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+async def test_an_abandoned_stream_closes_its_http_response(
+    model_server: ModelServer, name: str
+) -> None:
+    """Closing a stream after one token hangs up on the server at once, mid-answer."""
+    model_server.default = Reply("x" * 200, chunk_chars=1, chunk_delay_s=0.05)
+    async with ProviderPool() as pool:
+        stream = pool.get(_config(model_server, name)).stream(request())
+        async for _event in stream:
+            break
+        assert model_server.in_flight == 1
+        await stream.aclose()  # type: ignore[attr-defined]
+        for _ in range(100):
+            if model_server.in_flight == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert model_server.in_flight == 0, "the response should be closed, not left streaming"
