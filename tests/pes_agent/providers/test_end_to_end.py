@@ -1,0 +1,174 @@
+"""Whole PES runs through `create_agent` on the real SDKs, against the wire-compatible server."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from pes_agent import AgentProps, ObservationType, ProviderConfig, create_agent, tool
+
+from .helpers import API_KEY
+from .model_server import CutStream, Fault, ModelServer, Reply
+
+PROVIDERS = ["openai", "anthropic"]
+
+PLAN = json.dumps(
+    {
+        "title": "Weather and arithmetic",
+        "intent": "weather and a product",
+        "plan": "1. look up Paris\n2. multiply",
+        "toolCalls": [
+            {"callId": "call_1", "toolName": "get_weather", "arguments": {"city": "Paris"}},
+            {"callId": "call_2", "toolName": "multiply", "arguments": {"a": 12, "b": 7}},
+        ],
+    }
+)
+ANSWER = "It is sunny and 18 °C in Paris, and 12 × 7 = 84."
+
+
+@tool
+async def get_weather(city: str) -> dict[str, Any]:
+    """Current weather for a city."""
+    return {"city": city, "sky": "sunny", "celsius": 18}
+
+
+@tool
+def multiply(a: int, b: int) -> int:
+    """Multiply two integers."""
+    return a * b
+
+
+def _agent(server: ModelServer, name: str, **config: Any) -> Any:
+    provider = ProviderConfig(
+        name,
+        "test-model",
+        api_key=API_KEY,
+        base_url=server.base_url_for(name),
+        **config,
+    )
+    return create_agent(provider=provider, tools=[get_weather, multiply])
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+async def test_full_run_with_tools_and_usage_totals(model_server: ModelServer, name: str) -> None:
+    """Plan, two tool calls and the synthesis run on the real SDK; usage adds up per run."""
+    model_server.script(
+        Reply(
+            PLAN,
+            thinking="Two independent lookups.",
+            input_tokens=120,
+            output_tokens=40,
+            cache_read_tokens=100,
+            reasoning_tokens=6,
+        ),
+        Reply(ANSWER, input_tokens=200, output_tokens=20),
+    )
+    agent = _agent(model_server, name)
+    try:
+        result = await agent.process(AgentProps("Weather in Paris, and 12*7?", "thread-e2e"))
+        thoughts = await agent.observations.get_observations(
+            "thread-e2e", types=[ObservationType.THOUGHTS]
+        )
+        tool_runs = await agent.observations.get_observations(
+            "thread-e2e", types=[ObservationType.TOOL_EXECUTION]
+        )
+    finally:
+        await agent.aclose()
+
+    meta = result.metadata
+    assert meta.status == "success", meta.error
+    assert result.response.content == ANSWER
+    assert (meta.llm_calls, meta.tool_calls) == (2, 2)
+    # Anthropic counts cache reads apart from input_tokens; ours always include them.
+    planning_input = 120 if name == "openai" else 220
+    assert meta.usage.input_tokens == planning_input + 200
+    assert meta.usage.output_tokens == 60
+    assert meta.usage.total_tokens == meta.usage.input_tokens + 60
+    assert meta.usage.cache_read_tokens == 100
+    assert meta.usage.reasoning_tokens == 6
+    assert meta.usage.requests == 2
+    assert [o.content.get("text") for o in thoughts] == ["Two independent lookups."]
+    assert len(tool_runs) >= 2
+    synthesis_prompt = json.dumps(model_server.requests[1].body)
+    assert "84" in synthesis_prompt
+    assert "sunny" in synthesis_prompt
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+async def test_retries_inside_a_run_succeed_and_say_so(
+    model_server: ModelServer, name: str
+) -> None:
+    """A 429 and a cut stream are retried; the cut shows as LLM_STREAM_ERROR then a new start."""
+    model_server.script(
+        Fault(429, retry_after="0"),
+        Reply(PLAN),
+        CutStream(Reply(ANSWER), after_chunks=3),
+        Reply(ANSWER),
+    )
+    agent = _agent(model_server, name)
+    try:
+        result = await agent.process(AgentProps("Weather in Paris, and 12*7?", "t-retry"))
+        stream_obs = await agent.observations.get_observations(
+            "t-retry",
+            types=[ObservationType.LLM_STREAM_START, ObservationType.LLM_STREAM_ERROR],
+        )
+    finally:
+        await agent.aclose()
+
+    assert result.metadata.status == "success", result.metadata.error
+    assert result.response.content == ANSWER, "the cut attempt's text must be discarded"
+    assert len(model_server.requests) == 4
+    kinds = [o.type for o in stream_obs]
+    assert kinds == [
+        ObservationType.LLM_STREAM_START,  # planning
+        ObservationType.LLM_STREAM_START,  # synthesis
+        ObservationType.LLM_STREAM_ERROR,  # the cut
+        ObservationType.LLM_STREAM_START,  # the fresh attempt
+    ]
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+async def test_persistent_failure_ends_as_error_within_bounded_time(
+    model_server: ModelServer, name: str
+) -> None:
+    """A server that always answers 503 ends the run as status error after max_retries + 1."""
+    model_server.default = Fault(503, retry_after="0")
+    agent = _agent(model_server, name, max_retries=2)
+    started = time.perf_counter()
+    try:
+        result = await agent.process(AgentProps("Weather?", "t-down"))
+        errors = await agent.observations.get_observations(
+            "t-down", types=[ObservationType.ERROR, ObservationType.LLM_STREAM_ERROR]
+        )
+    finally:
+        await agent.aclose()
+
+    assert time.perf_counter() - started < 10.0
+    assert result.metadata.status == "error"
+    assert result.metadata.error is not None
+    assert "after 3 attempts" in result.metadata.error
+    assert len(model_server.requests) == 3
+    assert errors, "the failure is recorded as observations"
+    everything = result.model_dump_json() + "".join(o.model_dump_json() for o in errors)
+    assert API_KEY not in everything
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+async def test_rejected_key_ends_as_error_with_the_fix(
+    model_server: ModelServer, name: str
+) -> None:
+    """A 401 is not retried; the run's error names the variable to set, never the key."""
+    model_server.default = Fault(401)
+    agent = _agent(model_server, name)
+    try:
+        result = await agent.process(AgentProps("Weather?", "t-401"))
+    finally:
+        await agent.aclose()
+    assert result.metadata.status == "error"
+    variable = "OPENAI_API_KEY" if name == "openai" else "ANTHROPIC_API_KEY"
+    assert variable in (result.metadata.error or "")
+    assert API_KEY not in result.model_dump_json()
+    assert len(model_server.requests) == 1
