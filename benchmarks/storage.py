@@ -1,10 +1,11 @@
 """What each storage backend adds to a run, beside `memory`.
 
-A "run" here is the storage work one `agent.process()` does: take the thread's lock, read its
-config, state and last 20 messages, record 8 observations, then commit the turn (a user and an
-AI message plus the state). Every run is on its own thread, whose history was seeded with 20
-messages. For each backend the table gives runs/s and the milliseconds added per run relative
-to `memory`, for 200 runs one after another and 200 runs at once (one event loop); then
+A "run" is one real `agent.process()` on a zero-latency scripted model with one tool call: it
+takes the thread's lock, reads the thread's config, state and last 20 messages, records its
+observations (about 16) and commits the turn (a user and an AI message). Every run is on its
+own thread, whose history was seeded with 20 messages. For each backend the table gives runs/s
+and the milliseconds added per run relative to `memory`, for 200 runs one after another and 200
+runs at once (one event loop); then
 PostgreSQL (and SQLite, for comparison) with 1, 2 and 4 worker processes, each doing 200
 concurrent runs on its own threads, to show whether throughput scales with processes.
 Each figure is the best of `--repeats` measurements. Targets: SQLite adds <= 2 ms per run,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing
 import os
 import sys
@@ -35,24 +37,29 @@ from typing import Any
 
 from _table import print_table
 
+from pes_agent import AgentProps, configure_logging, create_agent, tool
 from pes_agent.config import AgentState
 from pes_agent.messages import ConversationMessage, MessageRole
-from pes_agent.observation_types import Observation, ObservationType
 from pes_agent.storage import InMemoryStorage, PostgresStorage, SQLiteStorage, Storage
+from pes_agent.testing import ScriptedProvider
 
 TARGET_ADDED_MS = {"sqlite": 2.0, "postgres": 5.0}
-HISTORY = 20
-OBSERVATIONS = 8
-KINDS = (
-    ObservationType.INTENT,
-    ObservationType.TITLE,
-    ObservationType.PLAN,
-    ObservationType.TOOL_CALL,
-    ObservationType.TOOL_EXECUTION,
-    ObservationType.SYNTHESIS,
-    ObservationType.STATE_UPDATE,
-    ObservationType.FINAL_RESPONSE,
+PLAN = json.dumps(
+    {
+        "intent": "weather",
+        "plan": "1. look it up",
+        "toolCalls": [{"callId": "c1", "toolName": "weather", "arguments": {"city": "Paris"}}],
+    }
 )
+
+
+@tool
+def weather(city: str) -> str:
+    """Today's weather in a city."""
+    return f"sunny in {city}"
+
+
+HISTORY = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,42 +74,20 @@ def message(thread_id: str, role: MessageRole, content: str) -> ConversationMess
     return ConversationMessage(thread_id=thread_id, role=role, content=content)
 
 
-async def storage_run(storage: Storage, thread_id: str) -> None:
-    """The storage work of one agent run, in the order the agent does it."""
-    trace_id = uuid.uuid4().hex
-    async with storage.lock_thread(thread_id):
-        await storage.get_thread_config(thread_id)
-        state = await storage.get_agent_state(thread_id) or AgentState()
-        history = await storage.get_messages(thread_id, limit=HISTORY)
-        for kind in KINDS[:OBSERVATIONS]:
-            await storage.add_observation(
-                Observation(
-                    thread_id=thread_id,
-                    trace_id=trace_id,
-                    type=kind,
-                    title=kind.value.lower(),
-                    content={"text": "x" * 200, "history": len(history)},
-                )
-            )
-        await storage.commit_turn(
-            thread_id,
-            [
-                message(thread_id, MessageRole.USER, "What is the weather in Paris?"),
-                message(thread_id, MessageRole.AI, "Sunny, 21 °C." * 10),
-            ],
-            AgentState(data={"turns": state.data.get("turns", 0) + 1}),
-        )
-
-
 def make_run(storage: Storage) -> Callable[[str], Awaitable[None]]:
-    """The function each benchmarked run calls.
+    """One agent on `storage`; each call does a whole run on the given thread.
 
-    # lead: once the agent exists, return a function doing a real run instead, e.g.
-    #   agent = create_agent(provider=ScriptedProvider(...), storage=storage)
-    #   return lambda thread_id: agent.process(AgentProps("hi", thread_id))
-    # (and close the agent with the storage), so the table measures whole runs per backend.
+    The agent is not closed here: whoever opened `storage` closes it.
     """
-    return lambda thread_id: storage_run(storage, thread_id)
+    model = ScriptedProvider([PLAN, "It is sunny."], repeat=True)
+    agent = create_agent(provider=model, tools=[weather], storage=storage)
+
+    async def run(thread_id: str) -> None:
+        result = await agent.process(AgentProps("What is the weather in Paris?", thread_id))
+        if result.metadata.status != "success":
+            raise RuntimeError(f"benchmark run failed: {result.metadata.error}")
+
+    return run
 
 
 async def seed(storage: Storage, threads: list[str]) -> None:
@@ -170,6 +155,7 @@ def _worker(spec: tuple[str, str, str], runs: int, ready: Any, go: Any, results:
     kind, target, schema = spec
 
     async def main() -> None:
+        configure_logging("WARNING")
         storage: Storage = (
             PostgresStorage(target, schema=schema) if kind == "postgres" else SQLiteStorage(target)
         )
@@ -252,6 +238,7 @@ def main(argv: list[str]) -> None:
         ),
     )
     args = parser.parse_args(argv)
+    configure_logging("WARNING")
     workers = [int(n) for n in args.workers.split(",")]
     schema = f"pes_bench_{uuid.uuid4().hex[:12]}"
 

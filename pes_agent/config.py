@@ -38,8 +38,14 @@ class ProviderConfig(BaseModel):
     max_concurrency: int = 16
     options: dict[str, Any] = Field(default_factory=dict)
 
-    def __init__(self, provider: str, model: str, /, **kwargs: Any) -> None:
-        super().__init__(provider=provider, model=model, **kwargs)
+    def __init__(self, provider: str | None = None, model: str | None = None, /, **data: Any):
+        # Positional or keyword; pydantic also calls this with keywords when it validates a
+        # ProviderConfig nested in another model (ThreadConfig, RunOptions).
+        if provider is not None:
+            data["provider"] = provider
+        if model is not None:
+            data["model"] = model
+        super().__init__(**data)
 
     @field_validator("provider", "model")
     @classmethod

@@ -15,7 +15,7 @@ import structlog
 from pes_agent._fanout import Fanout
 from pes_agent.exceptions import UsageError
 from pes_agent.observation_types import Observation, ObservationType
-from pes_agent.storage.base import Storage
+from pes_agent.storage.base import ObservationFeed, Storage
 
 __all__ = [
     "Observation",
@@ -101,6 +101,37 @@ class ObservationManager:
             return wanted is None or observation.type in wanted
 
         return self._subscribers.add(callback, wants)
+
+    async def listen(
+        self,
+        callback: ObservationCallback,
+        *,
+        types: Iterable[ObservationType | str] | None = None,
+        thread_id: str | None = None,
+    ) -> Callable[[], None]:
+        """Like `subscribe`, and also deliver what other processes record in the same store.
+
+        With a store that pushes observations across processes (`PostgresStorage`, through
+        LISTEN/NOTIFY) a web server can stream to a UI the runs that worker processes execute;
+        with any other store this is the same as `subscribe`. Returns the unsubscribe function.
+        """
+        unsubscribe_local = self.subscribe(callback, types=types, thread_id=thread_id)
+        if not isinstance(self._storage, ObservationFeed):
+            return unsubscribe_local
+        wanted = _as_type_set(types)
+        try:
+            unsubscribe_remote = await self._storage.subscribe_observations(
+                callback, types=wanted, thread_id=thread_id, include_own=False
+            )
+        except BaseException:
+            unsubscribe_local()
+            raise
+
+        def unsubscribe() -> None:
+            unsubscribe_local()
+            unsubscribe_remote()
+
+        return unsubscribe
 
     async def get_observations(
         self,

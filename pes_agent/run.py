@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -33,8 +33,13 @@ class AgentProps(BaseModel):
     trace_id: str | None = None
     options: RunOptions | None = None
 
-    def __init__(self, query: str, thread_id: str, /, **kwargs: object) -> None:
-        super().__init__(query=query, thread_id=thread_id, **kwargs)
+    def __init__(self, query: str | None = None, thread_id: str | None = None, /, **data: Any):
+        # Positional or keyword, so nested validation (which passes keywords) works too.
+        if query is not None:
+            data["query"] = query
+        if thread_id is not None:
+            data["thread_id"] = thread_id
+        super().__init__(**data)
 
     @field_validator("thread_id")
     @classmethod

@@ -85,7 +85,9 @@ class ObservationFeed(Protocol):
         *,
         types: Iterable[ObservationType] | None = None,
         thread_id: str | None = None,
+        include_own: bool = True,
     ) -> Callable[[], None]:
         """Call `callback` with each observation written to the store by any process (filtered
-        by type and thread) until the returned function is called."""
+        by type and thread) until the returned function is called; `include_own=False` leaves
+        out those written through this very storage object."""
         ...
