@@ -34,6 +34,7 @@ class Query:
     """The cached set of entities having every type in `types` and none in `exclude`."""
 
     __slots__ = (
+        "_check",
         "_excluded",
         "_fetch",
         "_keys",
@@ -57,7 +58,12 @@ class Query:
         self.types = types
         self.exclude = exclude
         self._required = frozenset(types)
-        self._excluded = frozenset(exclude)
+        self._excluded = exclude
+        # Required types still to check when the caller knows the entity has `present`
+        # (None: nothing known). Upkeep always knows one, so it checks one type fewer.
+        self._check: dict[type[Any] | None, tuple[type[Any], ...]] = {None: types}
+        for present in types:
+            self._check[present] = tuple(t for t in types if t is not present)
         self._single: type[Any] | None = types[0] if len(types) == 1 else None
         # itemgetter over several keys builds the component tuple in C.
         self._fetch: Callable[[Mapping[type[Any], Any]], tuple[Any, ...]] = itemgetter(*types)
@@ -109,19 +115,39 @@ class Query:
 
     def matches(self, components: Mapping[type[Any], Any]) -> bool:
         """Whether an entity with these components belongs to this query."""
-        return components.keys() >= self._required and self._excluded.isdisjoint(components)
+        return components.keys() >= self._required and not any(
+            t in components for t in self._excluded
+        )
 
-    def refresh(self, entity: EntityId, components: Mapping[type[Any], Any]) -> None:
-        """Re-decide one entity's membership (and its row) from its current components."""
-        if components.keys() >= self._required and self._excluded.isdisjoint(components):
-            single = self._single
-            if single is not None:
-                self._rows[entity] = (entity, (components[single],))
+    def refresh(
+        self,
+        entity: EntityId,
+        components: Mapping[type[Any], Any],
+        present: type[Any] | None = None,
+    ) -> None:
+        """Re-decide one entity's membership (and its row) from its current components.
+
+        `present`, if given, is a required type the caller knows the entity has (the type it
+        just gained, or the one that put this query in the index it came from).
+        """
+        # Plain loops beat set operations here: no view object, no exception on a miss.
+        for ctype in self._check[present]:
+            if ctype not in components:
+                break
+        else:
+            for ctype in self._excluded:
+                if ctype in components:
+                    break
             else:
-                self._rows[entity] = (entity, self._fetch(components))
-            if self._snapshot is not None:
-                self._stale()
-        elif entity in self._rows:
+                single = self._single
+                if single is not None:
+                    self._rows[entity] = (entity, (components[single],))
+                else:
+                    self._rows[entity] = (entity, self._fetch(components))
+                if self._snapshot is not None:
+                    self._stale()
+                return
+        if entity in self._rows:
             del self._rows[entity]
             if self._snapshot is not None:
                 self._stale()
@@ -137,8 +163,28 @@ class Query:
         components_of: Mapping[EntityId, Mapping[type[Any], Any]],
     ) -> None:
         """Fill the matches from scratch by testing every candidate entity once."""
+        # `refresh` inlined: one loop over many entities (see QueryCache.entities_created).
+        rows = self._rows
+        check = self._check[None]
+        excluded = self._excluded
+        single = self._single
+        fetch = self._fetch
         for entity in candidates:
-            self.refresh(entity, components_of[entity])
+            components = components_of[entity]
+            for ctype in check:
+                if ctype not in components:
+                    break
+            else:
+                for ctype in excluded:
+                    if ctype in components:
+                        break
+                else:
+                    if single is not None:
+                        rows[entity] = (entity, (components[single],))
+                    else:
+                        rows[entity] = (entity, fetch(components))
+        if rows and self._snapshot is not None:
+            self._stale()
 
 
 def _validate(types: tuple[type[Any], ...], exclude: tuple[type[Any], ...]) -> None:
@@ -222,14 +268,45 @@ class QueryCache:
         query.publish_as(spelled)
         return query
 
-    def entity_created(self, entity: EntityId, components: Mapping[type[Any], Any]) -> None:
-        """Add a new entity to every query it matches."""
+    def entities_created(
+        self,
+        entities: Iterable[EntityId],
+        components_of: Mapping[EntityId, Mapping[type[Any], Any]],
+    ) -> None:
+        """Add a batch of new entities to every query each one matches, in creation order.
+
+        `World` calls this with the entities created since its last query or other
+        structural change, so one loop builds all their rows: no Python call per entity,
+        and rows allocated together stay together in memory, which keeps later iteration
+        as cache-friendly as a freshly rebuilt list. Entities deleted meanwhile are skipped.
+        """
+        # Query.refresh inlined; keep the two in step. The entities are new, so there is
+        # no old row to drop.
         by_first = self.by_first
-        for ctype in components:
-            queries = by_first.get(ctype)
-            if queries is not None:
+        for entity in entities:
+            components = components_of.get(entity)
+            if components is None:
+                continue
+            for present in components:
+                queries = by_first.get(present)
+                if queries is None:
+                    continue
                 for query in queries:
-                    query.refresh(entity, components)
+                    for ctype in query._check[present]:
+                        if ctype not in components:
+                            break
+                    else:
+                        for ctype in query._excluded:
+                            if ctype in components:
+                                break
+                        else:
+                            single = query._single
+                            if single is not None:
+                                query._rows[entity] = (entity, (components[single],))
+                            else:
+                                query._rows[entity] = (entity, query._fetch(components))
+                            if query._snapshot is not None:
+                                query._stale()
 
     def entity_deleted(self, entity: EntityId, components: Mapping[type[Any], Any]) -> None:
         """Remove a deleted entity (which had `components`) from every query holding it."""
@@ -247,7 +324,7 @@ class QueryCache:
         queries = self.by_type.get(ctype)
         if queries is not None:
             for query in queries:
-                query.refresh(entity, components)
+                query.refresh(entity, components, ctype)
         queries = self.by_exclude.get(ctype)
         if queries is not None:
             for query in queries:

@@ -179,6 +179,35 @@ def test_deleting_an_entity_removes_it_from_every_query() -> None:
         assert [x for x, _ in world.query(*types, exclude=exclude)] == [other]
 
 
+def test_creation_batched_before_a_change_keeps_join_order() -> None:
+    """An entity created before another joins by a change is listed first: it joined first."""
+    world = World()
+    old = world.create_entity(B())
+    world.query(A)
+    new = world.create_entity(A())
+    world.add_component(old, A())
+    assert [e for e, _ in world.query(A)] == [new, old]
+
+
+def test_entity_created_then_deleted_before_any_query_never_appears() -> None:
+    """Deleting an entity whose query upkeep is still pending leaves no row behind."""
+    world = World()
+    world.query(A)
+    doomed = world.create_entity(A())
+    kept = world.create_entity(A())
+    world.delete_entity(doomed)
+    assert [e for e, _ in world.query(A)] == [kept]
+
+
+def test_query_first_built_after_pending_creations_lists_each_entity_once() -> None:
+    """A new query built while creations are pending sees each new entity exactly once."""
+    world = World()
+    world.query(A)
+    created = [world.create_entity(A(), B()) for _ in range(3)]
+    assert [e for e, _ in world.query(B)] == created
+    assert [e for e, _ in world.query(A)] == created
+
+
 def test_query_snapshot_is_immutable() -> None:
     """The returned snapshot is a tuple, so no caller can corrupt the cache through it."""
     world = World()
