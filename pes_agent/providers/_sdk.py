@@ -9,6 +9,7 @@ lets through are classified here (`_classify`) into retryable or final `AttemptF
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 from abc import ABC, abstractmethod
@@ -244,6 +245,13 @@ class SdkProvider(ABC):
             )
         if isinstance(exc, errors.api):
             return self._stream_error(exc)
+        if isinstance(exc, json.JSONDecodeError):
+            # A garbled event line (a proxy cutting a chunk): the next attempt may be clean.
+            return AttemptFailure(
+                f"the server sent malformed stream data: {self._detail(exc)}",
+                kind="stream_error",
+                retryable=True,
+            )
         return None
 
     def _stream_error(self, exc: Exception) -> AttemptFailure:

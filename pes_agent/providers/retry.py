@@ -38,6 +38,7 @@ from tenacity import (
 )
 from tenacity.wait import wait_base
 
+from pes_agent.exceptions import ConfigurationError
 from pes_agent.providers.base import (
     ProviderEvent,
     StreamMetadata,
@@ -76,6 +77,17 @@ class RetryPolicy:
     max_retry_after_s: float = 30.0
     max_elapsed_s: float = 120.0
     sleep: Callable[[float], Awaitable[None]] = _default_sleep
+
+    def __post_init__(self) -> None:
+        for name in (
+            "initial_backoff_s",
+            "max_backoff_s",
+            "jitter_s",
+            "max_retry_after_s",
+            "max_elapsed_s",
+        ):
+            if getattr(self, name) < 0:
+                raise ConfigurationError(f"RetryPolicy.{name} must be >= 0 seconds")
 
 
 class AttemptFailure(Exception):

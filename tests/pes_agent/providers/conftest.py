@@ -1,8 +1,8 @@
 """Fixtures for the provider tests: the model server, providers on it, recorded retry waits.
 
-Other test directories reuse the server with `from providers.model_server import ModelServer`
-(pytest puts `tests/pes_agent` on `sys.path` for the test packages under it), or import the
-`model_server` fixture from there into their own `conftest.py`.
+Other test directories reuse the server with
+`from tests.pes_agent.providers.model_server import ModelServer, Reply, Fault, ...`, and get the
+fixture by importing `model_server` from there into their own `conftest.py`.
 """
 
 from __future__ import annotations

@@ -12,16 +12,16 @@ async with ModelServer() as server:
 ```
 
 Each request takes the next step of the script (`Reply`, `Fault`, `Slow`, `CutStream`,
-`MidStreamError`, or a function of the `RecordedRequest` returning one); when the script is
-empty the `default` step answers, and without one the server answers 400 naming the request,
-so a test that runs out fails at once instead of being retried. Every request is recorded
+`MidStreamError`, `Garbled`, or a function of the `RecordedRequest` returning one); when the
+script is empty the `default` step answers, and without one the server answers 400 naming the
+request, so a test that runs out fails at once instead of being retried. Every request is recorded
 (headers and JSON body) and the server tracks the largest number of requests in flight at once.
 
 Error bodies repeat the credential the client sent (as a careless gateway might), so tests prove
 that no API key survives into pes-agent's errors or logs.
 
-Reuse it from any test directory through the `model_server` fixture defined here (import it into
-a `conftest.py`) or by constructing `ModelServer()` directly.
+Reuse it from any test directory as `tests.pes_agent.providers.model_server`: import the
+`model_server` fixture defined here into a `conftest.py`, or construct `ModelServer()` directly.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from aiohttp import web
 __all__ = [
     "CutStream",
     "Fault",
+    "Garbled",
     "MidStreamError",
     "ModelServer",
     "RecordedRequest",
@@ -126,7 +127,15 @@ class MidStreamError:
     message: str = "Overloaded"
 
 
-Step: TypeAlias = Reply | Fault | Slow | CutStream | MidStreamError
+@dataclass(frozen=True, slots=True)
+class Garbled:
+    """Stream `after_chunks` pieces, then a line of malformed JSON, then end the body."""
+
+    reply: Reply = field(default_factory=lambda: Reply("this answer gets garbled"))
+    after_chunks: int = 2
+
+
+Step: TypeAlias = Reply | Fault | Slow | CutStream | MidStreamError | Garbled
 
 
 @dataclass(frozen=True, slots=True)
@@ -596,7 +605,7 @@ class ModelServer:
         recorded: RecordedRequest,
         reply: Reply,
         *,
-        cut: CutStream | MidStreamError | None,
+        cut: CutStream | MidStreamError | Garbled | None,
     ) -> web.StreamResponse:
         if recorded.api == "openai":
             events, first_piece = self._openai_events(recorded, reply)
@@ -617,7 +626,10 @@ class ModelServer:
             body = b"".join(events)
             for start in range(0, len(body), 65536):
                 await response.write(body[start : start + 65536])
-        if isinstance(cut, MidStreamError):
+        if isinstance(cut, Garbled):
+            event = b"event: content_block_delta\n" if recorded.api == "anthropic" else b""
+            await response.write(event + b"data: {this is not json\n\n")
+        elif isinstance(cut, MidStreamError):
             error = {"type": "error", "error": {"type": cut.error_type, "message": cut.message}}
             if recorded.api == "openai":
                 await response.write(

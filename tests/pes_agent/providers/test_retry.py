@@ -7,13 +7,13 @@ import time
 
 import pytest
 
-from pes_agent.exceptions import ProviderError
+from pes_agent.exceptions import ConfigurationError, ProviderError
 from pes_agent.providers import RetryPolicy, StreamRestart
 from pes_agent.providers.retry import parse_retry_after
 
 from .conftest import ProviderMaker
 from .helpers import RecordedSleeps, collect, content, metadata, restarts
-from .model_server import CutStream, Fault, ModelServer, Reply, Slow, unused_port
+from .model_server import CutStream, Fault, Garbled, ModelServer, Reply, Slow, unused_port
 
 PROVIDERS = ["openai", "anthropic"]
 
@@ -284,3 +284,21 @@ def test_parse_retry_after_forms() -> None:
     assert parse_retry_after({"retry-after": "soon"}) is None
     assert parse_retry_after({"retry-after-ms": "x", "retry-after": "2"}) == 2.0
     assert parse_retry_after({}) is None
+
+
+async def test_malformed_stream_data_is_retried(
+    model_server: ModelServer, make_provider: ProviderMaker, provider_name: str
+) -> None:
+    """A garbled event line fails the attempt; the next attempt's clean answer is used."""
+    model_server.script(Garbled(after_chunks=2), Reply("clean"))
+    events = await collect(make_provider(provider_name))
+    (restart,) = restarts(events)
+    assert "malformed" in restart.reason
+    assert content(events) == "clean"
+
+
+@pytest.mark.parametrize("field", ["initial_backoff_s", "max_elapsed_s", "max_retry_after_s"])
+def test_retry_policy_refuses_negative_times(field: str) -> None:
+    """A negative duration in a RetryPolicy is a configuration error."""
+    with pytest.raises(ConfigurationError, match=field):
+        RetryPolicy(**{field: -1.0})  # type: ignore[arg-type]
