@@ -37,7 +37,7 @@ __all__ = ["SdkErrorTypes", "SdkProvider", "labelled_tool_result", "redact", "sp
 _log = structlog.get_logger("pes_agent.providers")
 
 # Key-shaped strings are redacted even when they are not our key (a gateway may echo another).
-_KEY_PATTERN = re.compile(r"\b(?:sk|pk|key)-[A-Za-z0-9_\-]{8,}")
+_KEY_PATTERN = re.compile(r"\b(?:sk|pk|key)-(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{16,}")
 _REDACTED = "[REDACTED]"
 _MAX_DETAIL = 300
 

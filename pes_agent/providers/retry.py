@@ -1,7 +1,8 @@
 """The one retry layer of the SDK-backed providers: what to retry, how long to wait, when to stop.
 
-A provider streams one *attempt* at a time; an attempt that fails raises `AttemptFailure`
-(already classified and scrubbed of secrets). `retrying_stream` runs attempts under tenacity:
+A provider streams one *attempt* at a time; an attempt fails by raising `AttemptFailure`, or an
+SDK exception the provider's `classify` turns into one (scrubbed of secrets, the SDK exception
+itself dropped). `retrying_stream` runs the attempts under tenacity:
 
 - retried: HTTP 408, 409, 429 and every 5xx (Anthropic's 529 "overloaded" included), in-stream
   overload/server errors, connection errors, timeouts, and *incomplete* streams (the body ended
