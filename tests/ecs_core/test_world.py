@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from abc import ABC
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
@@ -33,6 +34,10 @@ class Pos:
 @dataclass(slots=True)
 class Vel:
     dx: float = 0.0
+
+
+class AbstractThing(ABC):  # noqa: B024 - only its metaclass matters here
+    """A class whose metaclass is ABCMeta rather than type."""
 
 
 def test_create_entity_returns_new_increasing_ids() -> None:
@@ -208,6 +213,7 @@ def test_components_of_is_read_only() -> None:
         ((Pos, Vel()), r"the class Pos"),
         ((Vel(), None), r"None"),
         ((Pos(), Vel(), Vel()), r"two Vel components"),
+        ((Pos(), AbstractThing), r"the class AbstractThing"),
     ],
 )
 def test_create_entity_rejects_bad_components_like_the_store_does(
