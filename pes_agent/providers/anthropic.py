@@ -216,7 +216,9 @@ class AnthropicProvider(SdkProvider):
                         yield TokenDelta(block.text)
                 elif isinstance(event, RawContentBlockStopEvent):
                     if thinking is not None:
-                        yield ThinkingBlock("".join(thinking))
+                        # A block whose thinking is omitted (signature only) is no thought.
+                        if text := "".join(thinking):
+                            yield ThinkingBlock(text)
                         thinking = None
                 elif isinstance(event, RawMessageStartEvent):
                     start_usage = event.message.usage

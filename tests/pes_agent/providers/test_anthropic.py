@@ -166,3 +166,13 @@ async def test_overloaded_error_event_mid_stream_is_retried(
     assert "overloaded_error" in restart.reason
     assert content(events) == "fine"
     assert len(model_server.requests) == 2
+
+
+async def test_thinking_block_with_omitted_text_is_no_thought(
+    model_server: ModelServer, make_provider: ProviderMaker
+) -> None:
+    """A thinking block carrying only a signature yields no (empty) ThinkingBlock."""
+    model_server.script(Reply("answer", thinking=("", "the real thought")))
+    events = await collect(make_provider("anthropic"))
+    assert thinking(events) == ["the real thought"]
+    assert content(events) == "answer"

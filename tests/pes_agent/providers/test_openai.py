@@ -150,7 +150,7 @@ async def test_openai_itself_gets_max_completion_tokens(
     provider = make_provider("openai", base_url=None)
     assert isinstance(provider, OpenAIProvider)
     # Point the SDK's default URL at the test server after the provider decided it is OpenAI.
-    provider.client.base_url = model_server.openai_base_url  # type: ignore[assignment]
+    provider.client.base_url = model_server.openai_base_url
     await collect(provider, request(max_tokens=99))
     body = model_server.requests[0].body
     assert body["max_completion_tokens"] == 99

@@ -24,7 +24,7 @@ PROVIDERS = ["openai", "anthropic"]
 
 def _config(server: ModelServer, name: str, **kwargs: object) -> ProviderConfig:
     kwargs.setdefault("api_key", API_KEY)
-    return ProviderConfig(name, "m", base_url=server.base_url_for(name), **kwargs)  # type: ignore[arg-type]
+    return ProviderConfig(name, "m", base_url=server.base_url_for(name), **kwargs)
 
 
 @pytest.mark.parametrize("name", PROVIDERS)
