@@ -45,6 +45,7 @@ from pes_agent.parsing import OutputParser
 from pes_agent.planner import LLMPlanner
 from pes_agent.plans import ParsedToolCall, PlanningOutput
 from pes_agent.providers.base import LLMProvider, LLMRequest, PromptMessage
+from pes_agent.providers.retry import RetryPolicy
 from pes_agent.run import (
     AgentFinalResponse,
     AgentProps,
@@ -117,6 +118,7 @@ __all__ = [
     "PromptMessage",
     "ProviderConfig",
     "ProviderError",
+    "RetryPolicy",
     "RunError",
     "RunOptions",
     "RunStatus",

@@ -14,6 +14,7 @@ from pes_agent.planner import LLMPlanner
 from pes_agent.prompts import DEFAULT_SYSTEM_PROMPT
 from pes_agent.providers.base import LLMProvider
 from pes_agent.providers.registry import ProviderPool
+from pes_agent.providers.retry import RetryPolicy
 from pes_agent.storage import open_storage
 from pes_agent.storage.base import Storage
 from pes_agent.synthesizer import LLMSynthesizer
@@ -54,6 +55,7 @@ def create_agent(
     max_tool_calls: int = 32,
     temperature: float | None = None,
     max_tokens: int | None = None,
+    retry_policy: RetryPolicy | None = None,
 ) -> AgentCore:
     """Build an agent: `create_agent(provider="openai:gpt-4o-mini", tools=[get_weather])`.
 
@@ -61,7 +63,9 @@ def create_agent(
     or any object implementing the provider protocol (such as `testing.ScriptedProvider`).
     `tools` are `@tool` functions, plain typed functions with docstrings, or tool objects.
     `storage` is `"memory"`, `"sqlite:///PATH"`, `"postgresql://..."` or a storage object.
-    Every argument is checked here, so a mistake fails now with the fix in the message.
+    `retry_policy` tunes the one retry layer of the provider clients (attempts, backoff,
+    Retry-After cap). Every argument is checked here, so a mistake fails now with the fix in
+    the message.
     """
     if state_saving not in ("explicit", "implicit"):
         raise UsageError(f"state_saving must be 'explicit' or 'implicit', got {state_saving!r}")
@@ -86,7 +90,7 @@ def create_agent(
     for item in tools:
         registry.register(item)
 
-    providers = ProviderPool()
+    providers = ProviderPool(retry_policy=retry_policy)
     if isinstance(provider, str | ProviderConfig):
         default_provider = providers.get(provider)
     elif callable(getattr(provider, "stream", None)) and callable(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pes_agent import AgentProps, ObservationType, ProviderConfig, create_agent, tool
+from pes_agent import AgentProps, ObservationType, ProviderConfig, RetryPolicy, create_agent, tool
 
 from .helpers import API_KEY
 from .model_server import CutStream, Fault, ModelServer, Reply
@@ -172,3 +172,27 @@ async def test_rejected_key_ends_as_error_with_the_fix(
     assert variable in (result.metadata.error or "")
     assert API_KEY not in result.model_dump_json()
     assert len(model_server.requests) == 1
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+async def test_create_agent_retry_policy_times_the_provider_retries(
+    model_server: ModelServer, name: str
+) -> None:
+    """A RetryPolicy passed to create_agent decides the waits between the provider's attempts."""
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    model_server.script(Fault(500), Fault(500), Reply(PLAN), Reply(ANSWER))
+    provider = ProviderConfig(
+        name, "test-model", api_key=API_KEY, base_url=model_server.base_url_for(name)
+    )
+    policy = RetryPolicy(initial_backoff_s=0.25, jitter_s=0.0, sleep=record)
+    agent = create_agent(provider=provider, tools=[get_weather, multiply], retry_policy=policy)
+    try:
+        result = await agent.process(AgentProps("Weather in Paris, and 12*7?", "t"))
+    finally:
+        await agent.aclose()
+    assert result.metadata.status == "success"
+    assert waits == [0.25, 0.5]
