@@ -40,6 +40,7 @@ from _table import print_table
 from pes_agent import AgentProps, configure_logging, create_agent, tool
 from pes_agent.config import AgentState
 from pes_agent.messages import ConversationMessage, MessageRole
+from pes_agent.providers.base import LLMRequest
 from pes_agent.storage import InMemoryStorage, PostgresStorage, SQLiteStorage, Storage
 from pes_agent.testing import ScriptedProvider
 
@@ -74,12 +75,17 @@ def message(thread_id: str, role: MessageRole, content: str) -> ConversationMess
     return ConversationMessage(thread_id=thread_id, role=role, content=content)
 
 
+def _respond(request: LLMRequest) -> str:
+    return PLAN if request.phase == "planning" else "It is sunny."
+
+
 def make_run(storage: Storage) -> Callable[[str], Awaitable[None]]:
     """One agent on `storage`; each call does a whole run on the given thread.
 
     The agent is not closed here: whoever opened `storage` closes it.
     """
-    model = ScriptedProvider([PLAN, "It is sunny."], repeat=True)
+    # One response function for every call: concurrent runs share the scripted model.
+    model = ScriptedProvider([_respond], repeat=True)
     agent = create_agent(provider=model, tools=[weather], storage=storage)
 
     async def run(thread_id: str) -> None:
