@@ -69,8 +69,9 @@ class Query:
         self._fetch: Callable[[Mapping[type[Any], Any]], tuple[Any, ...]] = itemgetter(*types)
         self._rows: dict[EntityId, Row] = {}
         # The current snapshot, or None once the matches changed since it was taken. While it
-        # is not None it is also stored in `_published` under each of `_keys`, the dict the
-        # world's warm query path reads, so a warm `world.query()` is a single dict lookup.
+        # is not None it is normally also stored in `_published` under each of `_keys`, the
+        # dict the world's warm query path reads, so a warm `world.query()` is a single dict
+        # lookup. (World may clear `_published` wholesale; `publish()` restores an entry.)
         self._snapshot: tuple[Row, ...] | None = None
         self._published: dict[Hashable, tuple[Row, ...]] = (
             published if published is not None else {}
@@ -99,6 +100,14 @@ class Query:
                 published[key] = snapshot
         return snapshot
 
+    def publish(self) -> tuple[Row, ...]:
+        """The current snapshot, (re)stored in the published dict under each of its keys."""
+        snapshot = self.rows()
+        published = self._published
+        for key in self._keys:
+            published[key] = snapshot
+        return snapshot
+
     def publish_as(self, key: Hashable) -> None:
         """Also keep this query's snapshot in the published dict under `key`."""
         if key not in self._keys:
@@ -111,7 +120,7 @@ class Query:
         self._snapshot = None
         published = self._published
         for key in self._keys:
-            del published[key]
+            published.pop(key, None)  # World may have unpublished it already
 
     def matches(self, components: Mapping[type[Any], Any]) -> bool:
         """Whether an entity with these components belongs to this query."""

@@ -102,7 +102,13 @@ class World:
             self._store.abort_add_entity(entity, components, comps)
         self._by_entity[entity] = comps
         if self._by_first:  # some query may want it: upkeep is batched, see _flush_created
-            self._created.append(entity)
+            created = self._created
+            if not created:
+                # Unpublish every snapshot (the results themselves stay cached), so the
+                # warm query path can trust a published snapshot without checking for
+                # pending creations. Once per batch, not per entity.
+                self._snapshots.clear()
+            created.append(entity)
         return entity
 
     def delete_entity(self, entity: EntityId) -> None:
@@ -210,14 +216,16 @@ class World:
         snapshot taken now (cached until the matches change), so adding, removing or deleting
         while you iterate it is safe; the changes show in the next `query()` call.
         """
-        if self._created:
-            self._flush_created()
+        # A published snapshot is current: creation unpublishes all of them until its
+        # upkeep is flushed, and any other change unpublishes the queries it touches.
         try:
             snapshot = self._snapshots.get((types, exclude) if exclude else types)
         except TypeError:  # an unhashable exclude such as a list: take the normalizing path
             snapshot = None
         if snapshot is None:
-            snapshot = self._query(types, exclude).rows()
+            if self._created:
+                self._flush_created()
+            snapshot = self._query(types, exclude).publish()
         return snapshot
 
     def _flush_created(self) -> None:
