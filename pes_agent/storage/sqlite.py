@@ -38,6 +38,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
+import structlog
+
 from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.exceptions import ConfigurationError, StorageError, UsageError
 from pes_agent.messages import ConversationMessage
@@ -45,6 +47,8 @@ from pes_agent.observation_types import Observation, ObservationType
 from pes_agent.storage import _codec
 from pes_agent.storage._filelock import FileLockDirectory
 from pes_agent.storage._locks import ThreadLockTable
+
+_log = structlog.get_logger("pes_agent.storage.sqlite")
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStorage"]
 
@@ -124,6 +128,10 @@ class SQLiteStorage:
         )
         self._locks = ThreadLockTable()
         self._worker: _DatabaseThread | None = None
+        # Observations waiting for the worker, written together in one transaction.
+        self._pending_observations: list[tuple[str, str, str, str, str]] = []
+        self._pending_lock = threading.Lock()
+        self._flush_queued = False
         self._conn: sqlite3.Connection | None = None
         self._closed = False
 
@@ -154,6 +162,9 @@ class SQLiteStorage:
     # -- the worker thread ------------------------------------------------------------------
 
     async def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        return await self._worker_thread().call(functools.partial(self._run, work))
+
+    def _worker_thread(self) -> _DatabaseThread:
         if self._closed:
             raise UsageError(f"{self!r} is closed: open a new storage object")
         worker = self._worker
@@ -161,7 +172,20 @@ class SQLiteStorage:
             worker = self._worker = _DatabaseThread(f"pes-sqlite:{os.path.basename(self._path)}")
             # A store dropped without aclose() must not leave its thread behind forever.
             weakref.finalize(self, worker.stop)
-        return await worker.call(functools.partial(self._run, work))
+        return worker
+
+    def _submit(self, work: Callable[[sqlite3.Connection], None]) -> None:
+        """Queue `work` for the worker without waiting for it; a failure is logged."""
+        worker = self._worker_thread()
+        path = self._path
+
+        def logged() -> None:
+            try:
+                self._run(work)
+            except Exception:
+                _log.exception("sqlite_background_write_failed", path=path)
+
+        worker.submit(logged)
 
     def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         conn = self._conn if self._conn is not None else self._open()
@@ -320,7 +344,13 @@ class SQLiteStorage:
     # -- observations -----------------------------------------------------------------------
 
     async def add_observation(self, observation: Observation) -> None:
-        """Append an observation to its thread's log, committed at once."""
+        """Append an observation to its thread's log.
+
+        It is queued for the store's worker thread, which writes the observations recorded
+        meanwhile in one transaction — a run records a dozen or more, and one commit each
+        would cost more than the rest of the run. The worker runs everything in order, so any
+        later read, `commit_turn` or `aclose` sees it; a write that fails is logged.
+        """
         row = (
             observation.id,
             observation.thread_id,
@@ -328,14 +358,30 @@ class SQLiteStorage:
             observation.type.value,
             _codec.dump_observation(observation),
         )
-        await self._call(
-            lambda conn: _execute(
-                conn,
+        with self._pending_lock:
+            self._pending_observations.append(row)
+            if self._flush_queued:
+                return
+            self._flush_queued = True
+        self._submit(self._write_pending_observations)
+
+    def _write_pending_observations(self, conn: sqlite3.Connection) -> None:
+        with self._pending_lock:
+            rows, self._pending_observations = self._pending_observations, []
+            self._flush_queued = False
+        if not rows:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(
                 "INSERT INTO observations (id, thread_id, trace_id, type, body) "
                 "VALUES (?, ?, ?, ?, ?)",
-                row,
+                rows,
             )
-        )
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
 
     async def get_observations(
         self,
@@ -442,7 +488,8 @@ class _DatabaseThread:
 
     def __init__(self, name: str) -> None:
         self._queue: queue.SimpleQueue[
-            tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[[], Any]] | None
+            tuple[asyncio.AbstractEventLoop | None, asyncio.Future[Any] | None, Callable[[], Any]]
+            | None
         ] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
@@ -454,6 +501,10 @@ class _DatabaseThread:
         self._queue.put((loop, future, work))
         return await future
 
+    def submit(self, work: Callable[[], None]) -> None:
+        """Queue `work` on the thread without waiting; it must handle its own errors."""
+        self._queue.put((None, None, work))
+
     def stop(self) -> None:
         """Let the thread finish once the calls already queued have run."""
         self._queue.put(None)
@@ -461,6 +512,9 @@ class _DatabaseThread:
     def _main(self) -> None:
         while (item := self._queue.get()) is not None:
             loop, future, work = item
+            if loop is None or future is None:
+                work()
+                continue
             try:
                 outcome: tuple[Any, BaseException | None] = (work(), None)
             except BaseException as exc:
