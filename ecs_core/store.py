@@ -74,6 +74,8 @@ class ComponentStore:
         by_type = self.by_type
         for component in components:
             ctype = type(component)
+            if ctype in comps:
+                self.abort_add_entity(entity, components, comps)
             comps[ctype] = component
             try:
                 by_type[ctype][entity] = component
@@ -83,8 +85,6 @@ class ComponentStore:
                 if component is None or isinstance(component, type):
                     self.abort_add_entity(entity, components, comps)
                 by_type[ctype] = {entity: component}
-        if len(comps) != len(components):  # a repeated type overwrote its first instance
-            self.abort_add_entity(entity, components, comps)
         self.by_entity[entity] = comps
         return comps
 
