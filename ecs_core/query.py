@@ -3,8 +3,10 @@
 A `Query` is "entities that have all of `types` and none of `exclude`". Its matches live in a
 dict `{entity: (entity, (c1, c2, ...))}` that is updated for one entity at a time when that
 entity gains or loses a component of a type the query mentions — O(1) per affected query, with
-no wholesale cache flush. `QueryCache` owns the queries and a per-type index of the queries each
-component type touches, so a structural change visits only the queries that care.
+no wholesale cache flush. (`World` hands over newly created entities in batches, just before
+its next query or other structural change, which is observably the same.) `QueryCache` owns the
+queries and a per-type index of the queries each component type touches, so a structural
+change visits only the queries that care.
 
 Iteration semantics: `Query.rows()` returns an immutable snapshot (a tuple) of the matches,
 taken when it is called and reused until the matches change. Structural changes made while
@@ -68,10 +70,11 @@ class Query:
         # itemgetter over several keys builds the component tuple in C.
         self._fetch: Callable[[Mapping[type[Any], Any]], tuple[Any, ...]] = itemgetter(*types)
         self._rows: dict[EntityId, Row] = {}
-        # The current snapshot, or None once the matches changed since it was taken. While it
-        # is not None it is normally also stored in `_published` under each of `_keys`, the
-        # dict the world's warm query path reads, so a warm `world.query()` is a single dict
-        # lookup. (World may clear `_published` wholesale; `publish()` restores an entry.)
+        # The current snapshot, or None once the matches changed since it was taken.
+        # `publish()` also stores it in `_published` under each of `_keys` — the dict the
+        # world's warm query path reads, so a warm `world.query()` is one dict lookup — and
+        # `_stale()` takes it out again, so a published snapshot is always current. (World
+        # may also clear `_published` wholesale; the next slow-path query republishes.)
         self._snapshot: tuple[Row, ...] | None = None
         self._published: dict[Hashable, tuple[Row, ...]] = (
             published if published is not None else {}
@@ -95,13 +98,10 @@ class Query:
         snapshot = self._snapshot
         if snapshot is None:
             snapshot = self._snapshot = tuple(self._rows.values())
-            published = self._published
-            for key in self._keys:
-                published[key] = snapshot
         return snapshot
 
     def publish(self) -> tuple[Row, ...]:
-        """The current snapshot, (re)stored in the published dict under each of its keys."""
+        """The current snapshot, also stored in the published dict under each of its keys."""
         snapshot = self.rows()
         published = self._published
         for key in self._keys:
@@ -192,7 +192,7 @@ class Query:
                         rows[entity] = (entity, (components[single],))
                     else:
                         rows[entity] = (entity, fetch(components))
-        if rows and self._snapshot is not None:
+        if self._snapshot is not None:
             self._stale()
 
 

@@ -10,7 +10,8 @@ Choices a user should know:
 * `query()` returns an immutable snapshot of the matches, taken when it is called; see
   `ecs_core.query` for what that means while you add, remove or delete during iteration.
 * A component's type key is exactly `type(component)`; an entity has at most one per type and
-  `add_component` replaces an existing one.
+  `add_component` replaces an existing one. Passing a class, None, or (to `create_entity`) two
+  components of one type raises `InvalidComponentError`, and nothing is stored.
 """
 
 from __future__ import annotations
@@ -36,7 +37,17 @@ C4 = TypeVar("C4")
 
 
 class World:
-    """Entities, their components, the queries over them, the systems, and an event bus."""
+    """Entities, their components, the queries over them, the systems, and an event bus.
+
+    ```python
+    world = World()
+    ship = world.create_entity(Position(0, 0), Velocity(1, 0))
+    for entity, (pos, vel) in world.query(Position, Velocity, exclude=(Frozen,)):
+        pos.x += vel.dx
+    world.register_system(MovementSystem(), priority=0)
+    await world.process()  # one tick
+    ```
+    """
 
     __slots__ = (
         "_by_entity",
@@ -214,7 +225,8 @@ class World:
 
         Yields `(entity, (c1, c2, ...))` in the order of `types`. The result is an immutable
         snapshot taken now (cached until the matches change), so adding, removing or deleting
-        while you iterate it is safe; the changes show in the next `query()` call.
+        while you iterate it is safe; the changes show in the next `query()` call. `exclude`
+        may be any iterable of classes; a tuple takes the fastest path.
         """
         # A published snapshot is current: creation unpublishes all of them until its
         # upkeep is flushed, and any other change unpublishes the queries it touches.
