@@ -215,6 +215,9 @@ async def test_feed_delivers_observations_with_type_and_thread_filters(pg_schema
         await writer.add_observation(observation("b", ObservationType.PLAN, "b-plan"))
         big = observation("a", ObservationType.PLAN, "a-big", blob="x" * 20_000)
         await writer.add_observation(big)
+        # Each store writes its observations in the background; reading waits for the writer,
+        # so the reader's observation below is committed after the writer's.
+        await writer.get_observations("a")
         await reader.add_observation(observation("b", ObservationType.ERROR, "from-reader"))
 
         await wait_until(lambda: len(everything) == 5, "five observations on the feed")
