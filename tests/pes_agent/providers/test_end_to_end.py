@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from pes_agent import AgentProps, ObservationType, ProviderConfig, RetryPolicy, create_agent, tool
+from pes_agent import (
+    AgentProps,
+    ObservationType,
+    ProviderConfig,
+    RetryPolicy,
+    RunOptions,
+    ThreadConfig,
+    create_agent,
+    tool,
+)
 
 from .helpers import API_KEY
 from .model_server import CutStream, Fault, ModelServer, Reply
@@ -196,3 +205,58 @@ async def test_create_agent_retry_policy_times_the_provider_retries(
         await agent.aclose()
     assert result.metadata.status == "success"
     assert waits == [0.25, 0.5]
+
+
+async def test_run_options_provider_config_overrides_the_agent_provider_for_one_call(
+    model_server: ModelServer,
+) -> None:
+    """RunOptions.provider_config sends that one run to another provider and model."""
+    model_server.script(Reply(PLAN), Reply(ANSWER), Reply(PLAN), Reply(ANSWER))
+    agent = _agent(model_server, "openai")
+    override = ProviderConfig(
+        "anthropic",
+        "override-model",
+        api_key=API_KEY,
+        base_url=model_server.base_url_for("anthropic"),
+    )
+    try:
+        first = await agent.process(
+            AgentProps("q", "t", options=RunOptions(provider_config=override))
+        )
+        second = await agent.process(AgentProps("q", "t"))
+    finally:
+        await agent.aclose()
+    assert first.metadata.status == second.metadata.status == "success"
+    assert [(r.api, r.body["model"]) for r in model_server.requests] == [
+        ("anthropic", "override-model"),
+        ("anthropic", "override-model"),
+        ("openai", "test-model"),
+        ("openai", "test-model"),
+    ]
+
+
+async def test_thread_provider_config_is_used_for_every_run_on_that_thread(
+    model_server: ModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread configured with its own provider runs on it; other threads keep the default."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    model_server.script(Reply(PLAN), Reply(ANSWER), Reply(PLAN), Reply(ANSWER))
+    agent = _agent(model_server, "openai")
+    thread_provider = ProviderConfig(
+        "anthropic", "thread-model", base_url=model_server.base_url_for("anthropic")
+    )
+    try:
+        await agent.state.set_thread_config(
+            "special", ThreadConfig(provider_config=thread_provider)
+        )
+        special = await agent.process(AgentProps("q", "special"))
+        plain = await agent.process(AgentProps("q", "plain"))
+    finally:
+        await agent.aclose()
+    assert special.metadata.status == plain.metadata.status == "success"
+    assert [(r.api, r.body["model"]) for r in model_server.requests] == [
+        ("anthropic", "thread-model"),
+        ("anthropic", "thread-model"),
+        ("openai", "test-model"),
+        ("openai", "test-model"),
+    ]
