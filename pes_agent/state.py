@@ -66,6 +66,15 @@ class StateManager:
             )
         return await self._storage.set_agent_state(thread_id, state)
 
+    async def list_threads(self) -> list[str]:
+        """Every thread with a config, state, message or observation, sorted by id."""
+        return await self._storage.list_threads()
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread's config, state, messages and observations."""
+        _check_thread_id(thread_id)
+        await self._storage.delete_thread(thread_id)
+
     async def load_context(self, thread_id: str) -> ThreadContext:
         """Load what a run needs to know about its thread."""
         _check_thread_id(thread_id)

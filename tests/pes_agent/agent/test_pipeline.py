@@ -373,3 +373,21 @@ async def test_model_text_with_braces_is_never_formatted(tools: list[Any]) -> No
     assert query in _synthesis_prompt(model)
     assert "{x.__dict__}" in _synthesis_prompt(model)
     assert model.requests[0].messages[-1].content == query
+
+
+async def test_threads_can_be_listed_and_deleted_with_everything_under_them(
+    tools: list[Any],
+) -> None:
+    """list_threads names threads that ran; delete_thread removes history, state and records."""
+    model = ScriptedProvider([plan_json(), "a", plan_json(), "b"])
+    agent = create_agent(provider=model, tools=tools)
+    await agent.process(AgentProps("q", "keep"))
+    await agent.process(AgentProps("q", "drop"))
+    await agent.state.set_agent_state("drop", AgentState(data={"x": 1}))
+    assert await agent.state.list_threads() == ["drop", "keep"]
+    await agent.state.delete_thread("drop")
+    assert await agent.state.list_threads() == ["keep"]
+    assert await agent.conversation.get_messages("drop") == []
+    assert await agent.observations.get_observations("drop") == []
+    assert await agent.state.get_agent_state("drop") is None
+    assert len(await agent.conversation.get_messages("keep")) == 2
