@@ -100,8 +100,6 @@ class World:
         by_type = self._by_type
         for component in components:
             ctype = type(component)
-            if ctype in comps:
-                self._store.abort_add_entity(entity, components, comps)
             comps[ctype] = component
             try:
                 by_type[ctype][entity] = component
@@ -111,6 +109,9 @@ class World:
                 if component is None or isinstance(component, type):
                     self._store.abort_add_entity(entity, components, comps)
                 by_type[ctype] = {entity: component}
+        if len(comps) != len(components):
+            # Two components of one type: the later one overwrote the earlier; undo it all.
+            self._store.abort_add_entity(entity, components, comps)
         self._by_entity[entity] = comps
         if self._by_first:  # some query may want it: upkeep is batched, see _flush_created
             created = self._created
