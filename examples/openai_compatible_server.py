@@ -1,14 +1,14 @@
 """A local model behind an OpenAI-compatible server: Ollama, vLLM, LM Studio or a gateway.
 
-    ollama pull llama3.1 && python examples/openai_compatible_server.py        # Ollama
-    PES_BASE_URL=http://localhost:8000/v1 PES_MODEL=Qwen/Qwen2.5-7B-Instruct \\
-        python examples/openai_compatible_server.py                             # vLLM
-    PES_BASE_URL=http://localhost:1234/v1 PES_MODEL=<loaded model> python ...  # LM Studio
+    ollama pull llama3.1 && python examples/openai_compatible_server.py    # Ollama
+    PES_BASE_URL=http://localhost:8000/v1 PES_LOCAL_MODEL=Qwen/Qwen2.5-7B-Instruct \\
+        python examples/openai_compatible_server.py                         # vLLM
+    PES_BASE_URL=http://localhost:1234/v1 PES_LOCAL_MODEL=MODEL python ...  # LM Studio
 
 Without PES_BASE_URL the agent uses `provider="ollama:MODEL"` (Ollama at $OLLAMA_BASE_URL, else
 http://localhost:11434/v1); with it, `ProviderConfig("openai", MODEL, base_url=PES_BASE_URL,
-api_key="none")`. When nothing answers GET /models there within a second, it says so and runs
-offline on a scripted model.
+api_key="none")`. MODEL is $PES_LOCAL_MODEL (default llama3.1). When nothing answers GET /models
+there within a second, it says so and runs offline on a scripted model.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pes_agent import (
 )
 from pes_agent.testing import ScriptedProvider
 
-MODEL = os.environ.get("PES_MODEL", "llama3.1")
+MODEL = os.environ.get("PES_LOCAL_MODEL", "llama3.1")
 BASE_URL = os.environ.get("PES_BASE_URL")
 
 

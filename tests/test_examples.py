@@ -16,6 +16,12 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"
 def test_example_runs_offline_and_exits_cleanly(script: Path) -> None:
     """The example exits 0 with output and no traceback when no API key is set."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    # No local model server either (a developer's running Ollama would be slow and vary).
+    env.pop("PES_BASE_URL", None)
+    env["OLLAMA_BASE_URL"] = "http://127.0.0.1:9/v1"
+    # persistence.py also runs on the PostgreSQL the storage tests use, when it is reachable.
+    if "PES_TEST_POSTGRES_URL" in os.environ:
+        env.setdefault("PES_EXAMPLES_POSTGRES_URL", os.environ["PES_TEST_POSTGRES_URL"])
     completed = subprocess.run(
         [sys.executable, str(script)],
         capture_output=True,
