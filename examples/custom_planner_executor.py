@@ -116,6 +116,7 @@ def scripted_answer(request: LLMRequest) -> str:
 async def main(provider: str) -> None:
     configure_logging("WARNING")
     planner, executor = KeywordPlanner(), CachingExecutor(ConcurrentExecutor())
+    # Protocols, not base classes: having the right method is all it takes.
     print(f"Planner: {isinstance(planner, Planner)}, Executor: {isinstance(executor, Executor)}")
     model: str | LLMProvider = provider
     key = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}.get(provider.split(":")[0])
@@ -129,11 +130,8 @@ async def main(provider: str) -> None:
             result = await agent.process(AgentProps(query, "custom"))
             meta = result.metadata
             print(f"\n> {query}\n{result.response.content}")
-            print(
-                f"  {meta.status}: {meta.tool_calls} tool calls, {meta.llm_calls} LLM call, ",
-                end="",
-            )
-            print(f"tools took {meta.phases.execution_ms:.0f} ms")
+            print(f"  {meta.status}, tools took {meta.phases.execution_ms:.0f} ms")
+            print(f"  {meta.llm_calls} model call: the answer (the planner needs none)")
     print(f"\ncache: {sorted(executor.cache)}")
 
 
