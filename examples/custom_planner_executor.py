@@ -117,7 +117,7 @@ async def main(provider: str) -> None:
     configure_logging("WARNING")
     planner, executor = KeywordPlanner(), CachingExecutor(ConcurrentExecutor())
     # Protocols, not base classes: having the right method is all it takes.
-    print(f"Planner: {isinstance(planner, Planner)}, Executor: {isinstance(executor, Executor)}")
+    print(f"{isinstance(planner, Planner)=}, {isinstance(executor, Executor)=}")
     model: str | LLMProvider = provider
     key = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}.get(provider.split(":")[0])
     if key and not os.environ.get(key):
