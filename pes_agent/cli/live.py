@@ -1,0 +1,623 @@
+"""The views `pes-agent run` and `pes-agent demo` show while the agent works.
+
+Both views are fed the run's observations and stream events and keep a `RunState`:
+
+- `LiveView` (a terminal): a `rich.live.Live` display redrawn about twelve times a second —
+  the thinking and the plan as they stream, a table of tool calls whose rows update (a
+  spinner while a call runs, its status and duration when done, and a timeline column where
+  calls that run side by side show as overlapping bars), the answer as it streams, and the
+  status, tokens and time at the end.
+- `PlainView` (a pipe or file): the same run as plain lines, one per event, with the answer
+  streamed as text — readable in a log and in CI.
+
+`make_view(console, header)` picks the one that suits the console.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, Protocol
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.rule import Rule
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from pes_agent.core import AgentCore
+from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.run import AgentFinalResponse, ExecutionMetadata
+from pes_agent.streaming import StreamEvent
+
+__all__ = [
+    "LiveView",
+    "PlainView",
+    "RunHeader",
+    "RunState",
+    "RunView",
+    "ToolRow",
+    "compact_json",
+    "format_duration",
+    "make_view",
+    "summary_text",
+]
+
+RowStatus = Literal["waiting", "running", "success", "error"]
+Stage = Literal["starting", "planning", "executing", "synthesizing", "finishing", "done"]
+
+_REFRESH_S = 1 / 12
+# {step_N_result...} or <step_N_result...>: a planned call waits for call N.
+_PLACEHOLDER = re.compile(r"[{<]step_(\d+)_result")
+_TIMELINE_WIDTH = 24
+_STATUS_STYLE = {"success": "green", "partial": "yellow", "error": "red"}
+_ROW_STYLE: dict[RowStatus, str] = {
+    "waiting": "dim",
+    "running": "yellow",
+    "success": "green",
+    "error": "red",
+}
+
+
+def compact_json(value: Any, limit: int | None = None) -> str:
+    """`value` as one line of JSON (non-ASCII kept), cut to `limit` characters with an ellipsis."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    except ValueError:  # a circular structure: show something rather than fail the view
+        text = repr(value)
+    if limit is not None and len(text) > limit:
+        text = text[: max(limit - 1, 0)] + "…"
+    return text
+
+
+def format_duration(ms: float | None) -> str:
+    """A duration for people: `820 ms`, `1.42 s`, `2 m 05 s`."""
+    if ms is None:
+        return ""
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.2f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes} m {rest:02d} s"
+
+
+def summary_text(metadata: ExecutionMetadata) -> Text:
+    """The closing line of a run: status, calls, tokens and time."""
+    usage = metadata.usage
+    text = Text()
+    text.append(f" {metadata.status} ", style=f"bold reverse {_STATUS_STYLE[metadata.status]}")
+    text.append(
+        f"  {metadata.llm_calls} LLM call{'s' if metadata.llm_calls != 1 else ''} · "
+        f"{metadata.tool_calls} tool call{'s' if metadata.tool_calls != 1 else ''} · "
+        f"{usage.total_tokens:,} tokens ({usage.input_tokens:,} in / "
+        f"{usage.output_tokens:,} out) · {format_duration(metadata.total_duration_ms)}"
+    )
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class RunHeader:
+    """What the view says about the run before it starts."""
+
+    query: str
+    thread_id: str
+    model_label: str
+    scripted: bool = False
+    store: str | None = None
+
+
+@dataclass(slots=True)
+class ToolRow:
+    """One planned tool call as the view shows it."""
+
+    call_id: str
+    tool_name: str
+    arguments: Any
+    depends_on: list[str] = field(default_factory=list)
+    status: RowStatus = "waiting"
+    started_at: float | None = None
+    ended_at: float | None = None
+    duration_ms: float | None = None
+    output: Any = None
+    error: str | None = None
+
+
+class RunState:
+    """What a run has shown so far, built from its observations and stream events.
+
+    Times are seconds on `clock` since the view was created.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
+        self._origin = clock()
+        self.trace_id: str | None = None
+        self.stage: Stage = "starting"
+        self.model: str | None = None
+        self.repairing = False
+        self.thinking_stream = ""
+        self.plan_stream = ""
+        self.thoughts: list[str] = []
+        self.title: str | None = None
+        self.intent: str | None = None
+        self.plan: str | None = None
+        self.planned_at: float | None = None
+        self.rows: list[ToolRow] = []
+        self.answer = ""
+        self.errors: list[str] = []
+        self.result: AgentFinalResponse | None = None
+        self.cancelled = False
+
+    def now(self) -> float:
+        """Seconds since the view was created."""
+        return self._clock() - self._origin
+
+    def row(self, call_id: str, tool_name: str) -> ToolRow:
+        """The row of `call_id` that has not finished yet (added when the plan lacked it)."""
+        for row in self.rows:
+            if row.call_id == call_id and row.status in ("waiting", "running"):
+                return row
+        row = ToolRow(call_id=call_id, tool_name=tool_name, arguments={})
+        self.rows.append(row)
+        return row
+
+    def apply_observation(self, observation: Observation) -> ToolRow | None:
+        """Update the state; returns the tool row the observation changed, if any."""
+        self.trace_id = self.trace_id or observation.trace_id
+        content = observation.content
+        kind = observation.type
+        if kind is ObservationType.LLM_STREAM_START:
+            phase = content.get("phase")
+            self.model = f"{content.get('provider')}:{content.get('model')}"
+            if phase == "synthesis":
+                self.stage = "synthesizing"
+                self.answer = ""
+            else:
+                self.stage = "planning"
+                self.repairing = phase == "repair"
+                self.plan_stream = ""
+            self.thinking_stream = ""
+        elif kind is ObservationType.THOUGHTS:
+            text = str(content.get("text", "")).strip()
+            if text and text not in self.thoughts:
+                self.thoughts.append(text)
+            self.thinking_stream = ""
+        elif kind is ObservationType.TITLE:
+            self.title = content.get("title")
+        elif kind is ObservationType.INTENT:
+            self.intent = content.get("intent")
+        elif kind is ObservationType.PLAN and content.get("status") == "ready":
+            self.plan = content.get("plan")
+            self.planned_at = self.now()
+            self.stage = "executing"
+            calls = list(content.get("toolCalls") or ())
+            ids = [str(call.get("call_id", "?")) for call in calls]
+            for call_id, call in zip(ids, calls, strict=True):
+                arguments = call.get("arguments", {})
+                after = list(call.get("depends_on") or ())
+                for step in _PLACEHOLDER.findall(compact_json(arguments)):
+                    index = int(step) - 1
+                    if 0 <= index < len(ids) and ids[index] not in after:
+                        after.append(ids[index])
+                self.rows.append(
+                    ToolRow(
+                        call_id=call_id,
+                        tool_name=str(call.get("tool_name", "?")),
+                        arguments=arguments,
+                        depends_on=after,
+                    )
+                )
+        elif kind is ObservationType.TOOL_CALL:
+            row = self.row(str(content.get("callId")), str(content.get("toolName")))
+            row.status = "running"
+            row.arguments = content.get("arguments", row.arguments)
+            row.started_at = self.now()
+            return row
+        elif kind is ObservationType.TOOL_EXECUTION:
+            row = self.row(str(content.get("callId")), str(content.get("toolName")))
+            row.status = "error" if content.get("status") == "error" else "success"
+            row.ended_at = self.now()
+            row.duration_ms = content.get("durationMs")
+            if row.started_at is None:  # refused or skipped: it never ran
+                row.started_at = row.ended_at
+            row.output = content.get("output")
+            row.error = content.get("error")
+            return row
+        elif kind is ObservationType.ERROR:
+            self.errors.append(str(content.get("error", observation.title)))
+        elif kind is ObservationType.FINAL_RESPONSE:
+            self.stage = "finishing"
+        return None
+
+    def apply_stream(self, event: StreamEvent) -> None:
+        """Add a streamed piece of text (or drop what a restarted stream had sent)."""
+        if event.kind == "restart":
+            if event.phase == "synthesis":
+                self.answer = ""
+            else:
+                self.plan_stream = ""
+            self.thinking_stream = ""
+        elif event.kind == "thinking":
+            self.thinking_stream += event.text
+        elif event.kind == "token":
+            if event.phase == "synthesis":
+                self.answer += event.text
+            else:
+                self.plan_stream += event.text
+
+    def finish(self, result: AgentFinalResponse) -> None:
+        """The run is over: keep its result."""
+        self.result = result
+        self.stage = "done"
+        if not self.answer and result.metadata.status != "error":
+            # A synthesizer that does not stream still has its answer shown.
+            self.answer = result.response.content
+
+
+class RunView(Protocol):
+    """What the run command drives: a view attached to one agent run."""
+
+    state: RunState
+
+    def __enter__(self) -> RunView: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    def attach(self, agent: AgentCore, thread_id: str) -> Callable[[], None]: ...
+
+    def finish(self, result: AgentFinalResponse) -> None: ...
+
+    def cancel(self) -> None: ...
+
+
+class _ViewBase:
+    def __init__(self, console: Console, header: RunHeader) -> None:
+        self.console = console
+        self.header = header
+        self.state = RunState()
+
+    def attach(self, agent: AgentCore, thread_id: str) -> Callable[[], None]:
+        """Follow the runs of `thread_id` on `agent`; returns a function that detaches."""
+        unsubscribe_observations = agent.observations.subscribe(
+            self._on_observation, thread_id=thread_id
+        )
+        unsubscribe_stream = agent.stream.subscribe(self._on_stream, thread_id=thread_id)
+
+        def detach() -> None:
+            unsubscribe_observations()
+            unsubscribe_stream()
+
+        return detach
+
+    def _on_observation(self, observation: Observation) -> None:
+        self.state.apply_observation(observation)
+
+    def _on_stream(self, event: StreamEvent) -> None:
+        self.state.apply_stream(event)
+
+    def _header_lines(self) -> list[Text]:
+        header = self.header
+        title = Text()
+        title.append("pes-agent", style="bold cyan")
+        title.append(" · ")
+        if header.scripted:
+            title.append(header.model_label, style="bold yellow")
+        else:
+            title.append(header.model_label, style="bold")
+        details = Text(f"thread {header.thread_id}", style="dim")
+        if self.state.trace_id:
+            details.append(f" · trace {self.state.trace_id}")
+        if header.store:
+            details.append(f" · store {header.store}")
+        query = Text()
+        query.append("query ", style="bold")
+        query.append(header.query)
+        return [title, details, query]
+
+
+class LiveView(_ViewBase):
+    """A `rich.live.Live` display of the run, redrawn as it goes (for terminals)."""
+
+    def __init__(self, console: Console, header: RunHeader) -> None:
+        super().__init__(console, header)
+        self._live = Live(
+            console=console,
+            auto_refresh=False,
+            transient=False,
+            redirect_stdout=True,
+            redirect_stderr=True,
+            get_renderable=self.render,
+        )
+        self._ticker: asyncio.Task[None] | None = None
+
+    def __enter__(self) -> LiveView:
+        self._live.start(refresh=True)
+        # Redrawn from the event loop rather than rich's thread, so rendering never races
+        # the callbacks that update the state.
+        self._ticker = asyncio.get_running_loop().create_task(self._tick())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        self._live.stop()
+
+    async def _tick(self) -> None:
+        while True:
+            self._live.refresh()
+            await asyncio.sleep(_REFRESH_S)
+
+    def finish(self, result: AgentFinalResponse) -> None:
+        self.state.finish(result)
+        self._live.refresh()
+
+    def cancel(self) -> None:
+        self.state.cancelled = True
+        self.state.stage = "done"
+        self._live.refresh()
+
+    # rendering ---------------------------------------------------------------------------
+    def render(self) -> RenderableType:
+        """The whole view as it stands now."""
+        state = self.state
+        parts: list[RenderableType] = [*self._header_lines(), Text()]
+        parts.extend(self._planning())
+        if state.rows:
+            parts.append(self._tool_table())
+        if state.stage in ("synthesizing", "finishing", "done") and (
+            state.answer or state.stage == "synthesizing"
+        ):
+            parts.append(Rule("answer", align="left", style="cyan"))
+            parts.append(Markdown(state.answer) if state.answer else Text("…", style="dim"))
+        for error in state.errors:
+            parts.append(Text(f"✗ {error}", style="red"))
+        parts.append(Text())
+        parts.append(self._footer())
+        return Group(*parts)
+
+    def _planning(self) -> list[RenderableType]:
+        state = self.state
+        parts: list[RenderableType] = []
+        if state.plan is None and state.intent is None and state.stage in ("starting", "planning"):
+            label = "repairing the plan" if state.repairing else "planning"
+            parts.append(Spinner("dots", Text(f"{label}…", style="bold"), style="cyan"))
+            for thought in state.thoughts:
+                parts.append(Text(f"  thinking: {thought}", style="italic dim"))
+            if state.thinking_stream:
+                parts.append(Text(f"  thinking: {_tail(state.thinking_stream, 300)}", "italic"))
+            if state.plan_stream:
+                parts.append(Text(f"  {_tail(state.plan_stream, 160)}", style="dim"))
+            return parts
+        line = Text("✓ ", style="green")
+        line.append(state.title or "plan", style="bold")
+        if state.planned_at is not None:
+            line.append(f"  planned in {state.planned_at:.2f} s", style="dim")
+        parts.append(line)
+        for thought in state.thoughts:
+            parts.append(Text(f"  thinking: {_cut(thought, 400)}", style="italic dim"))
+        if state.intent:
+            parts.append(Text(f"  intent: {state.intent}"))
+        for plan_line in (state.plan or "").splitlines():
+            if plan_line.strip():
+                parts.append(Text(f"  {plan_line.strip()}"))
+        return parts
+
+    def _tool_table(self) -> Table:
+        state = self.state
+        now = state.now()
+        started = [row.started_at for row in state.rows if row.started_at is not None]
+        origin = min(started) if started else now
+        ends = [row.ended_at if row.ended_at is not None else now for row in state.rows]
+        span = max(max(ends, default=now) - origin, 1e-3)
+        narrow = self.console.width < 100
+        timeline_width = 12 if narrow else _TIMELINE_WIDTH
+        table = Table(
+            title="tool calls",
+            title_justify="left",
+            title_style="bold",
+            expand=True,
+            show_edge=False,
+            pad_edge=False,
+        )
+        table.add_column("call", no_wrap=True, style="cyan")
+        table.add_column("tool(arguments) → result", ratio=1, overflow="ellipsis", no_wrap=True)
+        table.add_column("status", no_wrap=True, min_width=11)
+        table.add_column("time", no_wrap=True, justify="right", min_width=6)
+        table.add_column("timeline", no_wrap=True, width=timeline_width)
+        for row in state.rows:
+            detail = Text(row.tool_name + " ", style="bold")
+            detail.append(
+                compact_json(row.arguments, 200), style="dim" if row.status == "waiting" else ""
+            )
+            if row.status == "success":
+                detail.append("\n→ ", style="dim")
+                detail.append(compact_json(row.output, 200), style="green")
+            elif row.status == "error":
+                detail.append("\n→ ", style="dim")
+                detail.append(row.error or "failed", style="red")
+            status: RenderableType
+            if row.status == "running":
+                status = Spinner("dots", Text("running", style="yellow"), style="yellow")
+            elif row.status == "waiting":
+                after = ", ".join(row.depends_on)
+                status = Text(f"after {after}" if after else "waiting", style="dim")
+            else:
+                mark = "✓" if row.status == "success" else "✗"
+                status = Text(f"{mark} {row.status}", style=_ROW_STYLE[row.status])
+            if row.duration_ms is not None:
+                elapsed = format_duration(row.duration_ms)
+            elif row.started_at is not None:
+                elapsed = f"{now - row.started_at:.1f} s"
+            else:
+                elapsed = ""
+            table.add_row(
+                row.call_id,
+                detail,
+                status,
+                elapsed,
+                _bar(row, origin, span, now, timeline_width),
+            )
+        return table
+
+    def _footer(self) -> RenderableType:
+        state = self.state
+        if state.cancelled:
+            return Text(" cancelled ", style="bold reverse red") + Text(
+                f"  after {state.now():.2f} s — running tools were stopped"
+            )
+        if state.result is not None:
+            return summary_text(state.result.metadata)
+        label = {
+            "starting": "starting",
+            "planning": "planning",
+            "executing": "running tools",
+            "synthesizing": "writing the answer",
+            "finishing": "saving",
+            "done": "done",
+        }[state.stage]
+        model = f" · {state.model}" if state.model else ""
+        return Spinner("dots", Text(f"{label}{model} · {state.now():.1f} s", style="dim"))
+
+
+def _bar(row: ToolRow, origin: float, span: float, now: float, width: int) -> Text:
+    """The row's run time as a bar on a shared axis: overlapping bars ran side by side."""
+    if row.started_at is None:
+        return Text("")
+    end = row.ended_at if row.ended_at is not None else now
+    scale = width / span
+    first = min(int((row.started_at - origin) * scale), width - 1)
+    last = max(first + 1, min(round((end - origin) * scale), width))
+    bar = Text(" " * first)
+    bar.append("━" * (last - first), style=_ROW_STYLE[row.status])
+    return bar
+
+
+def _tail(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else "…" + flat[-(limit - 1) :]
+
+
+def _cut(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class PlainView(_ViewBase):
+    """The run as plain lines, one per event (for pipes, files and dumb terminals)."""
+
+    def __init__(self, console: Console, header: RunHeader) -> None:
+        super().__init__(console, header)
+        self._answering = False
+
+    def __enter__(self) -> PlainView:
+        for line in self._header_lines():
+            self.console.print(line, highlight=False, soft_wrap=True)
+        self._line("planning…")
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._end_answer()
+
+    def _line(self, message: str | Text, style: str | None = None) -> None:
+        self._end_answer()
+        stamp = Text(f"{self.state.now():6.2f}s  ", style="dim")
+        body = Text(message, style=style or "") if isinstance(message, str) else message
+        self.console.print(stamp + body, highlight=False, soft_wrap=True)
+
+    def _print(self, text: str) -> None:
+        self.console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    def _end_answer(self) -> None:
+        if self._answering:
+            self._answering = False
+            self.console.print()
+
+    def _on_observation(self, observation: Observation) -> None:
+        state = self.state
+        row = state.apply_observation(observation)
+        content = observation.content
+        kind = observation.type
+        if kind is ObservationType.LLM_STREAM_START and content.get("phase") == "repair":
+            self._line("the plan was unusable; asking the model to repair it…", "yellow")
+        elif kind is ObservationType.THOUGHTS:
+            self._line(f"thinking: {_cut(str(content.get('text', '')), 400)}", "italic")
+        elif kind is ObservationType.PLAN and content.get("status") == "ready":
+            self._line(Text(f"plan: {state.title or ''}".rstrip(), style="bold"))
+            if state.intent:
+                self._print(f"         intent: {state.intent}")
+            for plan_line in (state.plan or "").splitlines():
+                if plan_line.strip():
+                    self._print(f"         {plan_line.strip()}")
+            for planned in state.rows:
+                after = f"  (after {', '.join(planned.depends_on)})" if planned.depends_on else ""
+                self._print(
+                    f"         · {planned.call_id} {planned.tool_name} "
+                    f"{compact_json(planned.arguments, 200)}{after}"
+                )
+        elif kind is ObservationType.TOOL_CALL and row is not None:
+            self._line(f"▶ {row.call_id} {row.tool_name} {compact_json(row.arguments, 200)}")
+        elif kind is ObservationType.TOOL_EXECUTION and row is not None:
+            took = format_duration(row.duration_ms)
+            if row.status == "success":
+                self._line(
+                    f"✓ {row.call_id} {row.tool_name} in {took} → {compact_json(row.output, 200)}",
+                    "green",
+                )
+            else:
+                self._line(f"✗ {row.call_id} {row.tool_name} failed: {row.error}", "red")
+        elif kind is ObservationType.LLM_STREAM_START and content.get("phase") == "synthesis":
+            self._line("answer:", "bold")
+        elif kind is ObservationType.ERROR:
+            self._line(f"✗ {content.get('error', observation.title)}", "red")
+
+    def _on_stream(self, event: StreamEvent) -> None:
+        self.state.apply_stream(event)
+        if event.phase == "synthesis" and event.kind == "token":
+            self._answering = True
+            self.console.out(event.text, end="", highlight=False)
+        elif event.phase == "synthesis" and event.kind == "restart":
+            self._line("(the answer stream was interrupted; retrying)", "yellow")
+
+    def finish(self, result: AgentFinalResponse) -> None:
+        streamed = bool(self.state.answer)
+        self.state.finish(result)
+        self._end_answer()
+        if not streamed and result.metadata.status != "error":
+            self._print(result.response.content)
+        self.console.print(summary_text(result.metadata), highlight=False, soft_wrap=True)
+
+    def cancel(self) -> None:
+        self.state.cancelled = True
+        self._line("cancelled — running tools were stopped", "bold red")
+
+
+def make_view(console: Console, header: RunHeader) -> LiveView | PlainView:
+    """A `LiveView` on an interactive terminal, a `PlainView` anywhere else."""
+    if console.is_terminal and not console.is_dumb_terminal:
+        return LiveView(console, header)
+    return PlainView(console, header)

@@ -1,0 +1,286 @@
+"""`pes-agent`: the command line — parse the arguments, run one command, map errors to exit codes.
+
+Every failure prints one line to stderr (`pes-agent: error: ...`) and exits with a code from
+`ExitCode`; a traceback appears only for a bug, and only with `PES_AGENT_DEBUG=1`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from pes_agent.cli.errors import CLIError, ExitCode, report
+from pes_agent.cli.paths import DB_ENV_VAR, resolve_store
+
+__all__ = ["build_parser", "main"]
+
+DEBUG_ENV_VAR = "PES_AGENT_DEBUG"
+PROVIDER_ENV_VAR = "PES_AGENT_PROVIDER"
+DEFAULT_PROVIDER = "openai:gpt-4o-mini"
+
+_EPILOG = f"""\
+exit codes:
+  0    success (for run/demo: the run's status is "success")
+  1    the run failed (status "error": provider down, unusable plan, ...)
+  2    bad command line or configuration: a missing API key, a --tools path that does not
+       import, an unknown thread, trace or observation type
+  3    the run answered, but a tool call failed (status "partial")
+  130  interrupted with Ctrl-C (the run is cancelled, running tools are stopped)
+
+environment:
+  OPENAI_API_KEY, ANTHROPIC_API_KEY   keys for openai:MODEL and anthropic:MODEL
+  OPENAI_BASE_URL, OLLAMA_BASE_URL    another OpenAI-compatible server (or use --base-url)
+  {PROVIDER_ENV_VAR:<34}  the default --provider (else {DEFAULT_PROVIDER})
+  {DB_ENV_VAR:<34}  the default --db (else a file in your data directory:
+                                      $XDG_DATA_HOME/pes-agent/agent.db or
+                                      ~/.local/share/pes-agent/agent.db on Linux,
+                                      ~/Library/Application Support/pes-agent on macOS,
+                                      %LOCALAPPDATA%\\pes-agent on Windows)
+  {DEBUG_ENV_VAR}=1                   show debug logs and tracebacks
+
+start with `pes-agent demo`: a whole run, offline, on a scripted model."""
+
+_DB_HELP = (
+    f"where threads are kept: a file path, sqlite:///PATH or postgresql://... "
+    f"(default: ${DB_ENV_VAR}, else agent.db in your data directory)"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (with a pointer to --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CLIError(f"{message} (see `{self.prog} --help`)")
+
+
+def _split(values: Sequence[str] | None) -> list[str]:
+    """Values of a repeatable option that also takes commas: `--x a,b --x c` -> a, b, c."""
+    return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `pes-agent` argument parser and its subcommands."""
+    from pes_agent import __version__
+
+    parser = _Parser(
+        prog="pes-agent",
+        description="Run plan-execute-synthesize agents and look at what they did.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"pes-agent {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, help: str, description: str) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = commands.add_parser(
+            name,
+            help=help,
+            description=description,
+            epilog=_EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        return sub
+
+    run = add(
+        "run",
+        "answer a query with a real model, showing the run live",
+        "Plan, run the tools (independent calls side by side) and answer QUERY, with a live "
+        "view of the plan, the tool calls and the answer as they stream.",
+    )
+    run.add_argument("query", metavar="QUERY", help="what to ask")
+    run.add_argument(
+        "-p",
+        "--provider",
+        default=os.environ.get(PROVIDER_ENV_VAR) or DEFAULT_PROVIDER,
+        help=f"NAME:MODEL, e.g. anthropic:claude-sonnet-4-5 or ollama:llama3.1 "
+        f"(default: ${PROVIDER_ENV_VAR}, else {DEFAULT_PROVIDER})",
+    )
+    run.add_argument(
+        "--base-url", help="an OpenAI-compatible server's URL, e.g. http://localhost:8000/v1"
+    )
+    run.add_argument(
+        "-t", "--thread", help="the thread to continue (default: a new one, printed at the end)"
+    )
+    run.add_argument(
+        "--tools",
+        action="append",
+        metavar="MODULE:ATTR",
+        help="a tool, or a list of tools, to import (repeat or separate with commas); the "
+        "current directory is importable, e.g. --tools mytools:TOOLS",
+    )
+    run.add_argument("--system", metavar="PROMPT", help="the system prompt")
+    run.add_argument("--db", help=_DB_HELP)
+    run.add_argument(
+        "--json", action="store_true", help="print the final response and metadata as JSON"
+    )
+
+    demo = add(
+        "demo",
+        "a whole run offline, on a scripted model (no API key, no network)",
+        "Watch a run of a scripted model with built-in tools: two lookups side by side, a "
+        "call fed both results through {step_N_result} placeholders, then one fed a field of "
+        "that. The run is saved like any other (in --db), so `pes-agent trace demo --html "
+        "trace.html` draws its timeline afterwards.",
+    )
+    demo.add_argument("-t", "--thread", default="demo", help="the thread (default: demo)")
+    demo.add_argument("--db", help=_DB_HELP)
+    demo.add_argument(
+        "--json", action="store_true", help="print the final response and metadata as JSON"
+    )
+
+    threads = add("threads", "list the threads in the store", "List the threads in the store.")
+    threads.add_argument("--db", help=_DB_HELP)
+    threads.add_argument("--json", action="store_true", help="print JSON")
+
+    history = add("history", "show a thread's messages", "Show a thread's messages, oldest first.")
+    history.add_argument("thread", metavar="THREAD")
+    history.add_argument("-n", "--limit", type=int, help="only the newest N messages")
+    history.add_argument("--db", help=_DB_HELP)
+    history.add_argument("--json", action="store_true", help="print JSON")
+
+    observations = add(
+        "observations",
+        "show what a thread's runs recorded",
+        "Show the observations a thread's runs recorded, in order.",
+    )
+    observations.add_argument("thread", metavar="THREAD")
+    observations.add_argument(
+        "--type",
+        action="append",
+        metavar="TYPE",
+        help="only these types (repeat or separate with commas), e.g. TOOL_CALL,TOOL_EXECUTION",
+    )
+    observations.add_argument("--trace-id", help="only this run")
+    observations.add_argument("--db", help=_DB_HELP)
+    observations.add_argument("--json", action="store_true", help="print JSON")
+
+    trace = add(
+        "trace",
+        "draw one run as an HTML timeline",
+        "Write a self-contained HTML timeline of one run: LLM calls and tool calls as bars on "
+        "a time axis; click a bar for its arguments and result, or its error.",
+    )
+    trace.add_argument("thread", metavar="THREAD")
+    trace.add_argument(
+        "--trace-id", help="the run (or the start of its id; default: the thread's latest)"
+    )
+    trace.add_argument("--html", required=True, metavar="PATH", help="the file to write")
+    trace.add_argument("--db", help=_DB_HELP)
+    return parser
+
+
+def _configure_logging(debug: bool) -> None:
+    import structlog
+
+    class _Stderr:
+        # Looked up at each write, so rich's live display can redirect stderr meanwhile.
+        def write(self, text: str) -> int:
+            return sys.stderr.write(text)
+
+        def flush(self) -> None:
+            sys.stderr.flush()
+
+    # The library logs through structlog, which prints to stdout unless told otherwise: keep
+    # stdout for the command's own output (JSON must stay parseable).
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.DEBUG if debug else logging.ERROR
+        ),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
+    )
+
+
+def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitCode]]:
+    from rich.console import Console
+
+    from pes_agent.cli import runner, store_commands
+
+    console = Console(highlight=False)
+    store = resolve_store(args.db)
+    if args.command == "run":
+        return lambda: runner.run_command(
+            query=args.query,
+            provider=args.provider,
+            base_url=args.base_url,
+            thread_id=args.thread,
+            tool_specs=_split(args.tools),
+            store=store,
+            system_prompt=args.system,
+            as_json=args.json,
+            console=console,
+        )
+    if args.command == "demo":
+        return lambda: runner.demo_command(
+            thread_id=args.thread, store=store, as_json=args.json, console=console
+        )
+    if args.command == "threads":
+        return lambda: store_commands.threads_command(store, console=console, as_json=args.json)
+    if args.command == "history":
+        if args.limit is not None and args.limit < 0:
+            raise CLIError(f"--limit must be 0 or more, got {args.limit}")
+        return lambda: store_commands.history_command(
+            store, args.thread, limit=args.limit, console=console, as_json=args.json
+        )
+    if args.command == "observations":
+        types = store_commands.parse_observation_types(_split(args.type))
+        return lambda: store_commands.observations_command(
+            store,
+            args.thread,
+            types=types,
+            trace_id=args.trace_id,
+            console=console,
+            as_json=args.json,
+        )
+    if args.command == "trace":
+        return lambda: store_commands.trace_command(
+            store, args.thread, trace_id=args.trace_id, out=Path(args.html), console=console
+        )
+    raise AssertionError(f"unhandled command {args.command!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `pes-agent` command line with `argv` (default: `sys.argv[1:]`); returns the
+    exit code."""
+    debug = os.environ.get(DEBUG_ENV_VAR, "") not in ("", "0")
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        report("error: the command line needs rich: pip install 'pes-agent[cli]'")
+        return ExitCode.USAGE
+    try:
+        args = build_parser().parse_args(argv)
+        _configure_logging(debug)
+        command = _command(args)
+        return int(asyncio.run(command()))
+    except KeyboardInterrupt:
+        report("interrupted: the run was cancelled")
+        return ExitCode.INTERRUPTED
+    except CLIError as error:
+        report(f"error: {error.message}")
+        return error.code
+    except Exception as error:
+        if debug:
+            raise
+        from pes_agent.exceptions import PESAgentError, UsageError
+
+        if isinstance(error, UsageError):
+            report(f"error: {error}")
+            return ExitCode.USAGE
+        if isinstance(error, PESAgentError):
+            report(f"error: {error}")
+            return ExitCode.RUN_ERROR
+        report(
+            f"error: unexpected {type(error).__name__}: {error} "
+            f"(set {DEBUG_ENV_VAR}=1 for the traceback)"
+        )
+        return ExitCode.RUN_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

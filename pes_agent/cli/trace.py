@@ -1,0 +1,443 @@
+"""`pes-agent trace`: one run's observations as a self-contained HTML timeline.
+
+`build_timeline(observations, trace_id)` pairs the run's observations into spans:
+
+- an LLM call runs from `LLM_STREAM_START` to `LLM_STREAM_END` (an `LLM_STREAM_ERROR` ends it as
+  `error`, or as `retried` when the provider tried again, which starts a new span);
+- a tool call runs from `TOOL_CALL` to the `TOOL_EXECUTION` whose `parent_id` is that call (a
+  call refused or skipped before it started has only its `TOOL_EXECUTION`).
+
+`render_html(timeline)` draws the spans as bars on a shared time axis, so calls that ran side by
+side overlap at a glance; hovering a bar shows a summary, clicking it shows its arguments and
+result, or its error, in full. The page has no external assets (inline CSS and JS). Every piece
+of text is escaped, and the data is embedded as JSON in
+`<script type="application/json" id="trace-data">` with `<`, `>` and `&` written as `\\u003c`,
+`\\u003e` and `\\u0026`, so no model output can close the script element.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from pes_agent.messages import ConversationMessage, MessageRole
+from pes_agent.observation_types import Observation, ObservationType
+
+__all__ = [
+    "Marker",
+    "Span",
+    "SpanKind",
+    "SpanStatus",
+    "Timeline",
+    "build_timeline",
+    "embed_json",
+    "render_html",
+]
+
+SpanKind = Literal["llm", "tool"]
+SpanStatus = Literal["success", "error", "retried", "unfinished"]
+
+
+@dataclass(slots=True)
+class Span:
+    """One bar of the timeline: an LLM call or a tool call, in ms since the run started."""
+
+    id: str
+    kind: SpanKind
+    label: str
+    name: str
+    start_ms: float
+    end_ms: float | None = None
+    status: SpanStatus = "unfinished"
+    call_id: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def duration_ms(self) -> float | None:
+        return None if self.end_ms is None else self.end_ms - self.start_ms
+
+
+@dataclass(slots=True)
+class Marker:
+    """A moment of the run worth a mark on the axis: an error, or the final response."""
+
+    at_ms: float
+    kind: Literal["error", "final"]
+    label: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Timeline:
+    """Everything the HTML page shows about one run; also what it embeds as JSON."""
+
+    thread_id: str
+    trace_id: str
+    started_at: str
+    duration_ms: float
+    status: str
+    query: str | None
+    answer: str | None
+    spans: list[Span]
+    markers: list[Marker]
+
+    def to_json(self) -> dict[str, Any]:
+        """The timeline as plain JSON data (spans carry their `duration_ms`)."""
+        data = asdict(self)
+        for span, raw in zip(self.spans, data["spans"], strict=True):
+            raw["duration_ms"] = span.duration_ms
+        return data
+
+
+def _ms(observation: Observation, origin: Observation) -> float:
+    return (observation.timestamp - origin.timestamp).total_seconds() * 1000
+
+
+def build_timeline(
+    observations: list[Observation],
+    trace_id: str,
+    *,
+    messages: Sequence[ConversationMessage] = (),
+) -> Timeline:
+    """The timeline of run `trace_id` from its thread's observations (and messages, for the
+    query and answer text). `observations` must hold at least one of the run's."""
+    run = [o for o in observations if o.trace_id == trace_id]
+    if not run:
+        raise ValueError(f"no observations of trace {trace_id!r}")
+    origin = run[0]
+    spans: list[Span] = []
+    markers: list[Marker] = []
+    open_llm: dict[str, Span] = {}
+    open_tools: dict[str, Span] = {}
+    last_llm: dict[str, Span] = {}
+    status = "unfinished"
+    llm_count = 0
+    for observation in run:
+        at = _ms(observation, origin)
+        content = observation.content
+        kind = observation.type
+        phase = str(content.get("phase", ""))
+        if kind is ObservationType.LLM_STREAM_START:
+            llm_count += 1
+            model = f"{content.get('provider')}:{content.get('model')}"
+            span = Span(
+                id=f"llm-{llm_count}",
+                kind="llm",
+                label=f"{phase} · {model}",
+                name=phase,
+                start_ms=at,
+                details={"phase": phase, "provider": content.get("provider"), "model": model},
+            )
+            spans.append(span)
+            open_llm[phase] = last_llm[phase] = span
+        elif kind is ObservationType.LLM_STREAM_METADATA and phase in open_llm:
+            open_llm[phase].details.update(
+                {
+                    "usage": content.get("usage"),
+                    "stop_reason": content.get("stop_reason"),
+                    "time_to_first_token_ms": content.get("time_to_first_token_ms"),
+                }
+            )
+        elif kind is ObservationType.LLM_STREAM_END and phase in open_llm:
+            span = open_llm.pop(phase)
+            span.end_ms, span.status = at, "success"
+        elif kind is ObservationType.LLM_STREAM_ERROR and phase in open_llm:
+            span = open_llm.pop(phase)
+            span.end_ms = at
+            span.status = "retried" if content.get("retrying") else "error"
+            span.details["error"] = content.get("error")
+        elif kind is ObservationType.THOUGHTS and phase in last_llm:
+            last_llm[phase].details.setdefault("thoughts", []).append(content.get("text"))
+        elif kind is ObservationType.PLAN and content.get("status") == "ready":
+            target = last_llm.get("repair") or last_llm.get("planning")
+            if target is not None:
+                target.details.update(
+                    {
+                        "plan": content.get("plan"),
+                        "tool_calls": content.get("toolCalls"),
+                        "model_output": content.get("raw"),
+                    }
+                )
+        elif kind in (ObservationType.TITLE, ObservationType.INTENT):
+            target = last_llm.get("repair") or last_llm.get("planning")
+            if target is not None:
+                key = kind.value.lower()
+                target.details[key] = content.get(key)
+        elif kind is ObservationType.TOOL_CALL:
+            call_id = str(content.get("callId"))
+            span = Span(
+                id=f"tool-{len(spans) + 1}",
+                kind="tool",
+                label=f"{call_id} · {content.get('toolName')}",
+                name=str(content.get("toolName")),
+                start_ms=at,
+                call_id=call_id,
+                details={"arguments": content.get("arguments")},
+            )
+            spans.append(span)
+            open_tools[observation.id] = span
+        elif kind is ObservationType.TOOL_EXECUTION:
+            span_or_none = open_tools.pop(observation.parent_id or "", None)
+            if span_or_none is None:
+                # Refused or skipped before it started: it only has an end.
+                call_id = str(content.get("callId"))
+                took = float(content.get("durationMs") or 0.0)
+                span_or_none = Span(
+                    id=f"tool-{len(spans) + 1}",
+                    kind="tool",
+                    label=f"{call_id} · {content.get('toolName')}",
+                    name=str(content.get("toolName")),
+                    start_ms=max(at - took, 0.0),
+                    call_id=call_id,
+                    details={"started": False},
+                )
+                spans.append(span_or_none)
+            span_or_none.end_ms = at
+            span_or_none.status = "error" if content.get("status") == "error" else "success"
+            span_or_none.details.update(
+                {
+                    "status": content.get("status"),
+                    "output": content.get("output"),
+                    "error": content.get("error"),
+                    "duration_ms": content.get("durationMs"),
+                }
+            )
+        elif kind is ObservationType.ERROR:
+            status = "error"
+            markers.append(
+                Marker(at, "error", str(content.get("error", observation.title)), dict(content))
+            )
+        elif kind is ObservationType.FINAL_RESPONSE:
+            status = str(content.get("status", "success"))
+            message = content.get("message") or {}
+            markers.append(Marker(at, "final", f"final response ({status})", {"status": status}))
+            if "synthesis" in last_llm and isinstance(message, dict):
+                last_llm["synthesis"].details["answer"] = message.get("content")
+    duration = _ms(run[-1], origin)
+    query = answer = None
+    for message in messages:
+        if message.metadata.get("trace_id") != trace_id:
+            continue
+        if message.role is MessageRole.USER:
+            query = message.content
+        elif message.role is MessageRole.AI:
+            answer = message.content
+    return Timeline(
+        thread_id=origin.thread_id,
+        trace_id=trace_id,
+        started_at=origin.timestamp.isoformat(),
+        duration_ms=duration,
+        status=status,
+        query=query,
+        answer=answer,
+        spans=spans,
+        markers=markers,
+    )
+
+
+def embed_json(data: Any) -> str:
+    """JSON that is safe inside a `<script>` element: no `<`, `>` or `&` appear literally."""
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _duration(ms: float | None) -> str:
+    if ms is None:
+        return "unfinished"
+    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
+
+
+def _tick_step(total_ms: float) -> float:
+    """A round axis step (1, 2 or 5 × 10^n ms) giving about six ticks."""
+    raw = max(total_ms, 1.0) / 6
+    power = 10 ** math.floor(math.log10(raw))
+    for factor in (1, 2, 5, 10):
+        if raw <= factor * power:
+            return float(factor * power)
+    return float(10 * power)
+
+
+def _summary(span: Span) -> str:
+    """The hover text of a bar: what ran, how it went, and a short look at its data."""
+    parts = [f"{span.label} — {span.status}, {_duration(span.duration_ms)}"]
+    details = span.details
+    if span.kind == "tool":
+        parts.append("arguments: " + json.dumps(details.get("arguments"), ensure_ascii=False))
+        if details.get("error"):
+            parts.append(f"error: {details['error']}")
+        elif "output" in details:
+            parts.append("result: " + json.dumps(details.get("output"), default=str))
+    else:
+        usage = details.get("usage") or {}
+        if usage:
+            parts.append(
+                f"tokens: {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out"
+            )
+        if details.get("error"):
+            parts.append(f"error: {details['error']}")
+    text = "\n".join(parts)
+    return text if len(text) <= 600 else text[:599] + "…"
+
+
+_CSS = """
+:root { --llm: #4f7fd9; --ok: #2f9e5b; --err: #d64545; --retry: #e0892b; --muted: #6b7280;
+        --grid: #e5e7eb; --bg: #ffffff; --fg: #111827; --panel: #f9fafb; }
+* { box-sizing: border-box; }
+body { margin: 0; padding: 24px 32px; font: 14px/1.45 system-ui, -apple-system, "Segoe UI",
+       Roboto, sans-serif; color: var(--fg); background: var(--bg); }
+h1 { font-size: 20px; margin: 0 0 4px; }
+.meta { color: var(--muted); margin-bottom: 12px; }
+.badge { display: inline-block; padding: 1px 8px; border-radius: 10px; color: #fff;
+         font-weight: 600; font-size: 12px; }
+.badge.success { background: var(--ok); } .badge.partial { background: var(--retry); }
+.badge.error { background: var(--err); } .badge.unfinished { background: var(--muted); }
+.qa { display: grid; grid-template-columns: 70px 1fr; gap: 4px 12px; margin: 12px 0 20px; }
+.qa div:nth-child(odd) { color: var(--muted); }
+.qa div:nth-child(even) { white-space: pre-wrap; }
+.chart { position: relative; }
+.row { display: grid; grid-template-columns: 230px 1fr 80px; align-items: center;
+       min-height: 26px; }
+.label { overflow: hidden; text-overflow: ellipsis; white-space: nowrap; padding-right: 8px;
+         font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
+.track { position: relative; height: 22px; border-left: 1px solid var(--grid); }
+.grid { position: absolute; top: 0; bottom: 0; width: 1px; background: var(--grid); }
+.bar { position: absolute; top: 3px; height: 16px; min-width: 3px; border-radius: 3px;
+       cursor: pointer; opacity: .9; }
+.bar:hover, .bar:focus, .bar.selected { opacity: 1; outline: 2px solid var(--fg); }
+.bar.llm { background: var(--llm); } .bar.tool.success { background: var(--ok); }
+.bar.error { background: var(--err); } .bar.retried { background: var(--retry); }
+.bar.unfinished { background: repeating-linear-gradient(45deg, #9ca3af 0 6px, #d1d5db 6px 12px); }
+.dur { text-align: right; color: var(--muted); font-variant-numeric: tabular-nums; }
+.axis { position: relative; height: 20px; margin-left: 230px; margin-right: 80px;
+        color: var(--muted); font-size: 11px; }
+.tick { position: absolute; transform: translateX(-50%); white-space: nowrap; }
+.marker { position: absolute; top: 0; bottom: 0; width: 2px; }
+.marker.error { background: var(--err); } .marker.final { background: var(--fg); }
+.legend { margin: 8px 0 16px; color: var(--muted); font-size: 12px; }
+.legend span { display: inline-block; width: 12px; height: 10px; border-radius: 2px;
+               margin: 0 4px 0 12px; vertical-align: middle; }
+#details { background: var(--panel); border: 1px solid var(--grid); border-radius: 6px;
+           padding: 12px 16px; margin-top: 16px; }
+#details h2 { font-size: 15px; margin: 0 0 8px; }
+#details pre { margin: 0; white-space: pre-wrap; word-break: break-word; font-size: 12px; }
+table.spans { border-collapse: collapse; margin-top: 20px; width: 100%; font-size: 13px; }
+table.spans th, table.spans td { text-align: left; padding: 4px 8px;
+                                 border-bottom: 1px solid var(--grid); }
+table.spans tr[data-span] { cursor: pointer; }
+"""
+
+_JS = """
+(function () {
+  var data = JSON.parse(document.getElementById("trace-data").textContent);
+  var byId = {};
+  data.spans.forEach(function (span) { byId[span.id] = span; });
+  var title = document.getElementById("details-title");
+  var body = document.getElementById("details-body");
+  function show(id) {
+    var span = byId[id];
+    if (!span) { return; }
+    document.querySelectorAll(".bar.selected").forEach(function (el) {
+      el.classList.remove("selected");
+    });
+    var bar = document.querySelector('.bar[data-span="' + id + '"]');
+    if (bar) { bar.classList.add("selected"); }
+    title.textContent = span.label + " \\u2014 " + span.status;
+    var shown = {start_ms: span.start_ms, end_ms: span.end_ms, duration_ms: span.duration_ms};
+    Object.keys(span.details).forEach(function (key) { shown[key] = span.details[key]; });
+    body.textContent = JSON.stringify(shown, null, 2);
+  }
+  document.querySelectorAll("[data-span]").forEach(function (el) {
+    el.addEventListener("click", function () { show(el.getAttribute("data-span")); });
+    el.addEventListener("keydown", function (event) {
+      if (event.key === "Enter" || event.key === " ") { show(el.getAttribute("data-span")); }
+    });
+  });
+})();
+"""
+
+
+def render_html(timeline: Timeline) -> str:
+    """The timeline as one HTML page with no external assets."""
+    esc = html.escape
+    total = max(timeline.duration_ms, 1.0)
+
+    def pct(ms: float) -> str:
+        return f"{min(max(ms / total * 100, 0.0), 100.0):.3f}%"
+
+    step = _tick_step(total)
+    ticks = [i * step for i in range(int(total // step) + 1)]
+    grid = "".join(f'<div class="grid" style="left:{pct(t)}"></div>' for t in ticks)
+    axis = "".join(
+        f'<div class="tick" style="left:{pct(t)}">{esc(_duration(t) if t else "0")}</div>'
+        for t in ticks
+    )
+    marks = "".join(
+        f'<div class="marker {m.kind}" style="left:{pct(m.at_ms)}" title="{esc(m.label)}"></div>'
+        for m in timeline.markers
+    )
+    rows: list[str] = []
+    table_rows: list[str] = []
+    for span in timeline.spans:
+        end = span.end_ms if span.end_ms is not None else timeline.duration_ms
+        width = f"{max((end - span.start_ms) / total * 100, 0.0):.3f}%"
+        classes = f"bar {span.kind} {span.status}"
+        sid = esc(span.id)
+        rows.append(
+            f'<div class="row"><div class="label" title="{esc(span.label)}">{esc(span.label)}'
+            f'</div><div class="track">{grid}{marks}<div class="{classes}" data-span="{sid}" '
+            f'tabindex="0" role="button" style="left:{pct(span.start_ms)};width:{width}" '
+            f'title="{esc(_summary(span))}"></div></div>'
+            f'<div class="dur">{esc(_duration(span.duration_ms))}</div></div>'
+        )
+        table_rows.append(
+            f'<tr data-span="{sid}"><td>{esc(span.kind)}</td><td>{esc(span.label)}</td>'
+            f"<td>{span.start_ms:.0f} ms</td><td>{esc(_duration(span.duration_ms))}</td>"
+            f"<td>{esc(span.status)}</td></tr>"
+        )
+    qa = ""
+    if timeline.query is not None or timeline.answer is not None:
+        qa = (
+            f'<div class="qa"><div>query</div><div>{esc(timeline.query or "")}</div>'
+            f"<div>answer</div><div>{esc(timeline.answer or '')}</div></div>"
+        )
+    tools = sum(1 for s in timeline.spans if s.kind == "tool")
+    llms = len(timeline.spans) - tools
+    status = timeline.status if timeline.status in ("success", "partial", "error") else "unfinished"
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>pes-agent trace {esc(timeline.trace_id)}</title>
+<style>{_CSS}</style>
+</head>
+<body>
+<h1>pes-agent trace <span class="badge {status}">{esc(timeline.status)}</span></h1>
+<div class="meta">thread <b>{esc(timeline.thread_id)}</b> · trace {esc(timeline.trace_id)} ·
+started {esc(timeline.started_at)} · {esc(_duration(timeline.duration_ms))} ·
+{llms} LLM call{"s" if llms != 1 else ""} · {tools} tool call{"s" if tools != 1 else ""}</div>
+{qa}
+<div class="legend">click a bar for its details
+<span style="background:var(--llm)"></span>LLM call
+<span style="background:var(--ok)"></span>tool call
+<span style="background:var(--err)"></span>error
+<span style="background:var(--retry)"></span>retried</div>
+<div class="chart">
+{"".join(rows)}
+<div class="axis">{axis}</div>
+</div>
+<section id="details"><h2 id="details-title">Details</h2>
+<pre id="details-body">Click a bar (or a row below) to see its arguments and result,
+or its error.</pre>
+</section>
+<table class="spans"><thead><tr><th>kind</th><th>span</th><th>start</th><th>duration</th>
+<th>status</th></tr></thead><tbody>{"".join(table_rows)}</tbody></table>
+<script type="application/json" id="trace-data">{embed_json(timeline.to_json())}</script>
+<script>{_JS}</script>
+</body>
+</html>
+"""
