@@ -123,7 +123,7 @@ async def main(provider: str) -> None:
     if key and not os.environ.get(key):
         print(f"[offline] {key} is not set: using a scripted model instead of {provider}")
         model = ScriptedProvider([scripted_answer], repeat=True)
-    tools = [get_weather, calculate]
+    tools: list[Tool] = [get_weather, calculate]
     agent = create_agent(provider=model, tools=tools, planner=planner, executor=executor)
     async with agent:
         for query in ["What's the weather in Paris?", "12 * 7, and the weather in Paris?", "Hi!"]:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from pes_agent import (
     AgentProps,
     LLMProvider,
+    Tool,
     ToolContext,
     ToolSchema,
     configure_logging,
@@ -92,7 +93,7 @@ PLAN = """{"intent": "Oslo's forecast in Fahrenheit; order 2 TEA-01 if in stock.
 
 async def main(provider: str) -> None:
     configure_logging("WARNING")
-    tools = [convert, forecast, place_order, StockLevel({"TEA-01": 12})]
+    tools: list[Tool] = [convert, forecast, place_order, StockLevel({"TEA-01": 12})]
     for schema in (t.schema for t in tools):
         print(f"{schema.name}: {schema.description}\n  {json.dumps(schema.input_schema)}")
     model: str | LLMProvider = provider

@@ -72,8 +72,8 @@ async def two_agents(storage: str, model: str | None) -> None:
         )
 
     async with agent() as first:
-        config = ThreadConfig(enabled_tools=["add_item"], system_prompt="You keep a shopping list.")
-        await first.state.set_thread_config(THREAD, config)
+        thread = ThreadConfig(enabled_tools=["add_item"], system_prompt="You keep a shopping list.")
+        await first.state.set_thread_config(THREAD, thread)
         for query in ("Add milk", "Add eggs"):
             result = await first.process(AgentProps(query, THREAD))
             print(f"  first agent  > {query}: {result.metadata.status}")
@@ -91,10 +91,11 @@ async def two_agents(storage: str, model: str | None) -> None:
 
 async def main() -> None:
     configure_logging("WARNING")
-    model: str | None = os.environ.get("PES_MODEL", "openai:gpt-4o-mini")
-    key = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}.get(model.split(":")[0])
+    provider = os.environ.get("PES_MODEL", "openai:gpt-4o-mini")
+    model: str | None = provider  # None: the scripted model
+    key = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}.get(provider.split(":")[0])
     if key and not os.environ.get(key):
-        print(f"[offline] {key} is not set: using a scripted model instead of {model}")
+        print(f"[offline] {key} is not set: using a scripted model instead of {provider}")
         model = None
     with tempfile.TemporaryDirectory() as scratch:
         path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(scratch, "agent.db")

@@ -26,6 +26,7 @@ from pes_agent import (
     RunOptions,
     StateSaving,
     ThreadConfig,
+    Tool,
     ToolContext,
     configure_logging,
     create_agent,
@@ -38,8 +39,9 @@ from pes_agent.testing import ScriptedProvider
 def count_visit(context: ToolContext) -> int:
     """Count this visit in the thread's state and return the total."""
     assert context.state is not None
-    context.state.data["visits"] = context.state.data.get("visits", 0) + 1
-    return context.state.data["visits"]
+    visits = int(context.state.data.get("visits", 0)) + 1
+    context.state.data["visits"] = visits  # kept only if the state is saved (see below)
+    return visits
 
 
 @tool
@@ -54,7 +56,7 @@ def web_search(query: str) -> str:
     return f"3 results for {query!r}"
 
 
-TOOLS = [count_visit, add, web_search]
+TOOLS: list[Tool] = [count_visit, add, web_search]
 PLANS = {  # the offline model's plan for each question: always the same, whatever it is shown
     "Count my visit": ("count_visit", {}),
     "What is 2 + 3?": ("add", {"a": 2, "b": 3}),
