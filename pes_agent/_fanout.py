@@ -7,13 +7,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-import structlog
+from pes_agent._logging import get_logger
 
 __all__ = ["Fanout"]
 
 T = TypeVar("T")
 
-_log = structlog.get_logger("pes_agent.subscribers")
+_log = get_logger("pes_agent.subscribers")
 
 
 @dataclass(slots=True)

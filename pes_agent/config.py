@@ -113,7 +113,11 @@ class AgentState(BaseModel):
 
 
 class RunOptions(BaseModel):
-    """Overrides for one `process()` call; `None` keeps the thread's or agent's setting."""
+    """Settings for one `process()` call; `None` keeps the thread's or agent's setting.
+
+    Each field replaces the thread's or agent's value for this call, except `enabled_tools`,
+    which can only narrow the thread's tools (a tool the thread does not enable never runs).
+    """
 
     provider_config: ProviderConfig | None = None
     system_prompt: str | None = None

@@ -9,9 +9,8 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
-import structlog
-
 from ecs_core import EntityId, TerminalComponent, World
+from pes_agent._logging import get_logger
 from pes_agent.config import LLMParams, ProviderConfig, StateSaving
 from pes_agent.conversation import ConversationManager
 from pes_agent.exceptions import RunError, UsageError
@@ -41,7 +40,7 @@ from pes_agent.usage import Usage
 
 __all__ = ["AgentCore", "ProviderSource"]
 
-_log = structlog.get_logger("pes_agent.agent")
+_log = get_logger("pes_agent.agent")
 
 # Each phase needs one tick at most; a run still open after this many is a bug we report.
 _MAX_TICKS = 8
@@ -289,6 +288,15 @@ class AgentCore:
         enabled = frozenset(self.tools.names if allowed is None else allowed)
         if requested is not None:
             enabled = enabled & frozenset(requested)
+        unknown = enabled.difference(self.tools.names)
+        if unknown:
+            # Most likely a typo in a ThreadConfig; the model is never shown these names.
+            _log.warning(
+                "enabled_tools_not_registered",
+                tools=sorted(unknown),
+                registered=list(self.tools.names),
+            )
+            enabled = enabled - unknown
         return enabled
 
     async def _load_failure(

@@ -32,8 +32,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import structlog
-
+from pes_agent._logging import get_logger
 from pes_agent.dag import CallGraph
 from pes_agent.exceptions import ToolExecutionError, UsageError
 from pes_agent.placeholders import resolve_placeholders
@@ -44,7 +43,7 @@ from pes_agent.typing import ExecutionContext
 
 __all__ = ["ConcurrentExecutor", "SequentialExecutor"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger("pes_agent.execution")
 
 
 class ConcurrentExecutor:

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-import structlog
-
 from pes_agent._fanout import Fanout
+from pes_agent._logging import get_logger
 from pes_agent.exceptions import UsageError
 from pes_agent.observation_types import Observation, ObservationType
 from pes_agent.storage.base import ObservationFeed, Storage
@@ -26,7 +25,7 @@ __all__ = [
 
 ObservationCallback = Callable[[Observation], Awaitable[None] | None]
 
-_log = structlog.get_logger("pes_agent.observations")
+_log = get_logger("pes_agent.observations")
 
 
 def _as_type_set(
@@ -89,7 +88,10 @@ class ObservationManager:
     ) -> Callable[[], None]:
         """Call `callback` for each new observation of `types` on `thread_id` (None: any).
 
-        Returns a function that unsubscribes; calling it twice is harmless.
+        Callbacks run in order as each observation is recorded, and an async one is awaited
+        before the run goes on: a slow subscriber slows the run it watches (hand long work to
+        a queue or task of your own). Returns a function that unsubscribes; calling it twice
+        is harmless.
         """
         if not callable(callback):
             raise UsageError("subscribe() needs a callable, e.g. subscribe(print)")

@@ -6,15 +6,14 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-import structlog
-
 from ecs_core import EntityId, World
+from pes_agent._logging import get_logger
 from pes_agent.exceptions import RunError
 from pes_agent.pes.components import Phase, RunFailed, RunSpec, RunTelemetry
 
 __all__ = ["PhaseSystem"]
 
-_log = structlog.get_logger("pes_agent.pes")
+_log = get_logger("pes_agent.pes")
 
 
 class PhaseSystem(ABC):

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, assert_never
 
-import structlog
-
+from pes_agent._logging import get_logger
 from pes_agent.config import LLMParams
 from pes_agent.exceptions import ProviderError
 from pes_agent.observation_types import ObservationType
@@ -27,7 +26,7 @@ from pes_agent.usage import Usage
 
 __all__ = ["RunModelCaller"]
 
-_log = structlog.get_logger("pes_agent.llm")
+_log = get_logger("pes_agent.llm")
 
 
 class RunModelCaller:

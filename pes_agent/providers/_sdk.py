@@ -19,8 +19,8 @@ from http import HTTPStatus
 from typing import Any, ClassVar
 
 import httpx2
-import structlog
 
+from pes_agent._logging import get_logger
 from pes_agent.config import ProviderConfig
 from pes_agent.exceptions import ConfigurationError, ProviderError, UsageError
 from pes_agent.providers.base import LLMRequest, PromptMessage, ProviderEvent
@@ -34,7 +34,7 @@ from pes_agent.providers.retry import (
 
 __all__ = ["SdkErrorTypes", "SdkProvider", "labelled_tool_result", "redact", "split_options"]
 
-_log = structlog.get_logger("pes_agent.providers")
+_log = get_logger("pes_agent.providers")
 
 # Key-shaped strings are redacted even when they are not our key (a gateway may echo another).
 _KEY_PATTERN = re.compile(r"\b(?:sk|pk|key)-(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{16,}")

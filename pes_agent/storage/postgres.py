@@ -45,9 +45,8 @@ from typing import Any, Self
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 from uuid import uuid4
 
-import structlog
-
 from pes_agent._fanout import Fanout
+from pes_agent._logging import get_logger
 from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.exceptions import ConfigurationError, PESAgentError, StorageError, UsageError
 from pes_agent.messages import ConversationMessage
@@ -57,7 +56,7 @@ from pes_agent.storage._locks import ThreadLockTable
 
 __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA_VERSION", "PostgresStorage", "redact_url"]
 
-_log = structlog.get_logger("pes_agent.storage")
+_log = get_logger("pes_agent.storage")
 
 # Each entry upgrades the schema from version (key - 1) to version key; `{s}` is the quoted
 # schema name. Append, never edit.

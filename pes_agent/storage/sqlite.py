@@ -38,8 +38,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
-import structlog
-
+from pes_agent._logging import get_logger
 from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.exceptions import ConfigurationError, StorageError, UsageError
 from pes_agent.messages import ConversationMessage
@@ -48,7 +47,7 @@ from pes_agent.storage import _codec
 from pes_agent.storage._filelock import FileLockDirectory
 from pes_agent.storage._locks import ThreadLockTable
 
-_log = structlog.get_logger("pes_agent.storage.sqlite")
+_log = get_logger("pes_agent.storage.sqlite")
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStorage"]
 

@@ -391,3 +391,21 @@ async def test_threads_can_be_listed_and_deleted_with_everything_under_them(
     assert await agent.observations.get_observations("drop") == []
     assert await agent.state.get_agent_state("drop") is None
     assert len(await agent.conversation.get_messages("keep")) == 2
+
+
+async def test_enabled_tool_names_that_are_not_registered_are_dropped_with_a_warning(
+    tools: list[Any],
+) -> None:
+    """A typo in a thread's enabled_tools is logged and never shown to the model."""
+    from structlog.testing import capture_logs
+
+    model = ScriptedProvider([plan_json(), "ok"])
+    agent = create_agent(provider=model, tools=tools)
+    await agent.state.set_thread_config("t", ThreadConfig(enabled_tools=["add", "ad"]))
+    with capture_logs() as logs:
+        result = await agent.process(AgentProps("q", "t"))
+    assert result.metadata.status == "success"
+    warning = next(e for e in logs if e["event"] == "enabled_tools_not_registered")
+    assert warning["tools"] == ["ad"]
+    assert "## ad\n" not in model.requests[0].messages[0].content
+    assert "## add\n" in model.requests[0].messages[0].content
