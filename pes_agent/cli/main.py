@@ -42,7 +42,7 @@ environment:
                                       ~/.local/share/pes-agent/agent.db on Linux,
                                       ~/Library/Application Support/pes-agent on macOS,
                                       %LOCALAPPDATA%\\pes-agent on Windows)
-  {DEBUG_ENV_VAR}=1                   show debug logs and tracebacks
+  {DEBUG_ENV_VAR}=1                   show the library's logs, and tracebacks
 
 start with `pes-agent demo`: a whole run, offline, on a scripted model."""
 
@@ -176,24 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging(debug: bool) -> None:
-    import structlog
+    from pes_agent.logs import configure_logging
 
-    class _Stderr:
-        # Looked up at each write, so rich's live display can redirect stderr meanwhile.
-        def write(self, text: str) -> int:
-            return sys.stderr.write(text)
-
-        def flush(self) -> None:
-            sys.stderr.flush()
-
-    # The library logs through structlog, which prints to stdout unless told otherwise: keep
-    # stdout for the command's own output (JSON must stay parseable).
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.DEBUG if debug else logging.ERROR
-        ),
-        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
-    )
+    # The command reports a failed run itself, in one line; the library's own log lines
+    # (which name the same failure) show only when debugging.
+    configure_logging(logging.DEBUG if debug else logging.CRITICAL)
 
 
 def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitCode]]:

@@ -43,6 +43,11 @@ def _write_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
+def _cut(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def parse_observation_types(values: Iterable[str]) -> list[ObservationType]:
     """`--type` values as observation types, in any case, `-` or `_`; an unknown one is a
     `CLIError` listing the valid types."""
@@ -116,17 +121,20 @@ async def threads_command(location: StoreLocation, *, console: Console, as_json:
         )
         return ExitCode.OK
     table = Table(title=f"threads in {location.describe()}", title_justify="left")
-    table.add_column("thread", style="cyan", no_wrap=True)
-    table.add_column("messages", justify="right")
+    widest = max(len(row["thread_id"]) for row in rows)
+    table.add_column("thread", style="cyan", no_wrap=True, min_width=widest)
+    table.add_column("messages", justify="right", no_wrap=True, min_width=8)
     table.add_column("last activity", no_wrap=True)
-    table.add_column("last query", overflow="ellipsis", no_wrap=True, ratio=1)
+    # rich squeezes the other columns rather than cut a long cell: cut it here.
+    room = max(console.width - widest - 8 - 19 - 13, 20)
+    table.add_column("last query", no_wrap=True)
     for row in rows:
         activity = row["last_activity"]
         table.add_row(
             row["thread_id"],
             str(row["messages"]),
             activity[:19].replace("T", " ") if activity else "",
-            row["last_query"] or "",
+            _cut(row["last_query"] or "", room),
         )
     console.print(table)
     return ExitCode.OK
@@ -156,7 +164,7 @@ async def history_command(
         if status:
             head.append(f"  {status}", style="dim")
         console.print(head)
-        console.print(Text(message.content), highlight=False)
+        console.print(Text(message.content), highlight=False, soft_wrap=not console.is_terminal)
         console.print()
     return ExitCode.OK
 

@@ -1,0 +1,132 @@
+"""`pes-agent threads`, `history` and `observations` over a store holding demo runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pes_agent import ObservationType
+
+from .conftest import DemoStore
+from .helpers import cli_env, lines, run_cli
+
+
+def test_threads_lists_the_demo_thread(demo_store: DemoStore) -> None:
+    """`threads` shows the demo thread with its message count and last query."""
+    result = run_cli("threads", "--db", str(demo_store.db), env=demo_store.env)
+    assert result.code == 0, result.stderr
+    row = next(line for line in lines(result.stdout) if "demo " in line)
+    assert " 4 " in row
+    assert "Lisbon or Porto" in row
+
+
+def test_threads_json(demo_store: DemoStore) -> None:
+    """`threads --json` gives each thread's id, message count, last activity and query."""
+    result = run_cli("threads", "--json", "--db", str(demo_store.db), env=demo_store.env)
+    assert result.code == 0, result.stderr
+    [thread] = result.json()
+    assert thread["thread_id"] == "demo"
+    assert thread["messages"] == 4
+    assert thread["last_query"].startswith("Lisbon or Porto")
+    assert thread["last_activity"]
+
+
+def test_threads_on_a_missing_store_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    """Reading a store that does not exist reports no threads and does not create the file."""
+    db = tmp_path / "absent.db"
+    result = run_cli("threads", "--db", str(db), env=cli_env(tmp_path))
+    assert result.code == 0
+    assert "no threads" in result.stdout
+    assert "pes-agent demo" in result.stdout
+    assert not db.exists()
+
+
+def test_history_shows_the_user_and_ai_messages_in_order(demo_store: DemoStore) -> None:
+    """`history THREAD` prints each turn's user message, then the AI's answer."""
+    result = run_cli("history", "demo", "--db", str(demo_store.db), env=demo_store.env)
+    assert result.code == 0, result.stderr
+    roles = [line.split()[0] for line in lines(result.stdout) if line.split()[0] in ("USER", "AI")]
+    assert roles == ["USER", "AI", "USER", "AI"]
+    assert "Go to **Lisbon**" in result.stdout
+
+
+def test_history_json_and_limit(demo_store: DemoStore) -> None:
+    """`history --json -n 2` gives the newest two messages as ConversationMessage JSON."""
+    result = run_cli(
+        "history", "demo", "-n", "2", "--json", "--db", str(demo_store.db), env=demo_store.env
+    )
+    assert result.code == 0, result.stderr
+    messages = result.json()
+    assert [m["role"] for m in messages] == ["USER", "AI"]
+    assert messages[1]["metadata"]["status"] == "success"
+
+
+def test_history_of_an_unknown_thread_is_an_error(demo_store: DemoStore) -> None:
+    """An unknown thread is a one-line error pointing at `pes-agent threads`, exit 2."""
+    result = run_cli("history", "nope", "--db", str(demo_store.db), env=demo_store.env)
+    assert result.code == 2
+    [line] = lines(result.stderr)
+    assert "no thread 'nope'" in line
+    assert "pes-agent threads" in line
+
+
+def test_observations_lists_every_type_of_a_run(demo_store: DemoStore) -> None:
+    """`observations THREAD` shows the plan, the tool calls and the final response."""
+    result = run_cli("observations", "demo", "--db", str(demo_store.db), env=demo_store.env)
+    assert result.code == 0, result.stderr
+    kinds = {line.split()[2] for line in lines(result.stdout)}
+    assert {"PLAN", "TOOL_CALL", "TOOL_EXECUTION", "THOUGHTS", "FINAL_RESPONSE"} <= kinds
+
+
+def test_observations_type_filter(demo_store: DemoStore) -> None:
+    """`--type` keeps only the named types; names are case-insensitive and may be comma-joined."""
+    result = run_cli(
+        "observations",
+        "demo",
+        "--type",
+        "tool_call,Tool_Execution",
+        "--type",
+        "INTENT",
+        "--json",
+        "--db",
+        str(demo_store.db),
+        env=demo_store.env,
+    )
+    assert result.code == 0, result.stderr
+    observations = result.json()
+    counts: dict[str, int] = {}
+    for observation in observations:
+        counts[observation["type"]] = counts.get(observation["type"], 0) + 1
+    assert counts == {"TOOL_CALL": 8, "TOOL_EXECUTION": 8, "INTENT": 2}
+
+
+def test_observations_trace_filter(demo_store: DemoStore) -> None:
+    """`--trace-id` keeps one run's observations."""
+    every = run_cli(
+        "observations", "demo", "--json", "--db", str(demo_store.db), env=demo_store.env
+    ).json()
+    first = every[0]["trace_id"]
+    result = run_cli(
+        "observations",
+        "demo",
+        "--trace-id",
+        first,
+        "--json",
+        "--db",
+        str(demo_store.db),
+        env=demo_store.env,
+    )
+    chosen = result.json()
+    assert chosen
+    assert {o["trace_id"] for o in chosen} == {first}
+    assert len(chosen) < len(every)
+
+
+def test_unknown_observation_type_lists_the_valid_ones(demo_store: DemoStore) -> None:
+    """An unknown --type is one line listing every valid type, exit 2."""
+    result = run_cli(
+        "observations", "demo", "--type", "TOOLS", "--db", str(demo_store.db), env=demo_store.env
+    )
+    assert result.code == 2
+    [line] = lines(result.stderr)
+    assert "unknown observation type 'TOOLS'" in line
+    assert all(t.value in line for t in ObservationType)
