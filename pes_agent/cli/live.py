@@ -50,7 +50,7 @@ __all__ = [
     "summary_text",
 ]
 
-RowStatus = Literal["waiting", "running", "success", "error"]
+RowStatus = Literal["waiting", "running", "success", "error", "cancelled"]
 Stage = Literal["starting", "planning", "executing", "synthesizing", "finishing", "done"]
 
 _REFRESH_S = 1 / 12
@@ -63,6 +63,7 @@ _ROW_STYLE: dict[RowStatus, str] = {
     "running": "yellow",
     "success": "green",
     "error": "red",
+    "cancelled": "dim red",
 }
 
 
@@ -254,6 +255,16 @@ class RunState:
             else:
                 self.plan_stream += event.text
 
+    def cancel(self) -> None:
+        """The run was cancelled: calls still running or waiting never finish."""
+        self.cancelled = True
+        self.stage = "done"
+        now = self.now()
+        for row in self.rows:
+            if row.status in ("waiting", "running"):
+                row.status = "cancelled"
+                row.ended_at = now if row.started_at is not None else None
+
     def finish(self, result: AgentFinalResponse) -> None:
         """The run is over: keep its result."""
         self.result = result
@@ -372,8 +383,7 @@ class LiveView(_ViewBase):
         self._live.refresh()
 
     def cancel(self) -> None:
-        self.state.cancelled = True
-        self.state.stage = "done"
+        self.state.cancel()
         self._live.refresh()
 
     # rendering ---------------------------------------------------------------------------
@@ -462,12 +472,13 @@ class LiveView(_ViewBase):
                 after = ", ".join(row.depends_on)
                 status = Text(f"after {after}" if after else "waiting", style="dim")
             else:
-                mark = "✓" if row.status == "success" else "✗"
+                mark = {"success": "✓", "error": "✗"}.get(row.status, "⊘")
                 status = Text(f"{mark} {row.status}", style=_ROW_STYLE[row.status])
             if row.duration_ms is not None:
                 elapsed = format_duration(row.duration_ms)
             elif row.started_at is not None:
-                elapsed = f"{now - row.started_at:.1f} s"
+                end = row.ended_at if row.ended_at is not None else now
+                elapsed = f"{end - row.started_at:.1f} s"
             else:
                 elapsed = ""
             table.add_row(
@@ -612,7 +623,7 @@ class PlainView(_ViewBase):
         self.console.print(summary_text(result.metadata), highlight=False, soft_wrap=True)
 
     def cancel(self) -> None:
-        self.state.cancelled = True
+        self.state.cancel()
         self._line("cancelled — running tools were stopped", "bold red")
 
 

@@ -132,11 +132,19 @@ def test_streamed_tokens_build_the_plan_preview_and_the_answer() -> None:
     assert state.stage == "synthesizing"
 
 
-def test_cancel_shows_in_the_footer() -> None:
-    """After Ctrl-C the view's last line says the run was cancelled."""
+def test_cancel_marks_unfinished_calls_and_shows_in_the_footer() -> None:
+    """After Ctrl-C, calls that were running or waiting show as cancelled, and the view's
+    last line says the run was cancelled."""
     view = LiveView(_terminal(), HEADER)
-    view.state.cancelled = True
-    assert "cancelled" in _text(view).strip().splitlines()[-1]
+    view.state.apply_observation(PLAN)
+    view.state.apply_observation(
+        _obs(ObservationType.TOOL_CALL, callId="c1", toolName="lookup", arguments={"city": "A"})
+    )
+    view.state.cancel()
+    text = _text(view)
+    assert not [line for line in text.splitlines() if "lookup" in line and "running" in line]
+    assert text.count("⊘ cancelled") == 3
+    assert "cancelled" in text.strip().splitlines()[-1]
 
 
 def test_make_view_picks_live_for_terminals_and_plain_otherwise() -> None:
