@@ -482,7 +482,7 @@ class LiveView(_ViewBase):
             else:
                 elapsed = ""
             table.add_row(
-                row.call_id,
+                Text(row.call_id),  # model text, never rich markup
                 detail,
                 status,
                 elapsed,

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -81,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = commands.add_parser(
             name,
             help=help,
-            description=description,
+            description=textwrap.fill(description, 90),
             epilog=_EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
@@ -124,9 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         "a whole run offline, on a scripted model (no API key, no network)",
         "Watch a run of a scripted model with built-in tools: two lookups side by side, a "
-        "call fed both results through {step_N_result} placeholders, then one fed a field of "
-        "that. The run is saved like any other (in --db), so `pes-agent trace demo --html "
-        "trace.html` draws its timeline afterwards.",
+        "call fed both results through {step_N_result} placeholders, then a call fed one "
+        "field of that result. The run is saved in the store like any other (--db; by "
+        "default the file in your data directory), so `pes-agent history demo` and "
+        "`pes-agent trace demo --html trace.html` show it afterwards.",
     )
     demo.add_argument("-t", "--thread", default="demo", help="the thread (default: demo)")
     demo.add_argument("--db", help=_DB_HELP)

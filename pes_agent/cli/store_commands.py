@@ -130,11 +130,12 @@ async def threads_command(location: StoreLocation, *, console: Console, as_json:
     table.add_column("last query", no_wrap=True)
     for row in rows:
         activity = row["last_activity"]
+        # Text, not str: thread ids and queries are data, never rich markup.
         table.add_row(
-            row["thread_id"],
+            Text(row["thread_id"]),
             str(row["messages"]),
             activity[:19].replace("T", " ") if activity else "",
-            _cut(row["last_query"] or "", room),
+            Text(_cut(row["last_query"] or "", room)),
         )
     console.print(table)
     return ExitCode.OK

@@ -100,6 +100,28 @@ async def test_run_json_prints_the_final_response_and_metadata(
     assert "You are terse." in system["content"]
 
 
+async def test_base_url_flag_points_the_provider_at_a_server(
+    model_server: ModelServer, tmp_path: Path
+) -> None:
+    """`--base-url` reaches an OpenAI-compatible server without OPENAI_BASE_URL set."""
+    model_server.script(Reply(_plan()), Reply("Hello from the server."))
+    result = await run_cli_async(
+        "run",
+        "hello",
+        "-p",
+        "openai:served-model",
+        "--base-url",
+        model_server.openai_base_url,
+        "--db",
+        str(tmp_path / "run.db"),
+        "--json",
+        env=cli_env(tmp_path, OPENAI_API_KEY=API_KEY),
+    )
+    assert result.code == 0, result.stderr
+    assert result.json()["response"]["content"] == "Hello from the server."
+    assert model_server.requests[0].body["model"] == "served-model"
+
+
 async def test_a_failed_tool_gives_partial_and_exit_code_3(
     model_server: ModelServer, tmp_path: Path
 ) -> None:

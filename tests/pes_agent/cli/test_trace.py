@@ -160,8 +160,9 @@ def test_unknown_trace_id_is_an_error(demo_store: DemoStore, tmp_path: Path) -> 
 async def test_model_and_tool_text_is_escaped_in_the_page(
     model_server: ModelServer, tmp_path: Path
 ) -> None:
-    """Markup in the model's answer and a tool's output is shown as text: it never becomes an
-    element of the page, and the embedded JSON gives it back unchanged."""
+    """Markup in the query, the model's answer and a tool's output is shown as text: it never
+    becomes an element of the page (or rich markup in the terminal), and the embedded JSON
+    gives it back unchanged."""
     evil = "</script><script>alert(1)</script><img src=x onerror=alert(2)>"
     plan = {
         "intent": "<b>bold</b> intent",
@@ -173,7 +174,7 @@ async def test_model_and_tool_text_is_escaped_in_the_page(
     env = cli_env(tmp_path, OPENAI_API_KEY=API_KEY, OPENAI_BASE_URL=model_server.openai_base_url)
     run = await run_cli_async(
         "run",
-        f"Echo {evil}",
+        f"Echo [red]{evil}",
         "-p",
         "openai:test-model",
         "--tools",
@@ -195,10 +196,12 @@ async def test_model_and_tool_text_is_escaped_in_the_page(
     assert "<b>bold" not in text
     assert page.urls == []
     assert data["answer"] == f"Answer: {evil} & done"
-    assert data["query"] == f"Echo {evil}"
+    assert data["query"] == f"Echo [red]{evil}"
     [tool] = [span for span in data["spans"] if span["kind"] == "tool"]
     assert tool["details"]["output"] == evil
     assert "&lt;/script&gt;&lt;script&gt;alert(1)" in text, "visible, escaped, in the page"
+    threads = await run_cli_async("threads", "--db", str(db), env=env)
+    assert "Echo [red]</script>" in threads.stdout, "shown as text, not read as rich markup"
 
 
 def _observation(
