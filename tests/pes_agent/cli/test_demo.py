@@ -6,8 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import DemoStore
 from .helpers import REPO, cli_env, lines, run_cli
+
+pytestmark = pytest.mark.slow  # each test runs the command in a subprocess
 
 
 def test_demo_shows_the_scripted_model_the_tool_calls_and_the_answer(

@@ -7,10 +7,14 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
+
 from tests.pes_agent.providers.helpers import API_KEY
 from tests.pes_agent.providers.model_server import ModelServer, Reply
 
 from .helpers import REPO, cli_command, cli_env, lines, run_cli_async
+
+pytestmark = pytest.mark.slow  # each test runs the command in a subprocess
 
 
 async def test_sigint_during_a_slow_tool_exits_130_without_a_traceback(

@@ -6,6 +6,7 @@ import io
 from itertools import count
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from pes_agent import AgentProps, Observation, ObservationType, StreamEvent, create_agent
@@ -153,6 +154,7 @@ def test_make_view_picks_live_for_terminals_and_plain_otherwise() -> None:
     assert isinstance(make_view(Console(file=io.StringIO()), HEADER), PlainView)
 
 
+@pytest.mark.slow
 async def test_live_view_over_a_whole_demo_run_ends_with_the_summary() -> None:
     """A demo run through the live display leaves a final frame with the calls, the answer
     and the status line."""

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.pes_agent.providers.helpers import API_KEY
 from tests.pes_agent.providers.model_server import Fault, ModelServer, Reply
 
 from .helpers import cli_env, lines, run_cli, run_cli_async
+
+pytestmark = pytest.mark.slow  # each test runs the command in a subprocess
 
 TOOLS = "tests.pes_agent.cli.cli_tools:TOOLS"
 PLAN = json.dumps(

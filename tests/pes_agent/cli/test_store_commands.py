@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pes_agent import ObservationType
 
 from .conftest import DemoStore
 from .helpers import cli_env, lines, run_cli
+
+pytestmark = pytest.mark.slow  # each test runs the command in a subprocess
 
 
 def test_threads_lists_the_demo_thread(demo_store: DemoStore) -> None:

@@ -9,6 +9,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pes_agent import Observation, ObservationType
 from pes_agent.cli.trace import build_timeline, embed_json, render_html
 from tests.pes_agent.providers.helpers import API_KEY
@@ -59,6 +61,7 @@ def _parse(path: Path) -> tuple[_Page, dict[str, Any], str]:
     return page, json.loads(page.data_text), text
 
 
+@pytest.mark.slow
 def test_trace_of_the_demo_has_every_tool_call_with_its_timing(
     demo_store: DemoStore, tmp_path: Path
 ) -> None:
@@ -98,6 +101,7 @@ def test_trace_of_the_demo_has_every_tool_call_with_its_timing(
     assert {bar["data-span"] for bar in page.bars} == {span["id"] for span in data["spans"]}
 
 
+@pytest.mark.slow
 def test_trace_html_has_no_external_assets(demo_store: DemoStore, tmp_path: Path) -> None:
     """The page loads nothing from anywhere: no src/href URLs, no http(s):// at all."""
     out = tmp_path / "trace.html"
@@ -114,6 +118,7 @@ def test_trace_html_has_no_external_assets(demo_store: DemoStore, tmp_path: Path
     assert [script.get("src") for script in page.scripts] == [None, None]
 
 
+@pytest.mark.slow
 def test_trace_id_picks_an_earlier_run_by_prefix(demo_store: DemoStore, tmp_path: Path) -> None:
     """`--trace-id` with the start of an id draws that run, not the latest."""
     observations = run_cli(
@@ -137,6 +142,7 @@ def test_trace_id_picks_an_earlier_run_by_prefix(demo_store: DemoStore, tmp_path
     assert _parse(out)[1]["trace_id"] == first
 
 
+@pytest.mark.slow
 def test_unknown_trace_id_is_an_error(demo_store: DemoStore, tmp_path: Path) -> None:
     """A trace id the thread does not have is a one-line error, exit 2, no file written."""
     out = tmp_path / "none.html"
@@ -157,6 +163,7 @@ def test_unknown_trace_id_is_an_error(demo_store: DemoStore, tmp_path: Path) -> 
     assert not out.exists()
 
 
+@pytest.mark.slow
 async def test_model_and_tool_text_is_escaped_in_the_page(
     model_server: ModelServer, tmp_path: Path
 ) -> None:
