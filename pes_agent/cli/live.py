@@ -393,6 +393,7 @@ class LiveView(_ViewBase):
         parts: list[RenderableType] = [*self._header_lines(), Text()]
         parts.extend(self._planning())
         if state.rows:
+            parts.append(Text())
             parts.append(self._tool_table())
         if state.stage in ("synthesizing", "finishing", "done") and (
             state.answer or state.stage == "synthesizing"
