@@ -126,3 +126,24 @@ class RunOptions(BaseModel):
     history_limit: int | None = None
     max_tool_calls: int | None = None
     tool_timeout_s: float | None = None
+
+    @field_validator("history_limit")
+    @classmethod
+    def _history(cls, value: int | None) -> int | None:
+        if value is not None and value < 0:
+            raise ValueError("history_limit must be >= 0 (0: no history)")
+        return value
+
+    @field_validator("max_tool_calls")
+    @classmethod
+    def _max_calls(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError("max_tool_calls must be >= 1")
+        return value
+
+    @field_validator("tool_timeout_s")
+    @classmethod
+    def _timeout(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ValueError("tool_timeout_s must be > 0 seconds")
+        return value

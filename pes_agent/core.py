@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Sequence
@@ -99,7 +100,7 @@ class AgentCore:
         self._llm_params = llm_params
         self._systems: list[tuple[Any, int]] = [
             (PlanningSystem(planner), 0),
-            (ToolSystem(executor, dict(tools.as_mapping())), 5),
+            (ToolSystem(executor, tools.as_mapping()), 5),
             (SynthesisSystem(synthesizer), 10),
             (FinalizationSystem(storage, state_saving), 20),
             (ErrorHandlingSystem(), 99),
@@ -123,9 +124,15 @@ class AgentCore:
         if self._closed:
             return
         self._closed = True
-        await self._providers.aclose()
-        await self._provider.aclose()
-        await self._storage.aclose()
+        # Each resource is closed even if closing an earlier one fails; the first error wins.
+        errors: list[BaseException] = []
+        for close in (self._providers.aclose, self._provider.aclose, self._storage.aclose):
+            try:
+                await close()
+            except Exception as error:
+                errors.append(error)
+        if errors:
+            raise errors[0]
 
     def _take_world(self) -> World:
         if self._spare_worlds:
@@ -155,8 +162,14 @@ class AgentCore:
             raise UsageError("this agent was closed with aclose(); create a new one")
         trace_id = props.trace_id or uuid.uuid4().hex
         started = time.perf_counter()
-        async with self._storage.lock_thread(props.thread_id):
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                await stack.enter_async_context(self._storage.lock_thread(props.thread_id))
+            except RunError as error:
+                # The store is unreachable: a runtime failure like any other, not a raise.
+                return await self._load_failure(props, trace_id, started, error.message)
             return await self._run(props, trace_id, started)
+        raise AssertionError("unreachable: the block above always returns")
 
     async def _run(self, props: AgentProps, trace_id: str, started: float) -> AgentFinalResponse:
         thread_id = props.thread_id

@@ -256,7 +256,9 @@ class _PlanRun:
             if task is not None and task.cancelling():
                 raise  # execute() itself is being cancelled
             return self._failure(call, exc, started)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
+            # SystemExit too: a tool calling sys.exit() (argparse does) must not end the
+            # event loop, and with it every other run of the process.
             return self._failure(call, exc, started)
         return ToolResult(
             call_id=call.call_id,

@@ -93,14 +93,13 @@ def create_agent(
     providers = ProviderPool(retry_policy=retry_policy)
     if isinstance(provider, str | ProviderConfig):
         default_provider = providers.get(provider)
-    elif callable(getattr(provider, "stream", None)) and callable(
-        getattr(provider, "aclose", None)
-    ):
+    elif isinstance(provider, LLMProvider):
         default_provider = provider
     else:
         raise UsageError(
             "provider must be 'openai:MODEL', 'anthropic:MODEL', 'ollama:MODEL', a "
-            f"ProviderConfig or a provider object; got {type(provider).__name__}"
+            "ProviderConfig or a provider object (with name, model, stream() and aclose()); "
+            f"got {type(provider).__name__}"
         )
 
     store = open_storage(storage)

@@ -9,8 +9,9 @@ of its arguments. N is the 1-based position of that call in the plan's tool-call
   of a mapping (or a field of a pydantic model or dataclass) and ``[i]`` an item of a list
   (negative indices count from the end) or an integer key of a mapping;
 - a string that is exactly one placeholder, ignoring surrounding whitespace, becomes the raw
-  result with its type kept (a dict stays a dict, ``42`` stays an int). The raw object is shared,
-  not copied;
+  result with its type kept (a dict stays a dict, ``42`` stays an int). It is a deep copy, so
+  a tool that changes its argument does not change the earlier result (objects that cannot be
+  copied are passed as they are);
 - a placeholder inside a longer string is replaced by JSON for dicts, lists, tuples and pydantic
   models (``json.dumps(..., ensure_ascii=False, default=str)``) and by ``str(value)`` for
   anything else (so ``None`` reads ``None`` and ``True`` reads ``True``).
@@ -23,10 +24,12 @@ new dicts and lists; the arguments passed in are never modified.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
+from types import NoneType
 from typing import Any
 
 from pydantic import BaseModel
@@ -111,8 +114,20 @@ def _resolve(value: Any, results: Mapping[int, Any]) -> Any:
 def _resolve_string(text: str, results: Mapping[int, Any]) -> Any:
     whole = _PLACEHOLDER.fullmatch(text.strip())
     if whole is not None:
-        return _lookup(whole, results)
+        return _copied(_lookup(whole, results))
     return _PLACEHOLDER.sub(lambda match: _embed(_lookup(match, results)), text)
+
+
+def _copied(value: Any) -> Any:
+    """A deep copy of a structured result, so a tool that mutates its argument cannot change
+    the earlier step's result (other calls and the synthesis prompt still read it)."""
+    if isinstance(value, str | int | float | bool | NoneType):
+        return value
+    try:
+        return copy.deepcopy(value)
+    except Exception:
+        # Some objects (locks, clients, generators) cannot be copied: pass them as they are.
+        return value
 
 
 def _lookup(match: re.Match[str], results: Mapping[int, Any]) -> Any:

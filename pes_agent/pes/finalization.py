@@ -67,7 +67,7 @@ class FinalizationSystem(PhaseSystem):
         )
         state: AgentState | None = None
         if self._state_saving == "implicit" and spec.thread.state.data != spec.state_snapshot:
-            state = spec.thread.state
+            state = await self._merged_state(spec)
         saved = await self._storage.commit_turn(spec.thread_id, [user, answer], state)
         if saved is not None:
             await telemetry.record(
@@ -82,6 +82,26 @@ class FinalizationSystem(PhaseSystem):
         )
         world.add_component(entity, Finalized(message=answer))
         world.add_component(entity, TerminalComponent(reason="completed"))
+
+    async def _merged_state(self, spec: RunSpec) -> AgentState:
+        """The run's changes to the state, applied on top of what is stored now.
+
+        The application (or a tool calling `set_agent_state`) may have saved the thread's
+        state while the run went on. The run's changes are applied key by key on top of that
+        save, so neither is lost; a key both changed takes the run's value.
+        """
+        ours = spec.thread.state
+        current = await self._storage.get_agent_state(spec.thread_id)
+        if current is None or current.version == ours.version:
+            return ours
+        base = spec.state_snapshot
+        merged = dict(current.data)
+        for key in base.keys() - ours.data.keys():
+            merged.pop(key, None)
+        for key, value in ours.data.items():
+            if key not in base or base[key] != value:
+                merged[key] = value
+        return AgentState(data=merged, version=current.version)
 
 
 class ErrorHandlingSystem:

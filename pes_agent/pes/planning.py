@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ecs_core import EntityId, World
+from pes_agent.exceptions import UsageError
 from pes_agent.observation_types import ObservationType
 from pes_agent.pes.base import PhaseSystem
 from pes_agent.pes.components import Phase, Planned, RunSpec, RunTelemetry
+from pes_agent.plans import PlanningOutput
 from pes_agent.typing import Planner, PlanningContext
 
 __all__ = ["PlanningSystem"]
@@ -43,6 +45,11 @@ class PlanningSystem(PhaseSystem):
                 llm_params=spec.llm_params,
             )
         )
+        if not isinstance(output, PlanningOutput):
+            raise UsageError(
+                f"the planner {type(self._planner).__name__} returned "
+                f"{type(output).__name__}; plan() must return a PlanningOutput"
+            )
         raw = next(
             (text for phase, text in reversed(telemetry.llm.outputs) if phase != "synthesis"),
             None,

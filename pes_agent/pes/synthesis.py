@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ecs_core import EntityId, World
+from pes_agent.exceptions import UsageError
 from pes_agent.observation_types import ObservationType
 from pes_agent.pes.base import PhaseSystem
 from pes_agent.pes.components import Executed, Phase, Planned, RunSpec, RunTelemetry, Synthesized
@@ -45,6 +46,11 @@ class SynthesisSystem(PhaseSystem):
                 llm=telemetry.llm,
             )
         )
+        if not isinstance(text, str):
+            raise UsageError(
+                f"the synthesizer {type(self._synthesizer).__name__} returned "
+                f"{type(text).__name__}; synthesize() must return the answer as a str"
+            )
         await telemetry.record(
             ObservationType.SYNTHESIS, "Answer written", {"status": "done", "length": len(text)}
         )

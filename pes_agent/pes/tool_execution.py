@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ecs_core import EntityId, World
+from pes_agent.exceptions import ToolExecutionError
 from pes_agent.observation_types import Observation, ObservationType
 from pes_agent.pes.base import PhaseSystem
 from pes_agent.pes.components import Executed, Phase, Planned, RunSpec, RunTelemetry
@@ -64,7 +66,7 @@ class ToolSystem(PhaseSystem):
     requires = (Planned,)
     done_when = (Executed,)
 
-    def __init__(self, executor: Executor, tools: dict[str, Tool]) -> None:
+    def __init__(self, executor: Executor, tools: Mapping[str, Tool]) -> None:
         self._executor = executor
         self._tools = tools
 
@@ -101,4 +103,12 @@ class ToolSystem(PhaseSystem):
             # What finished is kept on the entity for whoever inspects the cancelled run.
             world.add_component(entity, Executed(results=list(hooks.finished.values())))
             raise
+        if len(results) != len(calls) or not all(isinstance(r, ToolResult) for r in results):
+            raise ToolExecutionError(
+                f"the executor {type(self._executor).__name__} returned {len(results)} "
+                f"result(s) for {len(calls)} call(s); it must return one ToolResult per call, "
+                "in call order",
+                thread_id=spec.thread_id,
+                trace_id=spec.trace_id,
+            )
         world.add_component(entity, Executed(results=list(results)))

@@ -178,10 +178,18 @@ class FunctionTool(Generic[P, R]):
         func = cast(Callable[..., Any], self._func)
         if self._is_async:
             return await cast(Awaitable[Any], func(*positional, **keywords))
-        return await asyncio.to_thread(func, *positional, **keywords)
+        return await asyncio.to_thread(_no_exit, func, *positional, **keywords)
 
     def __repr__(self) -> str:
         return f"FunctionTool(name={self._name!r}, func={self._func!r})"
+
+
+def _no_exit(func: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """Call `func`, turning a SystemExit (argparse, sys.exit) into an ordinary error."""
+    try:
+        return func(*args, **kwargs)
+    except SystemExit as exc:
+        raise RuntimeError(f"the tool tried to exit the process (SystemExit: {exc.code})") from None
 
 
 @overload

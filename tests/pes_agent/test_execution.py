@@ -315,6 +315,32 @@ async def test_tool_execution_error_raised_by_a_tool_keeps_its_own_message(
     assert results[0].error == "No city called Atlantis."
 
 
+@pytest.mark.parametrize("is_async", [False, True])
+async def test_tool_that_exits_the_process_is_an_error_result(
+    executor: Executor, is_async: bool
+) -> None:
+    """sys.exit() or argparse inside a tool (sync or async) is an error result, not an exit."""
+    import argparse
+
+    def parse(args: str) -> int:
+        """Parse a command line."""
+        parser = argparse.ArgumentParser(exit_on_error=True)
+        parser.add_argument("--n", type=int, required=True)
+        return int(parser.parse_args(args.split()).n)
+
+    async def parse_async(args: str) -> int:
+        """Parse a command line."""
+        return parse(args)
+
+    cli = tool(name="cli")(parse_async if is_async else parse)
+    results = await executor.execute(
+        [ParsedToolCall(call_id="c", tool_name="cli", arguments={"args": "--n x"})], context(cli)
+    )
+    assert results[0].status == "error"
+    assert results[0].error is not None
+    assert "SystemExit" in results[0].error
+
+
 async def test_tool_that_raises_cancelled_error_itself_is_an_error_result(
     executor: Executor,
 ) -> None:

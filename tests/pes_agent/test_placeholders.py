@@ -181,3 +181,20 @@ def test_find_references_collects_step_numbers_from_values_only() -> None:
 def test_find_references_reports_step_zero_as_written() -> None:
     """Step 0 is returned so the plan check can call it out."""
     assert find_references({"a": "{step_0_result}"}) == {0}
+
+
+def test_whole_value_placeholder_is_a_copy_the_tool_may_change_freely() -> None:
+    """Changing a resolved structured value leaves the earlier step's result untouched."""
+    results = {1: {"items": [1, 2, 3]}}
+    resolved = resolve_placeholders({"data": "{step_1_result}"}, results)
+    resolved["data"]["items"].append(6)
+    assert results[1] == {"items": [1, 2, 3]}
+    assert resolved["data"] == {"items": [1, 2, 3, 6]}
+
+
+def test_a_result_that_cannot_be_copied_is_passed_as_it_is() -> None:
+    """An uncopyable object (a lock) still reaches the next tool, as the same object."""
+    import threading
+
+    lock = threading.Lock()
+    assert resolve_placeholders({"lock": "{step_1_result}"}, {1: lock})["lock"] is lock

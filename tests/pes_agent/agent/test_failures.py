@@ -145,3 +145,86 @@ async def test_closed_agent_refuses_to_process(tools: list[Any]) -> None:
     await agent.aclose()
     with pytest.raises(UsageError, match="closed"):
         await agent.process(AgentProps("q", "t"))
+
+
+async def test_unreachable_storage_gives_an_error_result_not_an_exception(
+    tools: list[Any], tmp_path: Any
+) -> None:
+    """A store that cannot take the thread lock makes the run end with status error."""
+    missing = tmp_path / "no-such-dir" / "agent.db"
+    agent = create_agent(
+        provider=ScriptedProvider([plan_json(), "ok"]), tools=tools, storage=f"sqlite:///{missing}"
+    )
+    result = await agent.process(AgentProps("q", "t"))
+    assert result.metadata.status == "error"
+    assert result.metadata.error is not None
+    assert result.metadata.error.startswith("loading the thread failed")
+    await agent.aclose()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("tool_timeout_s", 0), ("tool_timeout_s", -1), ("max_tool_calls", 0), ("history_limit", -1)],
+)
+def test_run_options_reject_values_create_agent_would_reject(field: str, value: float) -> None:
+    """RunOptions refuses a non-positive timeout or call cap and a negative history limit."""
+    from pydantic import ValidationError
+
+    from pes_agent import RunOptions
+
+    with pytest.raises(ValidationError, match=field):
+        RunOptions(**{field: value})
+
+
+class _CountingExecutor:
+    async def execute(self, calls: Any, ctx: Any) -> list[Any]:
+        return []
+
+
+async def test_executor_returning_too_few_results_is_an_error(tools: list[Any]) -> None:
+    """An executor that drops results fails the run with a message saying what it must return."""
+    model = ScriptedProvider([plan_json(call(1, "add", a=1, b=2)), "3"])
+    agent = create_agent(provider=model, tools=tools, executor=_CountingExecutor())
+    result = await agent.process(AgentProps("q", "t"))
+    assert result.metadata.status == "error"
+    assert result.metadata.error is not None
+    assert "must return one ToolResult per call" in result.metadata.error
+
+
+class _ClosingFails:
+    name = "broken"
+    model = "m"
+
+    async def stream(self, request: Any) -> Any:
+        raise RuntimeError("unused")
+        yield  # pragma: no cover
+
+    async def aclose(self) -> None:
+        raise RuntimeError("close failed")
+
+
+async def test_aclose_closes_storage_even_when_a_provider_fails_to_close(tmp_path: Any) -> None:
+    """A provider whose aclose raises does not leave the store open; the error is re-raised."""
+    from pes_agent import SQLiteStorage
+
+    storage = SQLiteStorage(tmp_path / "agent.db")
+    agent = create_agent(provider=_ClosingFails(), storage=storage)
+    await agent.state.list_threads()
+    with pytest.raises(RuntimeError, match="close failed"):
+        await agent.aclose()
+    with pytest.raises(UsageError, match="closed"):
+        await storage.list_threads()
+
+
+def test_a_provider_object_without_name_and_model_is_refused() -> None:
+    """An object with stream() and aclose() but no name/model is not a provider."""
+
+    class Half:
+        async def stream(self, request: Any) -> Any:
+            yield request
+
+        async def aclose(self) -> None:
+            return None
+
+    with pytest.raises(UsageError, match="name, model"):
+        create_agent(provider=Half())  # type: ignore[arg-type]

@@ -409,3 +409,36 @@ async def test_enabled_tool_names_that_are_not_registered_are_dropped_with_a_war
     assert warning["tools"] == ["ad"]
     assert "## ad\n" not in model.requests[0].messages[0].content
     assert "## add\n" in model.requests[0].messages[0].content
+
+
+async def test_implicit_saving_keeps_a_state_saved_elsewhere_during_the_run() -> None:
+    """A state saved while the run goes on is merged with the run's own changes, not lost."""
+    agent_ref: list[Any] = []
+
+    @tool
+    async def upgrade(context: ToolContext) -> str:
+        """Count a visit while the app saves the user's plan elsewhere."""
+        assert context.state is not None
+        context.state.data["visits"] = context.state.data.get("visits", 0) + 1
+        await agent_ref[0].state.set_agent_state("t", AgentState(data={"plan": "pro"}))
+        return "ok"
+
+    model = ScriptedProvider([plan_json(call(1, "upgrade")), "done"])
+    agent = create_agent(provider=model, tools=[upgrade], state_saving="implicit")
+    agent_ref.append(agent)
+    result = await agent.process(AgentProps("q", "t"))
+    assert result.metadata.status == "success"
+    state = await agent.state.get_agent_state("t")
+    assert state is not None
+    assert state.data == {"plan": "pro", "visits": 1}
+    assert state.version == 2
+
+
+async def test_tools_registered_after_create_agent_can_run(tools: list[Any]) -> None:
+    """A tool added to agent.tools later is both shown to the model and executed."""
+    model = ScriptedProvider([plan_json(call(1, "add", a=1, b=2)), "3"])
+    agent = create_agent(provider=model, tools=[])
+    agent.tools.register(tools[0])
+    result = await agent.process(AgentProps("1+2", "t"))
+    assert result.metadata.status == "success"
+    assert "## add\n" in model.requests[0].messages[0].content
