@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 import uuid
 from collections.abc import Sequence
@@ -47,6 +48,23 @@ _log = get_logger("pes_agent.agent")
 _MAX_TICKS = 8
 # Finished runs hand their world back for reuse, so its cached queries are built only once.
 _SPARE_WORLDS = 64
+
+
+class _EnclosingRun:
+    """A run the current task is inside of (tools and subscribers inherit it)."""
+
+    __slots__ = ("active", "thread_id")
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        self.active = True
+
+
+# Lets a nested process() on the same thread fail at once instead of waiting forever for the
+# lock its own run holds; a task that outlives the run (active=False) may use the thread again.
+_ENCLOSING_RUNS: contextvars.ContextVar[tuple[_EnclosingRun, ...]] = contextvars.ContextVar(
+    "pes_agent_enclosing_runs", default=()
+)
 
 
 class ProviderSource(Protocol):
@@ -160,6 +178,13 @@ class AgentCore:
             )
         if self._closed:
             raise UsageError("this agent was closed with aclose(); create a new one")
+        enclosing = _ENCLOSING_RUNS.get()
+        if any(run.thread_id == props.thread_id and run.active for run in enclosing):
+            raise UsageError(
+                f"process() was called for thread {props.thread_id!r} from inside a run on "
+                "that same thread (a tool or a subscriber?); runs on one thread take turns, so "
+                "it would wait forever: use another thread_id for the inner run"
+            )
         trace_id = props.trace_id or uuid.uuid4().hex
         started = time.perf_counter()
         async with contextlib.AsyncExitStack() as stack:
@@ -168,7 +193,13 @@ class AgentCore:
             except RunError as error:
                 # The store is unreachable: a runtime failure like any other, not a raise.
                 return await self._load_failure(props, trace_id, started, error.message)
-            return await self._run(props, trace_id, started)
+            this_run = _EnclosingRun(props.thread_id)
+            token = _ENCLOSING_RUNS.set((*enclosing, this_run))
+            try:
+                return await self._run(props, trace_id, started)
+            finally:
+                this_run.active = False
+                _ENCLOSING_RUNS.reset(token)
         raise AssertionError("unreachable: the block above always returns")
 
     async def _run(self, props: AgentProps, trace_id: str, started: float) -> AgentFinalResponse:

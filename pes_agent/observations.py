@@ -38,7 +38,7 @@ def _as_type_set(
     result: set[ObservationType] = set()
     for value in types:
         try:
-            result.add(ObservationType(value))
+            result.add(ObservationType(value.upper() if isinstance(value, str) else value))
         except ValueError:
             accepted = ", ".join(t.value for t in ObservationType)
             raise UsageError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -228,3 +229,50 @@ def test_a_provider_object_without_name_and_model_is_refused() -> None:
 
     with pytest.raises(UsageError, match="name, model"):
         create_agent(provider=Half())  # type: ignore[arg-type]
+
+
+async def test_a_nested_run_on_the_same_thread_fails_at_once(tools: list[Any]) -> None:
+    """A tool calling process() for its own thread gets a UsageError, not a deadlock."""
+    from pes_agent import tool
+
+    agent_ref: list[Any] = []
+
+    @tool
+    async def recurse() -> str:
+        """Ask the agent again, on the same thread."""
+        await agent_ref[0].process(AgentProps("inner", "t"))
+        return "unreachable"
+
+    model = ScriptedProvider([plan_json(call(1, "recurse")), "done"])
+    agent = create_agent(provider=model, tools=[recurse])
+    agent_ref.append(agent)
+    result = await agent.process(AgentProps("outer", "t"))
+    assert result.metadata.status == "partial"
+    synthesis = next(r for r in model.requests if r.phase == "synthesis").messages[-1].content
+    assert "from inside a run on that same thread" in synthesis
+
+
+async def test_observation_types_may_be_given_in_lower_case(tools: list[Any]) -> None:
+    """subscribe(types=["tool_execution"]) works like ObservationType.TOOL_EXECUTION."""
+    seen: list[Any] = []
+    model = ScriptedProvider([plan_json(call(1, "add", a=1, b=2)), "3"])
+    agent = create_agent(provider=model, tools=tools)
+    agent.observations.subscribe(seen.append, types=["tool_execution"])
+    await agent.process(AgentProps("q", "t"))
+    assert [o.type for o in seen] == [ObservationType.TOOL_EXECUTION]
+
+
+async def test_a_task_started_during_a_run_may_use_the_thread_after_it(tools: list[Any]) -> None:
+    """A follow-up started by a subscriber runs on the same thread once the first run is done."""
+    model = ScriptedProvider([plan_json(), "first", plan_json(), "second"])
+    agent = create_agent(provider=model, tools=tools)
+    follow_ups: list[Any] = []
+
+    def on_final(observation: Any) -> None:
+        if not follow_ups:
+            follow_ups.append(asyncio.create_task(agent.process(AgentProps("again", "t"))))
+
+    agent.observations.subscribe(on_final, types=[ObservationType.FINAL_RESPONSE])
+    await agent.process(AgentProps("q", "t"))
+    second = await follow_ups[0]
+    assert second.response.content == "second"
