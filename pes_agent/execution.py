@@ -8,7 +8,8 @@ Both follow the same rules for every call (they share one per-call routine):
    (``Tool "x" is not enabled for thread "t".``);
 2. once its dependencies have finished: not run if one of them failed (the error names the
    failed step); otherwise its placeholders are filled from earlier results, its arguments are
-   checked against the tool's JSON Schema, and the tool runs under its timeout (the tool's own
+   checked (a `@tool` function by its pydantic model, which coerces as pydantic does; any other
+   tool against its JSON Schema), and the tool runs under its timeout (the tool's own
    `timeout_s`, else `ctx.tool_timeout_s`).
 
 Every failure is an error `ToolResult`, never an exception: ``Tool "x" timed out after 2s.``,
@@ -38,6 +39,7 @@ from pes_agent.exceptions import ToolExecutionError, UsageError
 from pes_agent.placeholders import resolve_placeholders
 from pes_agent.plans import ParsedToolCall
 from pes_agent.tools.base import Tool, ToolContext, ToolResult
+from pes_agent.tools.decorator import FunctionTool
 from pes_agent.tools.validation import validate_arguments
 from pes_agent.typing import ExecutionContext
 
@@ -205,7 +207,14 @@ class _PlanRun:
         except ToolExecutionError as exc:
             return _error(call, exc.message)
         tool = self.ctx.tools[call.tool_name]
-        problems = validate_arguments(tool.schema.input_schema, arguments)
+        # A @tool function validates its own arguments with its pydantic model, which, like
+        # pydantic everywhere, accepts "12" for a float (weak models often quote numbers);
+        # other tools are checked against the JSON Schema they publish.
+        problems = (
+            []
+            if isinstance(tool, FunctionTool)
+            else validate_arguments(tool.schema.input_schema, arguments)
+        )
         if problems:
             return _error(
                 call, f'Invalid arguments for tool "{call.tool_name}": ' + "; ".join(problems)

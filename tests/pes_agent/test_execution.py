@@ -388,14 +388,28 @@ async def test_arguments_given_as_an_array_are_refused_and_the_tool_is_not_run(
 async def test_invalid_arguments_are_listed_and_the_tool_is_not_run(
     executor: Executor, lab: Lab
 ) -> None:
-    """Arguments breaking the schema give one error listing every problem."""
-    call = ParsedToolCall(call_id="a", tool_name="work", arguments={"name": 3, "hold": "yes"})
+    """Arguments a @tool function's types refuse give one error listing every problem."""
+    call = ParsedToolCall(call_id="a", tool_name="work", arguments={"name": 3, "hold": "maybe"})
     results = await executor.execute([call], context(lab.work))
     assert results[0].error == (
-        'Invalid arguments for tool "work": arguments.name: expected string, got integer; '
-        "arguments.hold: expected boolean, got string"
+        'Invalid arguments for tool "work": arguments.name: Input should be a valid string; '
+        "arguments.hold: Input should be a valid boolean, unable to interpret input"
     )
     assert lab.events == []
+
+
+async def test_a_tool_function_accepts_numbers_written_as_strings(executor: Executor) -> None:
+    """A quoted number for a float parameter is coerced, as pydantic does, not refused."""
+
+    @tool
+    def half(x: float) -> float:
+        """Halve a number."""
+        return x / 2
+
+    call = ParsedToolCall(call_id="h", tool_name="half", arguments={"x": "12"})
+    results = await executor.execute([call], context(half))
+    assert results[0].status == "success"
+    assert results[0].output == 6.0
 
 
 async def test_class_based_tool_arguments_are_validated_against_its_schema(
