@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import time
 import uuid
 from collections.abc import Sequence
@@ -13,6 +12,7 @@ from typing import Any, Protocol, TypeVar
 
 from ecs_core import EntityId, TerminalComponent, World
 from pes_agent._logging import get_logger
+from pes_agent._runs import enclosing_run, running
 from pes_agent.config import LLMParams, ProviderConfig, StateSaving
 from pes_agent.conversation import ConversationManager
 from pes_agent.exceptions import RunError, UsageError
@@ -50,23 +50,6 @@ _MAX_TICKS = 8
 _SPARE_WORLDS = 64
 
 
-class _EnclosingRun:
-    """A run the current task is inside of (tools and subscribers inherit it)."""
-
-    __slots__ = ("active", "thread_id")
-
-    def __init__(self, thread_id: str) -> None:
-        self.thread_id = thread_id
-        self.active = True
-
-
-# Lets a nested process() on the same thread fail at once instead of waiting forever for the
-# lock its own run holds; a task that outlives the run (active=False) may use the thread again.
-_ENCLOSING_RUNS: contextvars.ContextVar[tuple[_EnclosingRun, ...]] = contextvars.ContextVar(
-    "pes_agent_enclosing_runs", default=()
-)
-
-
 class ProviderSource(Protocol):
     """Hands out provider clients by configuration, creating each once; closes them all."""
 
@@ -102,7 +85,7 @@ class AgentCore:
         llm_params: LLMParams,
     ) -> None:
         self.tools = tools
-        self.state = StateManager(storage)
+        self.state = StateManager(storage, observations=observations)
         self.conversation = ConversationManager(storage)
         self.observations = observations
         self.stream = StreamSocket()
@@ -178,8 +161,7 @@ class AgentCore:
             )
         if self._closed:
             raise UsageError("this agent was closed with aclose(); create a new one")
-        enclosing = _ENCLOSING_RUNS.get()
-        if any(run.thread_id == props.thread_id and run.active for run in enclosing):
+        if enclosing_run(props.thread_id) is not None:
             raise UsageError(
                 f"process() was called for thread {props.thread_id!r} from inside a run on "
                 "that same thread (a tool or a subscriber?); runs on one thread take turns, so "
@@ -193,13 +175,8 @@ class AgentCore:
             except RunError as error:
                 # The store is unreachable: a runtime failure like any other, not a raise.
                 return await self._load_failure(props, trace_id, started, error.message)
-            this_run = _EnclosingRun(props.thread_id)
-            token = _ENCLOSING_RUNS.set((*enclosing, this_run))
-            try:
+            with running(props.thread_id, trace_id):
                 return await self._run(props, trace_id, started)
-            finally:
-                this_run.active = False
-                _ENCLOSING_RUNS.reset(token)
         raise AssertionError("unreachable: the block above always returns")
 
     async def _run(self, props: AgentProps, trace_id: str, started: float) -> AgentFinalResponse:

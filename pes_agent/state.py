@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pes_agent._runs import enclosing_run
 from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.exceptions import UsageError
+from pes_agent.observation_types import ObservationType
+from pes_agent.pes.recorder import RunRecorder
 from pes_agent.storage.base import Storage
+from pes_agent.typing import ObservationRecorder
 
 __all__ = ["StateManager", "ThreadContext"]
 
@@ -31,10 +35,15 @@ def _check_thread_id(thread_id: str) -> None:
 
 
 class StateManager:
-    """Reads and writes per-thread `ThreadConfig` and `AgentState`."""
+    """Reads and writes per-thread `ThreadConfig` and `AgentState`.
 
-    def __init__(self, storage: Storage) -> None:
+    With an observation recorder, every `set_agent_state` records a STATE_UPDATE (with the
+    trace of the run it was called from, e.g. by a tool; an empty trace id outside runs).
+    """
+
+    def __init__(self, storage: Storage, *, observations: ObservationRecorder | None = None):
         self._storage = storage
+        self._observations = observations
 
     async def get_thread_config(self, thread_id: str) -> ThreadConfig | None:
         """The thread's saved config, or None when it was never configured."""
@@ -64,7 +73,15 @@ class StateManager:
                 f"set_agent_state needs an AgentState, got {type(state).__name__}; "
                 "e.g. AgentState(data={'step': 1})"
             )
-        return await self._storage.set_agent_state(thread_id, state)
+        saved = await self._storage.set_agent_state(thread_id, state)
+        if self._observations is not None:
+            run = enclosing_run(thread_id)
+            await RunRecorder(self._observations, thread_id, run.trace_id if run else "").record(
+                ObservationType.STATE_UPDATE,
+                "State saved",
+                {"version": saved.version, "data": saved.data, "saving": "explicit"},
+            )
+        return saved
 
     async def list_threads(self) -> list[str]:
         """Every thread with a config, state, message or observation, sorted by id."""

@@ -73,7 +73,7 @@ class FinalizationSystem(PhaseSystem):
             await telemetry.record(
                 ObservationType.STATE_UPDATE,
                 "State saved",
-                {"version": saved.version, "data": saved.data},
+                {"version": saved.version, "data": saved.data, "saving": "implicit"},
             )
         await telemetry.record(
             ObservationType.FINAL_RESPONSE,

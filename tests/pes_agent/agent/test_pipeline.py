@@ -442,3 +442,26 @@ async def test_tools_registered_after_create_agent_can_run(tools: list[Any]) -> 
     result = await agent.process(AgentProps("1+2", "t"))
     assert result.metadata.status == "success"
     assert "## add\n" in model.requests[0].messages[0].content
+
+
+async def test_explicit_state_saves_are_observed_with_the_run_they_belong_to() -> None:
+    """set_agent_state records STATE_UPDATE: with the run's trace inside a tool, none outside."""
+    agent_ref: list[Any] = []
+
+    @tool
+    async def save(context: ToolContext) -> str:
+        """Save the state explicitly."""
+        await agent_ref[0].state.set_agent_state("t", AgentState(data={"step": 1}))
+        return "saved"
+
+    model = ScriptedProvider([plan_json(call(1, "save")), "ok"])
+    agent = create_agent(provider=model, tools=[save])
+    agent_ref.append(agent)
+    seen: list[Any] = []
+    agent.observations.subscribe(seen.append, types=[ObservationType.STATE_UPDATE])
+    result = await agent.process(AgentProps("q", "t"))
+    await agent.state.set_agent_state("t", AgentState(data={"step": 2}))
+    assert [(o.trace_id, o.content["version"], o.content["saving"]) for o in seen] == [
+        (result.metadata.trace_id, 1, "explicit"),
+        ("", 2, "explicit"),
+    ]
