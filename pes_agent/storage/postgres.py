@@ -492,29 +492,46 @@ class PostgresStorage:
     async def _write_observations(self) -> None:
         while self._pending_observations:
             rows, self._pending_observations = self._pending_observations, []
-            columns = [list(column) for column in zip(*rows, strict=True)]
             try:
-                await self._execute(
-                    f"WITH batch AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], "
-                    "$4::text[], $5::text[], $6::text[]) WITH ORDINALITY "
-                    "AS b(id, thread_id, trace_id, type, body, payload, n)), "
-                    f"ins AS (INSERT INTO {self._q}.observations "
-                    "(id, thread_id, trace_id, type, body) "
-                    "SELECT id, thread_id, trace_id, type, body::json FROM batch ORDER BY n "
-                    "RETURNING seq), "
-                    "numbered AS (SELECT seq, row_number() OVER (ORDER BY seq) AS n FROM ins) "
-                    "SELECT pg_notify($7, coalesce(batch.payload, json_build_object("
-                    "'origin', $8::text, 'seq', numbered.seq)::text)), "
-                    # The log need not wait for its own fsync: see "Durability" in the module
-                    # docstring.
-                    "set_config('synchronous_commit', 'off', true) "
-                    "FROM numbered JOIN batch ON batch.n = numbered.n ORDER BY numbered.seq",
-                    *columns,
-                    self._channel,
-                    self._origin,
-                )
+                await self._insert_observations(rows)
             except Exception:
-                _log.exception("postgres_observation_write_failed", count=len(rows))
+                if len(rows) == 1:
+                    _log.exception("postgres_observation_write_failed", count=1)
+                    continue
+                # One bad row (a NUL in an id, say) must not take the others down with it.
+                for row in rows:
+                    try:
+                        await self._insert_observations([row])
+                    except Exception:
+                        _log.exception(
+                            "postgres_observation_write_failed",
+                            count=1,
+                            observation_id=row[0],
+                            thread_id=row[1],
+                        )
+
+    async def _insert_observations(
+        self, rows: list[tuple[str, str, str, str, str, str | None]]
+    ) -> None:
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        await self._execute(
+            f"WITH batch AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], "
+            "$4::text[], $5::text[], $6::text[]) WITH ORDINALITY "
+            "AS b(id, thread_id, trace_id, type, body, payload, n)), "
+            f"ins AS (INSERT INTO {self._q}.observations "
+            "(id, thread_id, trace_id, type, body) "
+            "SELECT id, thread_id, trace_id, type, body::json FROM batch ORDER BY n "
+            "RETURNING seq), "
+            "numbered AS (SELECT seq, row_number() OVER (ORDER BY seq) AS n FROM ins) "
+            "SELECT pg_notify($7, coalesce(batch.payload, json_build_object("
+            "'origin', $8::text, 'seq', numbered.seq)::text)), "
+            # The log need not wait for its own fsync: see "Durability" in the module docstring.
+            "set_config('synchronous_commit', 'off', true) "
+            "FROM numbered JOIN batch ON batch.n = numbered.n ORDER BY numbered.seq",
+            *columns,
+            self._channel,
+            self._origin,
+        )
 
     async def _flush_observations(self) -> None:
         writer = self._observation_writer
@@ -832,32 +849,37 @@ def _lock_key_halves(key: int) -> tuple[int, int]:
     return unsigned >> 32, unsigned & 0xFFFFFFFF
 
 
+# The password of a URL's user info is everything between "scheme://user:" and the LAST "@":
+# it may itself hold "/", "?", "#" or "@", which end urlsplit()'s netloc early.
+_USERINFO_PASSWORD = re.compile(
+    r"^(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@?#]*:)(?P<password>.*)@(?P<rest>[^@]*)$", re.S
+)
+
+
 def redact_url(url: str) -> str:
     """`url` with its password (in the user info or a `password=` parameter) masked."""
+    match = _USERINFO_PASSWORD.match(url)
+    if match is not None:
+        url = f"{match['head']}***@{match['rest']}"
     try:
         parts = urlsplit(url)
     except ValueError:
         return "<unparseable URL>"
-    netloc = parts.netloc
-    userinfo, at, hostport = netloc.rpartition("@")
-    if at and ":" in userinfo:
-        netloc = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
         query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in pairs])
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
 
 
 def _secrets_of(url: str) -> tuple[str, ...]:
     """The password of `url`, raw and decoded, for scrubbing error text."""
     found: list[str] = []
+    match = _USERINFO_PASSWORD.match(url)
+    if match is not None:
+        found.append(match["password"])
     try:
-        parts = urlsplit(url)
+        found += [v for k, v in parse_qsl(urlsplit(url).query) if k.lower() == "password"]
     except ValueError:
-        return ()
-    userinfo, at, _ = parts.netloc.rpartition("@")
-    if at and ":" in userinfo:
-        found.append(userinfo.split(":", 1)[1])
-    found += [v for k, v in parse_qsl(parts.query) if k.lower() == "password"]
+        pass
     return tuple({variant for secret in found if secret for variant in (secret, unquote(secret))})

@@ -216,6 +216,19 @@ async def test_observations_keep_their_order_and_filter_by_type_and_trace(
     assert await storage.get_observations("t", types=[]) == []
 
 
+async def test_an_observation_the_store_refuses_loses_no_other_observation(
+    storage: Storage,
+) -> None:
+    """A thread id PostgreSQL cannot store (a NUL) costs at most that one observation."""
+    for i in range(3):
+        await storage.add_observation(observation("good", ObservationType.PLAN, f"o{i}"))
+    await storage.add_observation(observation("bad\x00id", ObservationType.PLAN, "bad"))
+    for i in range(3, 6):
+        await storage.add_observation(observation("good", ObservationType.PLAN, f"o{i}"))
+    kept = await storage.get_observations("good")
+    assert [o.title for o in kept] == [f"o{i}" for i in range(6)]
+
+
 async def test_observation_with_non_json_content_is_kept_readable(storage: Storage) -> None:
     """An observation whose content JSON cannot hold is saved with that value as its repr."""
 

@@ -39,11 +39,25 @@ def observation(
         ("postgresql://app@db/x", "postgresql://app@db/x"),
         ("postgres://app:p%40ss@db/x?sslmode=require", "postgres://app:***@db/x?sslmode=require"),
         ("postgresql://db/x?user=app&password=pw", "postgresql://db/x?user=app&password=%2A%2A%2A"),
+        ("postgresql://app:pa/ss#w0rd@db:5432/x", "postgresql://app:***@db:5432/x"),
+        ("postgresql://app:hunter2?x@db:1/x", "postgresql://app:***@db:1/x"),
+        ("postgresql://app:a@b@db/x", "postgresql://app:***@db/x"),
     ],
 )
 def test_redact_url_masks_the_password(url: str, safe: str) -> None:
     """Passwords in the user info or a password= parameter are masked; the rest stays readable."""
     assert redact_url(url) == safe
+
+
+@pytest.mark.parametrize("password", ["pa/ss#w0rd", "hunter2?x"])
+async def test_password_with_url_delimiters_never_shows(password: str) -> None:
+    """A password holding '/', '#' or '?' stays out of repr and connection errors."""
+    storage = PostgresStorage(f"postgresql://postgres:{password}@127.0.0.1:1/test")
+    assert password not in repr(storage)
+    with pytest.raises((StorageError, ConfigurationError)) as caught:
+        await storage.get_messages("t")
+    assert password not in str(caught.value)
+    await storage.aclose()
 
 
 async def test_unreachable_server_is_a_clear_error_without_the_password() -> None:
