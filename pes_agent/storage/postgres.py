@@ -38,7 +38,7 @@ import hashlib
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
@@ -878,8 +878,6 @@ def _secrets_of(url: str) -> tuple[str, ...]:
     match = _USERINFO_PASSWORD.match(url)
     if match is not None:
         found.append(match["password"])
-    try:
+    with suppress(ValueError):
         found += [v for k, v in parse_qsl(urlsplit(url).query) if k.lower() == "password"]
-    except ValueError:
-        pass
     return tuple({variant for secret in found if secret for variant in (secret, unquote(secret))})
