@@ -96,6 +96,7 @@ class OpenAIProvider(SdkProvider):
     def __init__(self, config: ProviderConfig, *, retry_policy: RetryPolicy | None = None) -> None:
         super().__init__(config, retry_policy=retry_policy)
         self._base_url = self._resolve_base_url(config)
+        self._server_sends_usage = False
         self._max_tokens_param = "max_completion_tokens" if self._base_url is None else "max_tokens"
         self._client = openai.AsyncOpenAI(
             api_key=self._api_key,
@@ -162,6 +163,17 @@ class OpenAIProvider(SdkProvider):
                 kind="incomplete",
                 retryable=True,
             )
+        if usage is None and (self._base_url is None or self._server_sends_usage):
+            # We asked for usage (include_usage), and this server sends it: the stream was cut
+            # between the finish chunk and the usage chunk. Some OpenAI-compatible servers
+            # never send usage; those are not penalised until they have sent it once.
+            raise AttemptFailure(
+                "the stream ended before its usage chunk (cut after the answer)",
+                kind="incomplete",
+                retryable=True,
+            )
+        if usage is not None:
+            self._server_sends_usage = True
         if thinking:
             yield ThinkingBlock("".join(thinking))
         yield StreamMetadata(

@@ -175,6 +175,37 @@ async def test_stream_without_finish_reason_is_retried_with_restart(
     assert len(sleeps.waits) == 1
 
 
+async def test_stream_cut_between_finish_and_usage_is_retried_once_usage_is_known(
+    model_server: ModelServer, make_provider: ProviderMaker, sleeps: RecordedSleeps
+) -> None:
+    """A server that sends usage and then a stream that stops after the finish chunk: retried."""
+    model_server.script(
+        Reply("first"),
+        # "a", "b" and the finish chunk — then the body ends, before usage and [DONE]
+        CutStream(Reply("ab", chunk_chars=1), after_chunks=3, abort=False),
+        Reply("whole"),
+    )
+    provider = make_provider("openai")
+    first = await collect(provider)
+    assert metadata(first).usage.output_tokens > 0
+    events = await collect(provider)
+    (restart,) = restarts(events)
+    assert "usage" in restart.reason
+    assert content(events) == "whole"
+    assert metadata(events).usage.output_tokens > 0
+
+
+async def test_a_server_that_never_sends_usage_is_not_retried(
+    model_server: ModelServer, make_provider: ProviderMaker
+) -> None:
+    """An OpenAI-compatible server without usage chunks still gives answers (usage zero)."""
+    model_server.script(CutStream(Reply("ab", chunk_chars=1), after_chunks=3, abort=False))
+    events = await collect(make_provider("openai"))
+    assert restarts(events) == []
+    assert content(events) == "ab"
+    assert metadata(events).usage.output_tokens == 0
+
+
 async def test_ollama_defaults_to_the_local_url_without_a_key() -> None:
     """'ollama:MODEL' needs no key and points at Ollama's local OpenAI-compatible URL."""
     provider = create_provider("ollama:llama3.1:8b")
