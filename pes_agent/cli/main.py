@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import logging
 import os
 import sys
@@ -242,6 +243,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError:
         report("error: the command line needs rich: pip install 'pes-agent[cli]'")
         return ExitCode.USAGE
+    for stream in (sys.stdout, sys.stderr):
+        # Model text is Unicode; a terminal or pipe that cannot show a character gets "?"
+        # rather than a crash (JSON output escapes instead, see write_json).
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="replace")
     try:
         args = build_parser().parse_args(argv)
         _configure_logging(debug)

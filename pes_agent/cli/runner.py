@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +15,7 @@ from pes_agent.cli.demo import DEMO_QUERY, demo_model, demo_tools
 from pes_agent.cli.errors import CLIError, ExitCode, exit_code_for, report
 from pes_agent.cli.live import RunHeader, make_view
 from pes_agent.cli.paths import StoreLocation
+from pes_agent.cli.store_commands import write_json
 from pes_agent.cli.tool_loading import load_tools
 from pes_agent.config import ProviderConfig
 from pes_agent.core import AgentCore
@@ -129,9 +128,7 @@ async def execute(agent: AgentCore, run: AgentRun, *, console: Console) -> ExitC
         result = await _process(agent, run, console)
     metadata = result.metadata
     if run.as_json:
-        sys.stdout.write(
-            json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
-        )
+        write_json(result.model_dump(mode="json"))
     else:
         hint = Text(
             f"thread {run.thread_id} · continue it with --thread {run.thread_id} · "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import sys
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -39,8 +40,11 @@ _ROLE_STYLE = {
 }
 
 
-def _write_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+def write_json(data: Any) -> None:
+    """Print `data` as JSON: UTF-8 where stdout takes it, ASCII escapes where it cannot
+    (a C locale, a cron job) — valid and lossless either way."""
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=encoding != "utf8") + "\n")
 
 
 def _cut(text: str, limit: int) -> str:
@@ -69,11 +73,33 @@ async def open_existing_store(location: StoreLocation) -> AsyncIterator[Storage 
     if location.path is not None and not location.path.exists():
         yield None
         return
+    if location.path is not None and not _is_pes_agent_database(location.path):
+        raise CLIError(
+            f"{location.describe()} is not a pes-agent database (it has no pes-agent tables); "
+            "a read command never changes it: check --db / PES_AGENT_DB"
+        )
     storage = open_storage(location.spec)
     try:
         yield storage
     finally:
         await storage.aclose()
+
+
+def _is_pes_agent_database(path: Path) -> bool:
+    """Whether `path` is a SQLite file with pes-agent's schema (opened read-only to look)."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        row = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+        ).fetchone()
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+    return row is not None
 
 
 async def _require_thread(
@@ -111,7 +137,7 @@ async def threads_command(location: StoreLocation, *, console: Console, as_json:
                     }
                 )
     if as_json:
-        _write_json(rows)
+        write_json(rows)
         return ExitCode.OK
     if not rows:
         console.print(
@@ -154,7 +180,7 @@ async def history_command(
         storage = await _require_thread(storage, location, thread_id)
         messages = await storage.get_messages(thread_id, limit=limit)
     if as_json:
-        _write_json([m.model_dump(mode="json") for m in messages])
+        write_json([m.model_dump(mode="json") for m in messages])
         return ExitCode.OK
     if not messages:
         console.print(f"thread {thread_id!r} has no messages", highlight=False, markup=False)
@@ -186,7 +212,7 @@ async def observations_command(
             thread_id, types=list(types) or None, trace_id=trace_id
         )
     if as_json:
-        _write_json([o.model_dump(mode="json") for o in observations])
+        write_json([o.model_dump(mode="json") for o in observations])
         return ExitCode.OK
     if not observations:
         console.print("no observations match", highlight=False)

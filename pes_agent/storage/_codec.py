@@ -18,6 +18,7 @@ from pes_agent.messages import ConversationMessage
 from pes_agent.observation_types import Observation
 
 __all__ = [
+    "check_limit",
     "dump_config",
     "dump_message",
     "dump_observation",
@@ -114,3 +115,18 @@ def dump_observation(observation: Observation) -> str:
 def load_observation(text: str | bytes) -> Observation:
     """The observation stored as `text`."""
     return Observation.model_validate_json(text)
+
+
+# SQLite and PostgreSQL integers are 64-bit; a larger limit means "all" anyway.
+_MAX_LIMIT = 2**63 - 1
+
+
+def check_limit(limit: int | None) -> int | None:
+    """`limit` for `get_messages`, checked: None (all) or 0..2**63-1 (larger means all)."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise UsageError(f"limit must be an int >= 0 or None (all messages), not {limit!r}")
+    if limit < 0:
+        raise UsageError(f"limit must be >= 0 or None (all messages), not {limit}")
+    return min(limit, _MAX_LIMIT)

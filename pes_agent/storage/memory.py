@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
 from pes_agent.config import AgentState, ThreadConfig
-from pes_agent.exceptions import StorageError, UsageError
+from pes_agent.exceptions import StorageError
 from pes_agent.messages import ConversationMessage
 from pes_agent.observation_types import Observation, ObservationType
 from pes_agent.storage import _codec
@@ -105,7 +105,7 @@ class InMemoryStorage:
         self, thread_id: str, *, limit: int | None = None
     ) -> list[ConversationMessage]:
         """The newest `limit` messages (all when None), oldest first."""
-        _check_limit(limit)
+        limit = _codec.check_limit(limit)
         found = self._threads.get(thread_id)
         if found is None or limit == 0:
             return []
@@ -171,8 +171,3 @@ class InMemoryStorage:
 
     async def aclose(self) -> None:
         """Nothing to release; present for the protocol."""
-
-
-def _check_limit(limit: int | None) -> None:
-    if limit is not None and limit < 0:
-        raise UsageError(f"limit must be >= 0 or None (all messages), not {limit}")

@@ -399,8 +399,7 @@ class PostgresStorage:
         self, thread_id: str, *, limit: int | None = None
     ) -> list[ConversationMessage]:
         """The newest `limit` messages (all when None), oldest first."""
-        if limit is not None and limit < 0:
-            raise UsageError(f"limit must be >= 0 or None (all messages), not {limit}")
+        limit = _codec.check_limit(limit)
         rows = await self._fetch(
             f"SELECT body FROM (SELECT seq, body FROM {self._q}.messages WHERE thread_id = $1 "
             "ORDER BY seq DESC LIMIT $2) AS newest ORDER BY seq",

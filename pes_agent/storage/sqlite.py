@@ -290,8 +290,7 @@ class SQLiteStorage:
         self, thread_id: str, *, limit: int | None = None
     ) -> list[ConversationMessage]:
         """The newest `limit` messages (all when None), oldest first."""
-        if limit is not None and limit < 0:
-            raise UsageError(f"limit must be >= 0 or None (all messages), not {limit}")
+        limit = _codec.check_limit(limit)
 
         def read(conn: sqlite3.Connection) -> list[str]:
             rows = conn.execute(

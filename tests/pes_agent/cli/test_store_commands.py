@@ -134,3 +134,54 @@ def test_unknown_observation_type_lists_the_valid_ones(demo_store: DemoStore) ->
     [line] = lines(result.stderr)
     assert "unknown observation type 'TOOLS'" in line
     assert all(t.value in line for t in ObservationType)
+
+
+def test_json_output_works_where_stdout_is_ascii_only(demo_store: DemoStore) -> None:
+    """Under an ASCII-only stdout (C locale, cron) `--json` is valid JSON with escapes, exit 0."""
+    env = {**demo_store.env, "PYTHONIOENCODING": "ascii", "LC_ALL": "C", "PYTHONUTF8": "0"}
+    result = run_cli("history", "demo", "--json", "--db", str(demo_store.db), env=env)
+    assert result.code == 0, result.stderr
+    assert "\\u00b0C" in result.stdout
+    assert any("°C" in message["content"] for message in result.json())
+
+
+def test_plain_output_where_stdout_is_ascii_only_replaces_what_it_cannot_show(
+    demo_store: DemoStore,
+) -> None:
+    """The plain history under an ASCII-only stdout shows '?' for '°' instead of crashing."""
+    env = {**demo_store.env, "PYTHONIOENCODING": "ascii", "LC_ALL": "C", "PYTHONUTF8": "0"}
+    result = run_cli("history", "demo", "--db", str(demo_store.db), env=env)
+    assert result.code == 0, result.stderr
+    assert "Lisbon" in result.stdout
+
+
+def test_read_commands_refuse_a_database_that_is_not_pes_agents(tmp_path: Path) -> None:
+    """`threads --db other.db` on an unrelated SQLite file says so (exit 2) and changes nothing."""
+    import sqlite3
+
+    db = tmp_path / "other.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+    conn.close()
+    before = db.read_bytes()
+    result = run_cli("threads", "--db", str(db), env=cli_env(tmp_path))
+    assert result.code == 2
+    assert "is not a pes-agent database" in result.stderr
+    assert db.read_bytes() == before
+    assert not (tmp_path / "other.db-wal").exists()
+
+
+def test_a_huge_history_limit_shows_everything(demo_store: DemoStore) -> None:
+    """`history -n` beyond any database integer means "all messages", not a crash."""
+    result = run_cli(
+        "history",
+        "demo",
+        "-n",
+        str(10**20),
+        "--json",
+        "--db",
+        str(demo_store.db),
+        env=demo_store.env,
+    )
+    assert result.code == 0, result.stderr
+    assert len(result.json()) == 4

@@ -130,6 +130,7 @@ async def test_get_messages_returns_the_newest_n_oldest_first(storage: Storage) 
         str(i) for i in range(8)
     ]
     assert await storage.get_messages("t", limit=0) == []
+    assert len(await storage.get_messages("t", limit=10**20)) == 8
 
 
 async def test_negative_message_limit_is_a_usage_error(storage: Storage) -> None:
