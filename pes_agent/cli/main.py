@@ -186,12 +186,21 @@ def _configure_logging(debug: bool) -> None:
     configure_logging(logging.DEBUG if debug else logging.CRITICAL)
 
 
+class _OutputClosed(Exception):
+    """Standard output was closed by its reader."""
+
+
 def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitCode]]:
     from rich.console import Console
 
     from pes_agent.cli import runner, store_commands
 
-    console = Console(highlight=False)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # The reader went away (`pes-agent observations T | head`): not a failure.
+            raise _OutputClosed
+
+    console = _Console(highlight=False)
     store = resolve_store(args.db)
     if args.command == "run":
         return lambda: runner.run_command(
@@ -256,6 +265,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         report("interrupted: the run was cancelled")
         return ExitCode.INTERRUPTED
+    except (_OutputClosed, BrokenPipeError):
+        # Python would complain again at exit while flushing the dead pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return ExitCode.OK
     except CLIError as error:
         report(f"error: {error.message}")
         return error.code

@@ -185,3 +185,43 @@ def test_a_huge_history_limit_shows_everything(demo_store: DemoStore) -> None:
     )
     assert result.code == 0, result.stderr
     assert len(result.json()) == 4
+
+
+def test_output_cut_short_by_its_reader_is_not_an_error(tmp_path: Path) -> None:
+    """`pes-agent observations T | head -1` exits 0 with nothing on stderr."""
+    import asyncio
+    import subprocess
+
+    from pes_agent import Observation
+    from pes_agent.storage import SQLiteStorage
+
+    from .helpers import cli_command
+
+    db = tmp_path / "big.db"
+
+    async def fill() -> None:
+        async with SQLiteStorage(db) as storage:
+            for i in range(2000):  # far more output than a pipe buffers (64 KiB)
+                await storage.add_observation(
+                    Observation(
+                        thread_id="big",
+                        trace_id="r",
+                        type=ObservationType.TOOL_EXECUTION,
+                        title=f"tool {i}",
+                        content={"callId": f"c{i}", "toolName": "t", "status": "success"},
+                    )
+                )
+
+    asyncio.run(fill())
+    producer = subprocess.Popen(
+        [*cli_command(), "observations", "big", "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(tmp_path),
+    )
+    assert producer.stdout is not None
+    producer.stdout.readline()
+    producer.stdout.close()
+    _, err = producer.communicate(timeout=60)
+    assert producer.returncode == 0, err.decode()
+    assert err == b""
