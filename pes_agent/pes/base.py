@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from ecs_core import EntityId, World
 from pes_agent._logging import get_logger
-from pes_agent.exceptions import RunError
+from pes_agent.exceptions import RunError, UsageError
 from pes_agent.pes.components import Phase, RunFailed, RunSpec, RunTelemetry
 
-__all__ = ["PhaseSystem"]
+__all__ = ["PhaseSystem", "returned"]
+
+T = TypeVar("T")
+
+
+def returned(value: object, kind: type[T], part: object, method: str) -> T:
+    """`value` if a pluggable part's `method` returned a `kind`; else a UsageError saying so."""
+    if not isinstance(value, kind):
+        raise UsageError(
+            f"{type(part).__name__}.{method}() returned {type(value).__name__}; "
+            f"it must return a {kind.__name__}"
+        )
+    return value
+
 
 _log = get_logger("pes_agent.pes")
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ecs_core import EntityId, World
-from pes_agent.exceptions import UsageError
 from pes_agent.observation_types import ObservationType
-from pes_agent.pes.base import PhaseSystem
+from pes_agent.pes.base import PhaseSystem, returned
 from pes_agent.pes.components import Phase, Planned, RunSpec, RunTelemetry
 from pes_agent.plans import PlanningOutput
 from pes_agent.typing import Planner, PlanningContext
@@ -32,7 +31,7 @@ class PlanningSystem(PhaseSystem):
             "Preparing a plan",
             {"status": "preparing", "tools": [schema.name for schema in spec.tool_schemas]},
         )
-        output = await self._planner.plan(
+        planned = await self._planner.plan(
             PlanningContext(
                 props=spec.props,
                 thread_id=spec.thread_id,
@@ -45,11 +44,7 @@ class PlanningSystem(PhaseSystem):
                 llm_params=spec.llm_params,
             )
         )
-        if not isinstance(output, PlanningOutput):
-            raise UsageError(
-                f"the planner {type(self._planner).__name__} returned "
-                f"{type(output).__name__}; plan() must return a PlanningOutput"
-            )
+        output = returned(planned, PlanningOutput, self._planner, "plan")
         raw = next(
             (text for phase, text in reversed(telemetry.llm.outputs) if phase != "synthesis"),
             None,

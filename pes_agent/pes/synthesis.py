@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ecs_core import EntityId, World
-from pes_agent.exceptions import UsageError
 from pes_agent.observation_types import ObservationType
-from pes_agent.pes.base import PhaseSystem
+from pes_agent.pes.base import PhaseSystem, returned
 from pes_agent.pes.components import Executed, Phase, Planned, RunSpec, RunTelemetry, Synthesized
 from pes_agent.typing import SynthesisContext, Synthesizer
 
@@ -34,7 +33,7 @@ class SynthesisSystem(PhaseSystem):
     ) -> None:
         planned: Planned = inputs[0]
         executed: Executed = inputs[1]
-        text = await self._synthesizer.synthesize(
+        answer = await self._synthesizer.synthesize(
             SynthesisContext(
                 props=spec.props,
                 thread_id=spec.thread_id,
@@ -46,11 +45,7 @@ class SynthesisSystem(PhaseSystem):
                 llm=telemetry.llm,
             )
         )
-        if not isinstance(text, str):
-            raise UsageError(
-                f"the synthesizer {type(self._synthesizer).__name__} returned "
-                f"{type(text).__name__}; synthesize() must return the answer as a str"
-            )
+        text = returned(answer, str, self._synthesizer, "synthesize")
         await telemetry.record(
             ObservationType.SYNTHESIS, "Answer written", {"status": "done", "length": len(text)}
         )
