@@ -27,13 +27,13 @@ from typing import Any
 from _table import median_ms, print_table
 
 from pes_agent import AgentProps, configure_logging, create_agent
-from pes_agent.dag import CallGraph
-from pes_agent.execution import ConcurrentExecutor, SequentialExecutor
-from pes_agent.plans import ParsedToolCall
+from pes_agent.execution.dag import CallGraph
+from pes_agent.execution.executors import ConcurrentExecutor, SequentialExecutor
+from pes_agent.planning.plan import ParsedToolCall
+from pes_agent.protocols import ExecutionContext, Executor
 from pes_agent.providers.base import LLMRequest
 from pes_agent.testing import ScriptedProvider
 from pes_agent.tools import ToolRegistry, tool
-from pes_agent.typing import ExecutionContext, Executor
 
 CALL_S = 0.1
 TARGET_RATIO = 1.03

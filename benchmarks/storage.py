@@ -39,10 +39,10 @@ from _table import print_table
 
 from pes_agent import AgentProps, configure_logging, create_agent, tool
 from pes_agent.config import AgentState
-from pes_agent.messages import ConversationMessage, MessageRole
 from pes_agent.providers.base import LLMRequest
 from pes_agent.storage import InMemoryStorage, PostgresStorage, SQLiteStorage, Storage
 from pes_agent.testing import ScriptedProvider
+from pes_agent.threads.messages import ConversationMessage, MessageRole
 
 TARGET_ADDED_MS = {"sqlite": 2.0, "postgres": 5.0}
 PLAN = json.dumps(

@@ -22,9 +22,8 @@ from pes_agent.config import (
     StateSaving,
     ThreadConfig,
 )
-from pes_agent.conversation import ConversationManager
 from pes_agent.core import AgentCore
-from pes_agent.exceptions import (
+from pes_agent.errors import (
     ConfigurationError,
     PESAgentError,
     PlanParseError,
@@ -35,38 +34,16 @@ from pes_agent.exceptions import (
     ToolExecutionError,
     UsageError,
 )
-from pes_agent.execution import ConcurrentExecutor, SequentialExecutor
+from pes_agent.execution.executors import ConcurrentExecutor, SequentialExecutor
 from pes_agent.factory import create_agent
-from pes_agent.logs import configure_logging
-from pes_agent.messages import ConversationMessage, MessageRole
-from pes_agent.observation_types import Observation, ObservationType
-from pes_agent.observations import ObservationManager
-from pes_agent.parsing import OutputParser
-from pes_agent.planner import LLMPlanner
-from pes_agent.plans import ParsedToolCall, PlanningOutput
-from pes_agent.providers.base import LLMProvider, LLMRequest, PromptMessage
-from pes_agent.providers.retry import RetryPolicy
-from pes_agent.run import (
-    AgentFinalResponse,
-    AgentProps,
-    ExecutionMetadata,
-    PhaseDurations,
-    RunStatus,
-)
-from pes_agent.state import StateManager, ThreadContext
-from pes_agent.storage import InMemoryStorage, SQLiteStorage, Storage, open_storage
-from pes_agent.streaming import StreamEvent, StreamSocket
-from pes_agent.synthesizer import LLMSynthesizer
-from pes_agent.tools import (
-    FunctionTool,
-    Tool,
-    ToolContext,
-    ToolRegistry,
-    ToolResult,
-    ToolSchema,
-    tool,
-)
-from pes_agent.typing import (
+from pes_agent.observing.logs import configure_logging
+from pes_agent.observing.manager import ObservationManager
+from pes_agent.observing.streams import StreamEvent, StreamSocket
+from pes_agent.observing.types import Observation, ObservationType
+from pes_agent.planning.parser import OutputParser
+from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
+from pes_agent.planning.planner import LLMPlanner
+from pes_agent.protocols import (
     ExecutionContext,
     Executor,
     LLMResponse,
@@ -76,6 +53,29 @@ from pes_agent.typing import (
     PlanningContext,
     SynthesisContext,
     Synthesizer,
+)
+from pes_agent.providers.base import LLMProvider, LLMRequest, PromptMessage
+from pes_agent.providers.retry import RetryPolicy
+from pes_agent.run import (
+    AgentFinalResponse,
+    AgentProps,
+    ExecutionMetadata,
+    PhaseDurations,
+    RunStatus,
+)
+from pes_agent.storage import InMemoryStorage, SQLiteStorage, Storage, open_storage
+from pes_agent.synthesis.synthesizer import LLMSynthesizer
+from pes_agent.threads.conversation import ConversationManager
+from pes_agent.threads.messages import ConversationMessage, MessageRole
+from pes_agent.threads.state import StateManager, ThreadContext
+from pes_agent.tools import (
+    FunctionTool,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+    ToolSchema,
+    tool,
 )
 from pes_agent.usage import Usage
 

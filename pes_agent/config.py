@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 __all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
     "AgentState",
     "LLMParams",
     "ProviderConfig",
@@ -16,6 +17,10 @@ __all__ = [
 ]
 
 StateSaving = Literal["explicit", "implicit"]
+
+
+#: The system prompt of an agent created without one.
+DEFAULT_SYSTEM_PROMPT = "You are a helpful, precise assistant."
 
 
 class ProviderConfig(BaseModel):

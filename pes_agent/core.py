@@ -11,13 +11,11 @@ from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 from ecs_core import EntityId, TerminalComponent, World
-from pes_agent._logging import get_logger
-from pes_agent._runs import enclosing_run, running
 from pes_agent.config import LLMParams, ProviderConfig, StateSaving
-from pes_agent.conversation import ConversationManager
-from pes_agent.exceptions import RunError, UsageError
-from pes_agent.messages import ConversationMessage, MessageRole
-from pes_agent.observation_types import ObservationType
+from pes_agent.errors import RunError, UsageError
+from pes_agent.observing.logs import get_logger
+from pes_agent.observing.streams import StreamSocket
+from pes_agent.observing.types import ObservationType
 from pes_agent.pes.components import (
     Executed,
     Finalized,
@@ -31,13 +29,15 @@ from pes_agent.pes.planning import PlanningSystem
 from pes_agent.pes.recorder import RunRecorder
 from pes_agent.pes.synthesis import SynthesisSystem
 from pes_agent.pes.tool_execution import ToolSystem
+from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesizer
 from pes_agent.providers.base import LLMProvider
 from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata, RunStatus
-from pes_agent.state import StateManager, ThreadContext
 from pes_agent.storage.base import Storage
-from pes_agent.streaming import StreamSocket
+from pes_agent.threads._running import enclosing_run, running
+from pes_agent.threads.conversation import ConversationManager
+from pes_agent.threads.messages import ConversationMessage, MessageRole
+from pes_agent.threads.state import StateManager, ThreadContext
 from pes_agent.tools.registry import ToolRegistry
-from pes_agent.typing import Executor, ObservationRecorder, Planner, Synthesizer
 from pes_agent.usage import Usage
 
 __all__ = ["AgentCore", "ProviderSource"]

@@ -5,22 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pes_agent.config import LLMParams, ProviderConfig, StateSaving
+from pes_agent.config import DEFAULT_SYSTEM_PROMPT, LLMParams, ProviderConfig, StateSaving
 from pes_agent.core import AgentCore
-from pes_agent.exceptions import UsageError
-from pes_agent.execution import ConcurrentExecutor
-from pes_agent.observations import ObservationManager
-from pes_agent.planner import LLMPlanner
-from pes_agent.prompts import DEFAULT_SYSTEM_PROMPT
+from pes_agent.errors import UsageError
+from pes_agent.execution.executors import ConcurrentExecutor
+from pes_agent.observing.manager import ObservationManager
+from pes_agent.planning.planner import LLMPlanner
+from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesizer
 from pes_agent.providers.base import LLMProvider
 from pes_agent.providers.registry import ProviderPool
 from pes_agent.providers.retry import RetryPolicy
 from pes_agent.storage import open_storage
 from pes_agent.storage.base import Storage
-from pes_agent.synthesizer import LLMSynthesizer
+from pes_agent.synthesis.synthesizer import LLMSynthesizer
 from pes_agent.tools.base import Tool
 from pes_agent.tools.registry import ToolRegistry
-from pes_agent.typing import Executor, ObservationRecorder, Planner, Synthesizer
 
 __all__ = ["create_agent"]
 

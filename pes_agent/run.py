@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pes_agent.config import RunOptions
-from pes_agent.messages import ConversationMessage
+from pes_agent.threads.messages import ConversationMessage
 from pes_agent.usage import Usage
 
 __all__ = [

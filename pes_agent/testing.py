@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
-from pes_agent.exceptions import ScriptExhaustedError, UsageError
+from pes_agent.errors import ScriptExhaustedError, UsageError
 from pes_agent.providers.base import (
     LLMRequest,
     ProviderEvent,

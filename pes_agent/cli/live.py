@@ -33,9 +33,9 @@ from rich.table import Table
 from rich.text import Text
 
 from pes_agent.core import AgentCore
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.observing.streams import StreamEvent
+from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.run import AgentFinalResponse, ExecutionMetadata
-from pes_agent.streaming import StreamEvent
 
 __all__ = [
     "LiveView",

@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging(debug: bool) -> None:
-    from pes_agent.logs import configure_logging
+    from pes_agent.observing.logs import configure_logging
 
     # The command reports a failed run itself, in one line; the library's own log lines
     # (which name the same failure) show only when debugging.
@@ -276,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         if debug:
             raise
-        from pes_agent.exceptions import PESAgentError, UsageError
+        from pes_agent.errors import PESAgentError, UsageError
 
         if isinstance(error, UsageError):
             report(f"error: {error}")

@@ -19,7 +19,7 @@ from pes_agent.cli.store_commands import write_json
 from pes_agent.cli.tool_loading import load_tools
 from pes_agent.config import ProviderConfig
 from pes_agent.core import AgentCore
-from pes_agent.exceptions import ConfigurationError, UsageError
+from pes_agent.errors import ConfigurationError, UsageError
 from pes_agent.factory import create_agent
 from pes_agent.providers.base import LLMProvider
 from pes_agent.run import AgentFinalResponse, AgentProps

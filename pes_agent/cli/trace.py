@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from pes_agent.messages import ConversationMessage, MessageRole
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.observing.types import Observation, ObservationType
+from pes_agent.threads.messages import ConversationMessage, MessageRole
 
 __all__ = [
     "Marker",

@@ -7,8 +7,8 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar, TypeVar
 
 from ecs_core import EntityId, World
-from pes_agent._logging import get_logger
-from pes_agent.exceptions import RunError, UsageError
+from pes_agent.errors import RunError, UsageError
+from pes_agent.observing.logs import get_logger
 from pes_agent.pes.components import Phase, RunFailed, RunSpec, RunTelemetry
 
 __all__ = ["PhaseSystem", "returned"]

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pes_agent.config import LLMParams
-from pes_agent.messages import ConversationMessage
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.pes.llm_call import RunModelCaller
 from pes_agent.pes.recorder import RunRecorder
-from pes_agent.plans import PlanningOutput
+from pes_agent.planning.plan import PlanningOutput
 from pes_agent.run import AgentProps, PhaseDurations
-from pes_agent.state import ThreadContext
+from pes_agent.threads.messages import ConversationMessage
+from pes_agent.threads.state import ThreadContext
 from pes_agent.tools.base import ToolResult, ToolSchema
 
 __all__ = [

@@ -6,8 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from ecs_core import EntityId, TerminalComponent, World
 from pes_agent.config import AgentState, StateSaving
-from pes_agent.messages import ConversationMessage, MessageRole
-from pes_agent.observation_types import ObservationType
+from pes_agent.observing.types import ObservationType
 from pes_agent.pes.base import PhaseSystem
 from pes_agent.pes.components import (
     Executed,
@@ -19,6 +18,7 @@ from pes_agent.pes.components import (
     Synthesized,
 )
 from pes_agent.storage.base import Storage
+from pes_agent.threads.messages import ConversationMessage, MessageRole
 
 __all__ = ["ErrorHandlingSystem", "FinalizationSystem"]
 

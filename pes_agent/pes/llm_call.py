@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, assert_never
 
-from pes_agent._logging import get_logger
 from pes_agent.config import LLMParams
-from pes_agent.exceptions import ProviderError
-from pes_agent.observation_types import ObservationType
+from pes_agent.errors import ProviderError
+from pes_agent.observing.logs import get_logger
+from pes_agent.observing.streams import StreamEvent, StreamEventKind, StreamSocket
+from pes_agent.observing.types import ObservationType
 from pes_agent.pes.recorder import RunRecorder
+from pes_agent.protocols import LLMResponse
 from pes_agent.providers.base import (
     LLMPhase,
     LLMProvider,
@@ -20,8 +22,6 @@ from pes_agent.providers.base import (
     ThinkingBlock,
     TokenDelta,
 )
-from pes_agent.streaming import StreamEvent, StreamEventKind, StreamSocket
-from pes_agent.typing import LLMResponse
 from pes_agent.usage import Usage
 
 __all__ = ["RunModelCaller"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ecs_core import EntityId, World
-from pes_agent.observation_types import ObservationType
+from pes_agent.observing.types import ObservationType
 from pes_agent.pes.base import PhaseSystem, returned
 from pes_agent.pes.components import Phase, Planned, RunSpec, RunTelemetry
-from pes_agent.plans import PlanningOutput
-from pes_agent.typing import Planner, PlanningContext
+from pes_agent.planning.plan import PlanningOutput
+from pes_agent.protocols import Planner, PlanningContext
 
 __all__ = ["PlanningSystem"]
 

@@ -6,8 +6,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from pes_agent.observation_types import Observation, ObservationType
-from pes_agent.typing import ObservationRecorder
+from pes_agent.observing.types import Observation, ObservationType
+from pes_agent.protocols import ObservationRecorder
 
 __all__ = ["RunRecorder"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ecs_core import EntityId, World
-from pes_agent.observation_types import ObservationType
+from pes_agent.observing.types import ObservationType
 from pes_agent.pes.base import PhaseSystem, returned
 from pes_agent.pes.components import Executed, Phase, Planned, RunSpec, RunTelemetry, Synthesized
-from pes_agent.typing import SynthesisContext, Synthesizer
+from pes_agent.protocols import SynthesisContext, Synthesizer
 
 __all__ = ["SynthesisSystem"]
 

@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ecs_core import EntityId, World
-from pes_agent.exceptions import ToolExecutionError
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.errors import ToolExecutionError
+from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.pes.base import PhaseSystem
 from pes_agent.pes.components import Executed, Phase, Planned, RunSpec, RunTelemetry
-from pes_agent.plans import ParsedToolCall
+from pes_agent.planning.plan import ParsedToolCall
+from pes_agent.protocols import ExecutionContext, Executor
 from pes_agent.tools.base import Tool, ToolResult
-from pes_agent.typing import ExecutionContext, Executor
 
 __all__ = ["ToolSystem"]
 

@@ -20,9 +20,9 @@ from typing import Any, ClassVar
 
 import httpx2
 
-from pes_agent._logging import get_logger
 from pes_agent.config import ProviderConfig
-from pes_agent.exceptions import ConfigurationError, ProviderError, UsageError
+from pes_agent.errors import ConfigurationError, ProviderError, UsageError
+from pes_agent.observing.logs import get_logger
 from pes_agent.providers.base import LLMRequest, PromptMessage, ProviderEvent
 from pes_agent.providers.retry import (
     AttemptFailure,

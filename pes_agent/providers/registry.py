@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from pes_agent.config import ProviderConfig
-from pes_agent.exceptions import ConfigurationError, UsageError
+from pes_agent.errors import ConfigurationError, UsageError
 from pes_agent.providers.base import LLMProvider
 from pes_agent.providers.retry import RetryPolicy
 

@@ -39,7 +39,7 @@ from tenacity import (
 )
 from tenacity.wait import wait_base
 
-from pes_agent.exceptions import ConfigurationError
+from pes_agent.errors import ConfigurationError
 from pes_agent.providers.base import (
     ProviderEvent,
     StreamMetadata,

@@ -13,9 +13,9 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
 from pes_agent.config import AgentState, ProviderConfig, ThreadConfig
-from pes_agent.exceptions import ConfigurationError, StorageError, UsageError
-from pes_agent.messages import ConversationMessage
-from pes_agent.observation_types import Observation
+from pes_agent.errors import ConfigurationError, StorageError, UsageError
+from pes_agent.observing.types import Observation
+from pes_agent.threads.messages import ConversationMessage
 
 __all__ = [
     "check_limit",

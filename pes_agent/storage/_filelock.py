@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from pes_agent.exceptions import StorageError
+from pes_agent.errors import StorageError
 
 __all__ = ["FileLockDirectory"]
 

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from pes_agent.exceptions import UsageError
+from pes_agent.errors import UsageError
 
 __all__ = ["ThreadLockTable"]
 

@@ -7,8 +7,8 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol, runtime_checkable
 
 from pes_agent.config import AgentState, ThreadConfig
-from pes_agent.messages import ConversationMessage
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.observing.types import Observation, ObservationType
+from pes_agent.threads.messages import ConversationMessage
 
 __all__ = ["ObservationFeed", "Storage"]
 

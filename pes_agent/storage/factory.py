@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote, urlsplit
 
-from pes_agent.exceptions import UsageError
+from pes_agent.errors import UsageError
 from pes_agent.storage.base import Storage
 from pes_agent.storage.memory import InMemoryStorage
 

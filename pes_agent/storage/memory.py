@@ -7,11 +7,11 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
 from pes_agent.config import AgentState, ThreadConfig
-from pes_agent.exceptions import StorageError
-from pes_agent.messages import ConversationMessage
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.errors import StorageError
+from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import _codec
 from pes_agent.storage._locks import ThreadLockTable
+from pes_agent.threads.messages import ConversationMessage
 
 __all__ = ["InMemoryStorage"]
 

@@ -45,14 +45,14 @@ from typing import Any, Self
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 from uuid import uuid4
 
-from pes_agent._fanout import Fanout
-from pes_agent._logging import get_logger
 from pes_agent.config import AgentState, ThreadConfig
-from pes_agent.exceptions import ConfigurationError, PESAgentError, StorageError, UsageError
-from pes_agent.messages import ConversationMessage
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.errors import ConfigurationError, PESAgentError, StorageError, UsageError
+from pes_agent.observing._fanout import Fanout
+from pes_agent.observing.logs import get_logger
+from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import _codec
 from pes_agent.storage._locks import ThreadLockTable
+from pes_agent.threads.messages import ConversationMessage
 
 __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA_VERSION", "PostgresStorage", "redact_url"]
 

@@ -38,14 +38,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
-from pes_agent._logging import get_logger
 from pes_agent.config import AgentState, ThreadConfig
-from pes_agent.exceptions import ConfigurationError, StorageError, UsageError
-from pes_agent.messages import ConversationMessage
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.errors import ConfigurationError, StorageError, UsageError
+from pes_agent.observing.logs import get_logger
+from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import _codec
 from pes_agent.storage._filelock import FileLockDirectory
 from pes_agent.storage._locks import ThreadLockTable
+from pes_agent.threads.messages import ConversationMessage
 
 _log = get_logger("pes_agent.storage.sqlite")
 

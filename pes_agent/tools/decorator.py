@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.errors import PydanticUserError
 from pydantic.fields import FieldInfo
 
-from pes_agent.exceptions import ToolExecutionError, UsageError
+from pes_agent.errors import ToolExecutionError, UsageError
 from pes_agent.tools.base import ToolContext, ToolSchema
 from pes_agent.tools.validation import format_path
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from pes_agent.exceptions import UsageError
+from pes_agent.errors import UsageError
 from pes_agent.tools.base import Tool, ToolSchema
 from pes_agent.tools.decorator import check_tool_name, tool
 

@@ -13,7 +13,7 @@ import pytest
 import structlog
 
 from pes_agent.config import ProviderConfig
-from pes_agent.exceptions import ProviderError
+from pes_agent.errors import ProviderError
 from pes_agent.providers import ProviderPool, create_provider
 
 from .conftest import ProviderMaker

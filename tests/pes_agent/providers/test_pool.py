@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from pes_agent.config import ProviderConfig
-from pes_agent.exceptions import UsageError
+from pes_agent.errors import UsageError
 from pes_agent.providers import (
     AnthropicProvider,
     OpenAIProvider,

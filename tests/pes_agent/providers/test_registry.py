@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from pes_agent.config import ProviderConfig
-from pes_agent.exceptions import ConfigurationError, UsageError
+from pes_agent.errors import ConfigurationError, UsageError
 from pes_agent.providers import (
     AnthropicProvider,
     LLMProvider,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pes_agent.exceptions import ConfigurationError, ProviderError
+from pes_agent.errors import ConfigurationError, ProviderError
 from pes_agent.providers import RetryPolicy, StreamRestart
 from pes_agent.providers.retry import parse_retry_after
 

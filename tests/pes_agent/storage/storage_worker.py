@@ -26,9 +26,9 @@ import sys
 import time
 
 from pes_agent.config import AgentState
-from pes_agent.messages import ConversationMessage, MessageRole
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import PostgresStorage, SQLiteStorage, Storage, open_storage
+from pes_agent.threads.messages import ConversationMessage, MessageRole
 
 
 def open_store(url: str, schema: str) -> Storage:

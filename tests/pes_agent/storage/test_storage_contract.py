@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import pytest
 
 from pes_agent.config import AgentState, ProviderConfig, ThreadConfig
-from pes_agent.exceptions import ConfigurationError, StorageError, UsageError
-from pes_agent.messages import ConversationMessage, MessageRole
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.errors import ConfigurationError, StorageError, UsageError
+from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import Storage
+from pes_agent.threads.messages import ConversationMessage, MessageRole
 
 from .conftest import DURABLE_BACKENDS, StorageFactory
 

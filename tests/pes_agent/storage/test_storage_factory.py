@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pes_agent.config import ThreadConfig
-from pes_agent.exceptions import UsageError
+from pes_agent.errors import UsageError
 from pes_agent.storage import InMemoryStorage, PostgresStorage, SQLiteStorage, open_storage
 
 

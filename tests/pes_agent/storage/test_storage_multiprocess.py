@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from pes_agent.config import AgentState
-from pes_agent.messages import MessageRole
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import PostgresStorage, SQLiteStorage, Storage
+from pes_agent.threads.messages import MessageRole
 
 from .conftest import drop_schema, require_postgres, wait_until
 

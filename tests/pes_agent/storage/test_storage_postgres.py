@@ -9,12 +9,12 @@ import asyncpg  # type: ignore[import-untyped]
 import pytest
 
 from pes_agent.config import AgentState
-from pes_agent.exceptions import ConfigurationError, StorageError, UsageError
-from pes_agent.messages import ConversationMessage, MessageRole
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.errors import ConfigurationError, StorageError, UsageError
+from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import ObservationFeed, PostgresStorage
 from pes_agent.storage import postgres as postgres_module
 from pes_agent.storage.postgres import redact_url
+from pes_agent.threads.messages import ConversationMessage, MessageRole
 
 from .conftest import POSTGRES_URL, require_postgres, wait_until
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from pes_agent.config import AgentState
-from pes_agent.exceptions import ConfigurationError, UsageError
-from pes_agent.messages import ConversationMessage, MessageRole
+from pes_agent.errors import ConfigurationError, UsageError
 from pes_agent.storage import SQLiteStorage
 from pes_agent.storage import sqlite as sqlite_module
 from pes_agent.storage._filelock import FileLockDirectory
+from pes_agent.threads.messages import ConversationMessage, MessageRole
 
 
 def message(thread_id: str, content: str) -> ConversationMessage:

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Optional
 import pytest
 from pydantic import BaseModel, Field
 
-from pes_agent.exceptions import ToolExecutionError, UsageError
+from pes_agent.errors import ToolExecutionError, UsageError
 from pes_agent.tools import FunctionTool, Tool, ToolContext, tool
 
 CTX = ToolContext(thread_id="t1", trace_id="tr1", call_id="call_1", user_id="u1")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pes_agent.exceptions import UsageError
+from pes_agent.errors import UsageError
 from pes_agent.tools import FunctionTool, ToolContext, ToolRegistry, ToolSchema, tool
 
 

@@ -1,4 +1,4 @@
-"""ART's own OutputParser cases, run against ours (see shared/conformance/README.md)."""
+"""ART's own OutputParser cases, run against ours (see conformance/README.md beside this file)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,10 @@ from typing import Any
 
 import pytest
 
-from pes_agent.parsing import OutputParser
-from pes_agent.plans import PlanningOutput
+from pes_agent.planning.parser import OutputParser
+from pes_agent.planning.plan import PlanningOutput
 
-CASES_PATH = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared"
-    / "conformance"
-    / "art_output_parser_cases.json"
-)
+CASES_PATH = Path(__file__).resolve().parent / "conformance" / "art_output_parser_cases.json"
 
 
 def _load_cases() -> list[dict[str, Any]]:
@@ -48,10 +43,8 @@ def _as_art(output: PlanningOutput) -> list[dict[str, Any]] | None:
 
 
 def test_conformance_cases_are_present() -> None:
-    """The shared ART cases sit beside the repository; CI always has them, so absence fails."""
-    assert CASES_PATH.is_file(), (
-        f"ART conformance cases not found at {CASES_PATH}; check out shared/ next to the repo"
-    )
+    """The ART cases ship inside the repository, so a clone with nothing beside it runs them."""
+    assert CASES_PATH.is_file(), f"ART conformance cases missing at {CASES_PATH}"
     assert len(CASES) == 24
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from pes_agent.exceptions import ToolExecutionError
+from pes_agent.errors import ToolExecutionError
 
 __all__ = ["PlaceholderError", "find_references", "resolve_placeholders"]
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from pes_agent.exceptions import ToolExecutionError, UsageError
-from pes_agent.execution import ConcurrentExecutor, SequentialExecutor
-from pes_agent.plans import ParsedToolCall
+from pes_agent.errors import ToolExecutionError, UsageError
+from pes_agent.execution.executors import ConcurrentExecutor, SequentialExecutor
+from pes_agent.planning.plan import ParsedToolCall
+from pes_agent.protocols import ExecutionContext, Executor
 from pes_agent.tools import Tool, ToolContext, ToolRegistry, ToolResult, ToolSchema, tool
-from pes_agent.typing import ExecutionContext, Executor
 
 # Safety net so a scheduling bug fails the test instead of hanging it; never asserted on.
 DEADLINE_S = 5.0

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ConversationMessage", "MessageRole"]
+from pes_agent.providers.base import PromptMessage, PromptRole
+
+__all__ = ["ConversationMessage", "MessageRole", "history_prompt"]
 
 
 class MessageRole(StrEnum):
@@ -40,3 +43,20 @@ class ConversationMessage(BaseModel):
     content: str
     timestamp: datetime = Field(default_factory=_now)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+def history_prompt(history: Sequence[ConversationMessage]) -> list[PromptMessage]:
+    """A thread's history as prompt messages, oldest first (AI messages become `assistant`)."""
+    messages: list[PromptMessage] = []
+    for message in history:
+        role: PromptRole
+        if message.role is MessageRole.USER:
+            role = "user"
+        elif message.role is MessageRole.AI:
+            role = "assistant"
+        elif message.role is MessageRole.TOOL:
+            role = "tool"
+        else:
+            role = "system"
+        messages.append(PromptMessage(role=role, content=message.content))
+    return messages

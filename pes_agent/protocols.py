@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from pes_agent.config import AgentState, LLMParams
-from pes_agent.messages import ConversationMessage
-from pes_agent.observation_types import Observation, ObservationType
-from pes_agent.plans import ParsedToolCall, PlanningOutput
+from pes_agent.observing.types import Observation, ObservationType
+from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
 from pes_agent.providers.base import LLMPhase, PromptMessage, StreamMetadata
 from pes_agent.run import AgentProps
+from pes_agent.threads.messages import ConversationMessage
 from pes_agent.tools.base import Tool, ToolResult, ToolSchema
 from pes_agent.usage import Usage
 

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from pes_agent._logging import get_logger
+from pes_agent.observing.logs import get_logger
 
 __all__ = ["Fanout"]
 

@@ -8,8 +8,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from pes_agent.exceptions import RunError
-from pes_agent.placeholders import PlaceholderError, find_references, resolve_placeholders
+from pes_agent.errors import RunError
+from pes_agent.execution.placeholders import (
+    PlaceholderError,
+    find_references,
+    resolve_placeholders,
+)
 
 WEATHER = {"city": "Paris", "temp": 21, "days": [{"high": 23}, {"high": 19}]}
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pes_agent.placeholders import find_references
-from pes_agent.plans import ParsedToolCall
+from pes_agent.execution.placeholders import find_references
+from pes_agent.planning.plan import ParsedToolCall
 
 __all__ = ["CallGraph", "plan_errors"]
 

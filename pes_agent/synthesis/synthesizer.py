@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pes_agent.parsing import OutputParser
-from pes_agent.prompts import build_synthesis_messages
-from pes_agent.typing import SynthesisContext
+from pes_agent.planning.parser import OutputParser
+from pes_agent.protocols import SynthesisContext
+from pes_agent.synthesis.prompts import build_synthesis_messages
 
 __all__ = ["LLMSynthesizer"]
 

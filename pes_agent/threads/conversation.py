@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pes_agent.exceptions import UsageError
-from pes_agent.messages import ConversationMessage
+from pes_agent.errors import UsageError
 from pes_agent.storage.base import Storage
+from pes_agent.threads.messages import ConversationMessage
 
 __all__ = ["ConversationManager"]
 

@@ -1,4 +1,6 @@
-"""How the library gets its loggers: structlog events delivered through stdlib `logging`.
+"""Logging: how the library gets its loggers, and `configure_logging` for applications.
+
+The library's events are structlog events delivered through stdlib `logging`.
 
 structlog's processors (the application's, if it configured structlog) render each event; the
 result goes to the `logging` logger of the same name. So, as with any well-behaved library,
@@ -13,11 +15,16 @@ own work on the hot path.
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 import structlog
 
-__all__ = ["get_logger"]
+from pes_agent.errors import UsageError
+
+__all__ = ["configure_logging", "get_logger"]
+
+_HANDLER_NAME = "pes_agent.console"
 
 
 class _StdlibLevelLogger(structlog.BoundLoggerBase):
@@ -50,3 +57,24 @@ class _StdlibLevelLogger(structlog.BoundLoggerBase):
 def get_logger(name: str) -> Any:
     """A structlog logger for `name` whose output goes to `logging.getLogger(name)`."""
     return structlog.wrap_logger(logging.getLogger(name), wrapper_class=_StdlibLevelLogger)
+
+
+def configure_logging(level: int | str = logging.WARNING) -> None:
+    """Show pes-agent's structured logs from `level` up on stderr (default: warnings only).
+
+    The library logs through structlog into stdlib `logging` under the `pes_agent` logger,
+    with `thread_id` and `trace_id` bound, and never configures logging by itself: until an
+    application does (this function, `logging.basicConfig`, or its own handlers), only
+    warnings and errors reach stderr. Calling this again changes the level.
+    """
+    numeric = logging.getLevelName(level.upper()) if isinstance(level, str) else level
+    if not isinstance(numeric, int):
+        raise UsageError(f"unknown log level {level!r}; use e.g. 'INFO' or logging.DEBUG")
+    logger = logging.getLogger("pes_agent")
+    logger.setLevel(numeric)
+    if not any(handler.get_name() == _HANDLER_NAME for handler in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.set_name(_HANDLER_NAME)
+        logger.addHandler(handler)
+        # Our handler prints them; the root logger's handlers must not print them again.
+        logger.propagate = False

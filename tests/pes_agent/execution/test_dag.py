@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pes_agent.dag import CallGraph, plan_errors
-from pes_agent.plans import ParsedToolCall
+from pes_agent.execution.dag import CallGraph, plan_errors
+from pes_agent.planning.plan import ParsedToolCall
 
 
 def call(call_id: str, depends_on: list[str] | None = None, **arguments: Any) -> ParsedToolCall:

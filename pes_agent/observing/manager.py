@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from pes_agent._fanout import Fanout
-from pes_agent._logging import get_logger
-from pes_agent.exceptions import UsageError
-from pes_agent.observation_types import Observation, ObservationType
+from pes_agent.errors import UsageError
+from pes_agent.observing._fanout import Fanout
+from pes_agent.observing.logs import get_logger
+from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage.base import ObservationFeed, Storage
 
 __all__ = [
@@ -25,7 +25,7 @@ __all__ = [
 
 ObservationCallback = Callable[[Observation], Awaitable[None] | None]
 
-_log = get_logger("pes_agent.observations")
+_log = get_logger("pes_agent.observing.manager")
 
 
 def _as_type_set(

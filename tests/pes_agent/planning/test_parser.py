@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pes_agent.parsing import OutputParser
-from pes_agent.plans import ParsedToolCall, PlanningOutput
+from pes_agent.planning.parser import OutputParser
+from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
 
 PARSER = OutputParser()
 

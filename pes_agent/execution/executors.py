@@ -3,7 +3,7 @@
 Both follow the same rules for every call (they share one per-call routine):
 
 1. refused outright, without waiting for anything, when the call is beyond
-   `ctx.max_tool_calls`, has a plan error (see `pes_agent.dag`), names a tool that is not
+   `ctx.max_tool_calls`, has a plan error (see `pes_agent.execution.dag`), names a tool that is not
    registered (``Tool "x" is not registered.``) or not enabled for the thread
    (``Tool "x" is not enabled for thread "t".``);
 2. once its dependencies have finished: not run if one of them failed (the error names the
@@ -33,19 +33,19 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from pes_agent._logging import get_logger
-from pes_agent.dag import CallGraph
-from pes_agent.exceptions import ToolExecutionError, UsageError
-from pes_agent.placeholders import resolve_placeholders
-from pes_agent.plans import ParsedToolCall
+from pes_agent.errors import ToolExecutionError, UsageError
+from pes_agent.execution.dag import CallGraph
+from pes_agent.execution.placeholders import resolve_placeholders
+from pes_agent.observing.logs import get_logger
+from pes_agent.planning.plan import ParsedToolCall
+from pes_agent.protocols import ExecutionContext
 from pes_agent.tools.base import Tool, ToolContext, ToolResult
 from pes_agent.tools.decorator import FunctionTool
 from pes_agent.tools.validation import validate_arguments
-from pes_agent.typing import ExecutionContext
 
 __all__ = ["ConcurrentExecutor", "SequentialExecutor"]
 
-_log = get_logger("pes_agent.execution")
+_log = get_logger("pes_agent.execution.executors")
 
 
 class ConcurrentExecutor:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pes_agent.dag import plan_errors
-from pes_agent.exceptions import PlanParseError
-from pes_agent.parsing import OutputParser
-from pes_agent.plans import PlanningOutput
-from pes_agent.prompts import build_planning_messages, build_repair_messages
-from pes_agent.typing import PlanningContext
+from pes_agent.errors import PlanParseError
+from pes_agent.execution.dag import plan_errors
+from pes_agent.planning.parser import OutputParser
+from pes_agent.planning.plan import PlanningOutput
+from pes_agent.planning.prompts import build_planning_messages, build_repair_messages
+from pes_agent.protocols import PlanningContext
 
 __all__ = ["LLMPlanner"]
 

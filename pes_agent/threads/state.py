@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pes_agent._runs import enclosing_run
 from pes_agent.config import AgentState, ThreadConfig
-from pes_agent.exceptions import UsageError
-from pes_agent.observation_types import ObservationType
+from pes_agent.errors import UsageError
+from pes_agent.observing.types import ObservationType
 from pes_agent.pes.recorder import RunRecorder
+from pes_agent.protocols import ObservationRecorder
 from pes_agent.storage.base import Storage
-from pes_agent.typing import ObservationRecorder
+from pes_agent.threads._running import enclosing_run
 
 __all__ = ["StateManager", "ThreadContext"]
 

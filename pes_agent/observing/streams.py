@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from pes_agent._fanout import Fanout
+from pes_agent.observing._fanout import Fanout
 from pes_agent.providers.base import LLMPhase
 
 __all__ = ["StreamEvent", "StreamEventKind", "StreamSocket"]

@@ -30,12 +30,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from pes_agent._logging import get_logger
-from pes_agent.plans import ParsedToolCall, PlanningOutput
+from pes_agent.observing.logs import get_logger
+from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
 
 __all__ = ["OutputParser"]
 
-_log = get_logger("pes_agent.parsing")
+_log = get_logger("pes_agent.planning.parser")
 
 _THINK_TAG: Final = re.compile(r"<(/?)(?:think|thinking)[ \t]*>", re.IGNORECASE)
 # A section label at the start of a line: "Intent:", "**Plan:**", "## Tool Calls:", "tool_calls:".
