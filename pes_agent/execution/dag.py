@@ -163,24 +163,48 @@ def _calls(count: int) -> str:
 
 
 def _cycles(edges: Sequence[set[int]]) -> list[tuple[int, ...]]:
-    """Return one cycle (as call indices) per strongly connected group of two or more calls."""
+    """Return cycles (as call indices) that together pass through every call of every cycle.
+
+    One cycle per strongly connected group is not enough: the group's other calls may still
+    wait for each other, and an executor would wait for them forever. So each call of a group
+    not yet on a reported cycle gets its own shortest cycle, found inside the group.
+    """
     cycles: list[tuple[int, ...]] = []
     for component in _strongly_connected(edges):
         if len(component) < 2:
             continue
         members = set(component)
-        start = min(component)
-        # Walk inside the component from its first call until a call repeats: that is a cycle.
-        path = [start]
-        seen = {start: 0}
-        while True:
-            following = min(t for t in edges[path[-1]] if t in members)
-            if following in seen:
-                cycles.append(tuple(path[seen[following] :]))
-                break
-            seen[following] = len(path)
-            path.append(following)
+        covered: set[int] = set()
+        for start in component:  # ascending, so messages follow plan order
+            if start in covered:
+                continue
+            cycle = _shortest_cycle(edges, members, start)
+            covered.update(cycle)
+            cycles.append(cycle)
     return cycles
+
+
+def _shortest_cycle(edges: Sequence[set[int]], members: set[int], start: int) -> tuple[int, ...]:
+    """Return the shortest cycle from `start` back to itself inside `members` (it exists)."""
+    # Breadth-first from `start`, lowest index first, so the cycle found is deterministic.
+    came_from: dict[int, int] = {}
+    frontier = [start]
+    while frontier:
+        following: list[int] = []
+        for node in frontier:
+            for target in sorted(edges[node] & members):
+                if target == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return tuple(reversed(path))
+                if target not in came_from:
+                    came_from[target] = node
+                    following.append(target)
+        frontier = following
+    # Unreachable for a member of a strongly connected group of two or more calls; a
+    # one-call "cycle" still refuses the call rather than letting it wait forever.
+    return (start,)
 
 
 def _strongly_connected(edges: Sequence[set[int]]) -> list[list[int]]:

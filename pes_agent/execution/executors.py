@@ -179,9 +179,19 @@ class _PlanRun:
             )
 
     def results(self) -> list[ToolResult]:
-        """All results in call order (every call has one once execution finished)."""
-        finished = [result for result in self._results if result is not None]
-        assert len(finished) == self.size, "a call finished without a result"
+        """All results in call order, exactly one per call.
+
+        The call graph is acyclic, so every call gets a result; should a scheduling bug ever
+        leave one waiting, it still gets an error result (and the bug is logged) rather than
+        silently shortening the list, which would pair later results with the wrong calls.
+        """
+        finished: list[ToolResult] = []
+        for index, result in enumerate(self._results):
+            if result is None:
+                call = self.graph.calls[index]
+                self._logger().error("tool_call_never_scheduled", call_id=call.call_id)
+                result = _error(call, "Not run: internal error: the call was never scheduled.")
+            finished.append(result)
         return finished
 
     async def _run(

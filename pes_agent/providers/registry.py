@@ -76,8 +76,9 @@ class _Registration:
     def create(self, config: ProviderConfig, retry_policy: RetryPolicy | None) -> LLMProvider:
         if self.builtin is not None:
             return self.builtin(config, retry_policy)
-        assert self.custom is not None
-        return self.custom(config)
+        if self.custom is not None:
+            return self.custom(config)
+        raise RuntimeError("a provider registration has neither a built-in nor a custom factory")
 
 
 _REGISTRY: dict[str, _Registration] = {

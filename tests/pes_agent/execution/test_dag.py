@@ -96,6 +96,34 @@ def test_cycle_through_a_later_placeholder_is_reported_too() -> None:
     assert errors[1].startswith('The calls "a" -> "b" -> "a" form a dependency cycle')
 
 
+def test_every_call_of_interlocked_cycles_is_named_in_the_plan_errors() -> None:
+    """Cycles 1<->2 and 2<->3 sharing call 2 name all three calls; call 4 (-> 1) is no member."""
+    calls = [call("c1", ["c2"]), call("c2", ["c1", "c3"]), call("c3", ["c2"]), call("c4", ["c1"])]
+    errors = plan_errors(calls)
+    assert errors == [
+        'The calls "c1" -> "c2" -> "c1" form a dependency cycle, so none of them can run; '
+        "remove one of these dependencies.",
+        'The calls "c3" -> "c2" -> "c3" form a dependency cycle, so none of them can run; '
+        "remove one of these dependencies.",
+    ]
+    graph = CallGraph.build(calls)
+    assert [bool(problems) for problems in graph.problems] == [True, True, True, False]
+
+
+def test_two_cycles_joined_into_one_group_leave_no_call_waiting() -> None:
+    """In 1<->2, 3<->4, 2->3, 4->1 every call is refused, so none is left waiting forever."""
+    calls = [
+        call("c1", ["c2"]),
+        call("c2", ["c1", "c3"]),
+        call("c3", ["c4"]),
+        call("c4", ["c3", "c1"]),
+    ]
+    graph = CallGraph.build(calls)
+    assert all(graph.problems)
+    assert sorted(graph.order()) == [0, 1, 2, 3]
+    assert any('"c3" -> "c4" -> "c3"' in error for error in graph.errors)
+
+
 def test_calls_with_problems_wait_for_nothing_so_the_graph_stays_acyclic() -> None:
     """Cycle members are marked with problems and their edges dropped."""
     graph = CallGraph.build([call("a", ["b"]), call("b", ["a"]), call("c", ["a"])])

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -208,6 +211,81 @@ async def test_cycle_in_an_unrepaired_plan_is_refused_not_deadlocked(lab: Lab) -
     assert [r.status for r in results] == ["error", "error", "success"]
     assert results[0].error is not None
     assert results[0].error.startswith('Not run: The calls "a" -> "b" -> "a" form a dependency')
+
+
+# Two 2-cycles joined into one strongly connected group (1<->2, 3<->4, 2->3, 4->1), and call 5
+# depending on it: the plan shape whose second cycle used to be left waiting forever.
+INTERLOCKED = [
+    ("c1", ["c2"]),
+    ("c2", ["c1", "c3"]),
+    ("c3", ["c4"]),
+    ("c4", ["c3", "c1"]),
+    ("c5", ["c1"]),
+]
+
+
+async def test_interlocked_cycles_give_every_call_exactly_one_result(
+    lab: Lab, executor: Executor
+) -> None:
+    """Every cyclic call is refused naming its cycle, and the call needing one names that step."""
+    calls = [work(call_id, after=after) for call_id, after in INTERLOCKED]
+    async with asyncio.timeout(DEADLINE_S):
+        results = await executor.execute(calls, context(lab.work))
+    assert [r.call_id for r in results] == ["c1", "c2", "c3", "c4", "c5"]
+    assert [r.status for r in results] == ["error"] * 5
+    for result in results[:4]:
+        assert result.error is not None
+        assert f'"{result.call_id}" -> ' in result.error
+        assert "form a dependency cycle" in result.error
+    assert results[4].error == 'Not run: it depends on step 1 ("c1"), which failed.'
+    assert lab.events == []
+
+
+_OPTIMIZED_RUN = """
+import asyncio, json, sys
+from pes_agent.execution.executors import ConcurrentExecutor, SequentialExecutor
+from pes_agent.planning.plan import ParsedToolCall
+from pes_agent.protocols import ExecutionContext
+from pes_agent.tools import ToolRegistry, tool
+
+@tool
+def work(name: str) -> str:
+    '''Return the name.'''
+    return name
+
+async def main() -> None:
+    plan = json.loads(sys.argv[1])
+    calls = [
+        ParsedToolCall(call_id=c, tool_name="work", arguments={"name": c}, depends_on=after)
+        for c, after in plan
+    ]
+    registry = ToolRegistry([work])
+    ctx = ExecutionContext(
+        thread_id="t", trace_id="tr", tools=registry.as_mapping(),
+        enabled_tools=frozenset(registry.names),
+    )
+    counts = [
+        len(await asyncio.wait_for(made.execute(calls, ctx), 5))
+        for made in (ConcurrentExecutor(), SequentialExecutor())
+    ]
+    print(json.dumps(counts))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow
+def test_interlocked_cycles_under_python_optimize_return_a_result_per_call() -> None:
+    """With asserts stripped (python -O) both executors still return one result per call."""
+    done = subprocess.run(
+        [sys.executable, "-O", "-c", _OPTIMIZED_RUN, json.dumps(INTERLOCKED)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [len(INTERLOCKED), len(INTERLOCKED)]
 
 
 # --- sequential ---------------------------------------------------------------------------
