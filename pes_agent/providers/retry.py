@@ -27,7 +27,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Literal, cast
+from typing import Literal
 
 import structlog
 from tenacity import (
@@ -218,7 +218,7 @@ async def retrying_stream(
                 async with slot, aclosing(attempt()) as events:
                     async for event in events:
                         if event.__class__ is StreamMetadata:
-                            timed = _timed(cast(StreamMetadata, event), started, first_token)
+                            timed = _timed(event, started, first_token)
                             _log_finished(log, timed, attempt_number)
                             yield timed
                         else:
