@@ -7,11 +7,12 @@ never breaks a run or starves the other subscribers.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from pes_agent.errors import UsageError
 from pes_agent.observing._fanout import Fanout
+from pes_agent.observing._filters import name_set
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage.base import ObservationFeed, Storage
@@ -29,22 +30,18 @@ _log = get_logger("pes_agent.observing.manager")
 
 
 def _as_type_set(
-    types: Iterable[ObservationType | str] | None,
+    types: Iterable[ObservationType | str] | None, *, subscription: bool
 ) -> frozenset[ObservationType] | None:
-    if types is None:
-        return None
-    if isinstance(types, str | ObservationType):
-        types = [types]
-    result: set[ObservationType] = set()
-    for value in types:
-        try:
-            result.add(ObservationType(value.upper() if isinstance(value, str) else value))
-        except ValueError:
-            accepted = ", ".join(t.value for t in ObservationType)
-            raise UsageError(
-                f"unknown observation type {value!r}; use ObservationType members: {accepted}"
-            ) from None
-    return frozenset(result)
+    # A subscription to no type would never fire, so [] is refused there; a query for no
+    # type simply finds nothing.
+    return name_set(
+        types,
+        ObservationType,
+        what="observation type",
+        parameter="types",
+        normalize=str.upper,
+        allow_empty=not subscription,
+    )
 
 
 class ObservationManager:
@@ -92,10 +89,14 @@ class ObservationManager:
         before the run goes on: a slow subscriber slows the run it watches (hand long work to
         a queue or task of your own). Returns a function that unsubscribes; calling it twice
         is harmless.
+
+        `types` is one observation type or an iterable of them (members or names in any case).
+        An unknown name, or an empty list (a subscription that could never fire), is a
+        `UsageError` (a `ValueError`) listing the valid types.
         """
         if not callable(callback):
             raise UsageError("subscribe() needs a callable, e.g. subscribe(print)")
-        wanted = _as_type_set(types)
+        wanted = _as_type_set(types, subscription=True)
 
         def wants(observation: Observation) -> bool:
             if thread_id is not None and observation.thread_id != thread_id:
@@ -117,10 +118,11 @@ class ObservationManager:
         LISTEN/NOTIFY) a web server can stream to a UI the runs that worker processes execute;
         with any other store this is the same as `subscribe`. Returns the unsubscribe function.
         """
-        unsubscribe_local = self.subscribe(callback, types=types, thread_id=thread_id)
+        # Checked once: `types` may be a one-shot iterator.
+        wanted = _as_type_set(types, subscription=True)
+        unsubscribe_local = self.subscribe(callback, types=wanted, thread_id=thread_id)
         if not isinstance(self._storage, ObservationFeed):
             return unsubscribe_local
-        wanted = _as_type_set(types)
         try:
             unsubscribe_remote = await self._storage.subscribe_observations(
                 callback, types=wanted, thread_id=thread_id, include_own=False
@@ -139,11 +141,15 @@ class ObservationManager:
         self,
         thread_id: str,
         *,
-        types: Sequence[ObservationType | str] | None = None,
+        types: Iterable[ObservationType | str] | None = None,
         trace_id: str | None = None,
     ) -> list[Observation]:
-        """The thread's observations in the order they were recorded, optionally filtered."""
-        wanted = _as_type_set(types)
+        """The thread's observations in the order they were recorded, optionally filtered.
+
+        `types` is one observation type or an iterable of them (members or names in any case);
+        an unknown name is a `UsageError` (a `ValueError`) listing the valid ones.
+        """
+        wanted = _as_type_set(types, subscription=False)
         return await self._storage.get_observations(
             thread_id, types=sorted(wanted) if wanted is not None else None, trace_id=trace_id
         )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from pes_agent.observing._fanout import Fanout
+from pes_agent.observing._filters import name_set
 from pes_agent.providers.base import LLMPhase
 
 __all__ = ["StreamEvent", "StreamEventKind", "StreamSocket"]
@@ -44,10 +45,21 @@ class StreamSocket:
         callback: StreamCallback,
         *,
         thread_id: str | None = None,
-        phases: Iterable[LLMPhase] | None = None,
+        phases: LLMPhase | Iterable[LLMPhase] | None = None,
     ) -> Callable[[], None]:
-        """Call `callback` for each stream event of `phases` on `thread_id`; returns unsubscribe."""
-        wanted = frozenset(phases) if phases is not None else None
+        """Call `callback` for each stream event of `phases` on `thread_id`; returns unsubscribe.
+
+        `phases` is one phase name (``"synthesis"``) or an iterable of them, in any case; an
+        unknown name or an empty list is a `UsageError` (a `ValueError`) listing the phases.
+        """
+        wanted = name_set(
+            phases,
+            get_args(LLMPhase),
+            what="phase",
+            parameter="phases",
+            normalize=str.lower,
+            allow_empty=False,
+        )
 
         def wants(event: StreamEvent) -> bool:
             if thread_id is not None and event.thread_id != thread_id:
