@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 from ecs_core import EntityId, TerminalComponent, World
+from pes_agent._closing import AsyncCloseable, close_all
 from pes_agent.config import LLMParams, ProviderConfig, StateSaving
 from pes_agent.errors import RunError, UsageError
 from pes_agent.observing.logs import get_logger
@@ -83,6 +84,7 @@ class AgentCore:
         tool_timeout_s: float,
         max_tool_calls: int,
         llm_params: LLMParams,
+        owned: Sequence[AsyncCloseable] = (),
     ) -> None:
         self.tools = tools
         self.state = StateManager(storage, observations=observations)
@@ -92,6 +94,8 @@ class AgentCore:
         self._provider = provider
         self._providers = providers
         self._storage = storage
+        # What aclose() closes: only what create_agent built; objects passed in stay open.
+        self._owned = tuple(owned)
         self._system_prompt = system_prompt
         self._history_limit = history_limit
         self._state_saving = state_saving
@@ -121,19 +125,14 @@ class AgentCore:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close provider clients and storage; the agent cannot process after this."""
+        """Close the provider clients and storage the agent built; it cannot process after this.
+
+        A provider or storage object given to `create_agent` is left open for its owner.
+        """
         if self._closed:
             return
         self._closed = True
-        # Each resource is closed even if closing an earlier one fails; the first error wins.
-        errors: list[BaseException] = []
-        for close in (self._providers.aclose, self._provider.aclose, self._storage.aclose):
-            try:
-                await close()
-            except Exception as error:
-                errors.append(error)
-        if errors:
-            raise errors[0]
+        await close_all(self._owned)
 
     def _take_world(self) -> World:
         if self._spare_worlds:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from pes_agent._closing import AsyncCloseable
 from pes_agent.config import DEFAULT_SYSTEM_PROMPT, LLMParams, ProviderConfig, StateSaving
 from pes_agent.core import AgentCore
 from pes_agent.errors import UsageError
@@ -13,7 +14,7 @@ from pes_agent.observing.manager import ObservationManager
 from pes_agent.planning.planner import LLMPlanner
 from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesizer
 from pes_agent.providers.base import LLMProvider
-from pes_agent.providers.registry import ProviderPool
+from pes_agent.providers.registry import ProviderPool, create_provider
 from pes_agent.providers.retry import RetryPolicy
 from pes_agent.storage import open_storage
 from pes_agent.storage.base import Storage
@@ -65,6 +66,9 @@ def create_agent(
     `retry_policy` tunes the one retry layer of the provider clients (attempts, backoff,
     Retry-After cap). Every argument is checked here, so a mistake fails now with the fix in
     the message.
+
+    `aclose()` closes only what is built here from a string or a config; a provider or
+    storage object passed in stays open, so several agents may share it (close it yourself).
     """
     if state_saving not in ("explicit", "implicit"):
         raise UsageError(f"state_saving must be 'explicit' or 'implicit', got {state_saving!r}")
@@ -89,9 +93,15 @@ def create_agent(
     for item in tools:
         registry.register(item)
 
+    # The agent closes only what it builds here; objects passed in belong to the caller, who
+    # may share them with other agents.
     providers = ProviderPool(retry_policy=retry_policy)
+    owned: list[AsyncCloseable] = [providers]
     if isinstance(provider, str | ProviderConfig):
-        default_provider = providers.get(provider)
+        # Not from the pool: the default provider serves every run until aclose(), so nothing
+        # the pool does with the clients it hands out per thread may close it.
+        default_provider = create_provider(provider, retry_policy=retry_policy)
+        owned.append(default_provider)
     elif isinstance(provider, LLMProvider):
         default_provider = provider
     else:
@@ -102,10 +112,13 @@ def create_agent(
         )
 
     store = open_storage(storage)
+    if store is not storage:
+        owned.append(store)
     observations = observation_manager or ObservationManager(store)
     return AgentCore(
         provider=default_provider,
         providers=providers,
+        owned=owned,
         tools=registry,
         storage=store,
         observations=observations,

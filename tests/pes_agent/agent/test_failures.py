@@ -192,31 +192,6 @@ async def test_executor_returning_too_few_results_is_an_error(tools: list[Any]) 
     assert "must return one ToolResult per call" in result.metadata.error
 
 
-class _ClosingFails:
-    name = "broken"
-    model = "m"
-
-    async def stream(self, request: Any) -> Any:
-        raise RuntimeError("unused")
-        yield  # pragma: no cover
-
-    async def aclose(self) -> None:
-        raise RuntimeError("close failed")
-
-
-async def test_aclose_closes_storage_even_when_a_provider_fails_to_close(tmp_path: Any) -> None:
-    """A provider whose aclose raises does not leave the store open; the error is re-raised."""
-    from pes_agent import SQLiteStorage
-
-    storage = SQLiteStorage(tmp_path / "agent.db")
-    agent = create_agent(provider=_ClosingFails(), storage=storage)
-    await agent.state.list_threads()
-    with pytest.raises(RuntimeError, match="close failed"):
-        await agent.aclose()
-    with pytest.raises(UsageError, match="closed"):
-        await storage.list_threads()
-
-
 def test_a_provider_object_without_name_and_model_is_refused() -> None:
     """An object with stream() and aclose() but no name/model is not a provider."""
 
