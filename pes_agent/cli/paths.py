@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
+from urllib.parse import quote, unquote
 
 __all__ = [
     "APP_DIR_NAME",
@@ -80,8 +81,8 @@ class StoreLocation:
 def resolve_store(db: str | None, *, environ: Mapping[str, str] | None = None) -> StoreLocation:
     """The store to use: `db` (from `--db`), else `$PES_AGENT_DB`, else the default file.
 
-    A value with `://` (or `memory`) is a storage URL used as it is; anything else is a path to
-    an SQLite file, made absolute.
+    A value with `://` (or `memory`) is a storage URL (`sqlite:///PATH`, `postgresql://...`);
+    anything else is a path to an SQLite file, made absolute, whatever characters it holds.
     """
     environ = os.environ if environ is None else environ
     if db:
@@ -97,19 +98,26 @@ def _location(value: str, source: str) -> StoreLocation:
     text = value.strip()
     if text == "memory":
         return StoreLocation(spec="memory", path=None, source=source)
-    if "://" not in text:
+    scheme, separator, rest = text.partition("://")
+    if not separator:
+        # A path is a path: "#", "?" and "%" are ordinary characters of a file name.
         path = Path(text).expanduser().resolve()
         return StoreLocation(spec=_sqlite_url(path), path=path, source=source)
-    scheme = text.split("://", 1)[0].lower()
-    if scheme == "sqlite":
-        raw = text.split("://", 1)[1]
+    if scheme.lower() == "sqlite":
+        # A URL, read as the storage factory reads it: the query and fragment are not part
+        # of the path, and percent-escapes are decoded.
+        raw = rest.split("#", 1)[0].split("?", 1)[0]
         # sqlite:///relative.db -> "relative.db"; sqlite:////abs.db -> "/abs.db"
-        file = raw[1:] if raw.startswith("/") else raw
+        file = unquote(raw[1:] if raw.startswith("/") else raw)
         if file and file != ":memory:":
             path = Path(file).expanduser().resolve()
             return StoreLocation(spec=_sqlite_url(path), path=path, source=source)
+    # postgresql:// and postgres:// are used as they are; any other scheme is left for the
+    # storage factory to refuse with the list of accepted ones.
     return StoreLocation(spec=text, path=None, source=source)
 
 
 def _sqlite_url(path: Path) -> str:
-    return "sqlite:///" + path.as_posix()
+    # Percent-encode, so a file name holding "#", "?" or "%" survives the URL parsing of the
+    # storage factory and names exactly this file.
+    return "sqlite:///" + quote(path.as_posix())

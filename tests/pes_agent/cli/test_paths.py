@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+import pytest
+
 from pes_agent.cli.paths import default_db_path, resolve_store
+
+from .helpers import cli_env, run_cli
 
 
 def test_linux_uses_xdg_data_home() -> None:
@@ -95,3 +99,28 @@ def test_a_postgres_url_is_kept_and_described_without_its_password() -> None:
 def test_memory_is_accepted() -> None:
     """`memory` is a store too (nothing is kept after the command)."""
     assert resolve_store("memory", environ={}).spec == "memory"
+
+
+@pytest.mark.slow
+def test_a_db_path_with_url_characters_is_exactly_that_file(tmp_path: Path) -> None:
+    """`--db 'dir/a#b?c%20.db'` creates that very file, and a read command finds it there."""
+    name = "dir/a#b?c%20.db"
+    env = cli_env(tmp_path / "home")
+    work = tmp_path / "work"
+    (work / "dir").mkdir(parents=True)
+    made = run_cli("demo", "--json", "--db", name, env=env, cwd=work)
+    assert made.code == 0, made.stderr
+    assert (work / name).is_file()
+    # Only that file (and its own SQLite sidecars) exists: nothing landed beside it.
+    assert [p.name for p in work.iterdir()] == ["dir"]
+    assert all(p.name.startswith("a#b?c%20.db") for p in (work / "dir").iterdir())
+    listed = run_cli("threads", "--json", "--db", name, env=env, cwd=work)
+    assert listed.code == 0, listed.stderr
+    assert "demo" in listed.stdout
+
+
+def test_a_sqlite_url_is_decoded_as_the_storage_factory_decodes_it() -> None:
+    """In sqlite:///x%20y.db?mode=ro the file is "x y.db": escapes decoded, the query dropped."""
+    store = resolve_store("sqlite:///x%20y.db?mode=ro", environ={})
+    assert store.path == Path("x y.db").resolve()
+    assert store.describe() == str(Path("x y.db").resolve())
