@@ -7,6 +7,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
@@ -49,6 +50,7 @@ _log = get_logger("pes_agent.agent")
 _MAX_TICKS = 8
 # Finished runs hand their world back for reuse, so its cached queries are built only once.
 _SPARE_WORLDS = 64
+_CANCELLED_BY_CLOSE = "the run was cancelled: the agent was closed (aclose timeout) while it ran"
 
 
 class ProviderSource(Protocol):
@@ -57,6 +59,32 @@ class ProviderSource(Protocol):
     def get(self, spec: ProviderConfig) -> LLMProvider: ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass(slots=True, eq=False)
+class _InFlight:
+    """A `process()` call under way, which `aclose()` waits for and may cancel."""
+
+    task: asyncio.Task[Any]
+    thread_id: str
+    trace_id: str
+    result: AgentFinalResponse | None = None
+    cancelled_by_close: bool = False
+
+    def cancel_for_close(self) -> None:
+        if not self.cancelled_by_close:
+            self.cancelled_by_close = True
+            self.task.cancel()
+
+    def take_close_cancel(self) -> bool:
+        """Whether the cancellation being handled is aclose()'s alone, consuming it if so.
+
+        Then the run ends as `cancelled` instead of raising: its caller did not cancel it.
+        """
+        if not self.cancelled_by_close:
+            return False
+        self.cancelled_by_close = False
+        return self.task.uncancel() == 0
 
 
 class AgentCore:
@@ -112,6 +140,10 @@ class AgentCore:
         ]
         self._spare_worlds: list[World] = []
         self._closed = False
+        self._runs: set[_InFlight] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._released = asyncio.Event()
 
     async def __aenter__(self) -> AgentCore:
         return self
@@ -124,15 +156,45 @@ class AgentCore:
     ) -> None:
         await self.aclose()
 
-    async def aclose(self) -> None:
-        """Close the provider clients and storage the agent built; it cannot process after this.
+    # A timeout parameter rather than asyncio.timeout(): past it the runs are cancelled but
+    # the close still completes, and the caller gets no TimeoutError for a close that worked.
+    async def aclose(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Let the runs under way finish, then close the provider clients and storage.
 
-        A provider or storage object given to `create_agent` is left open for its owner.
+        From the moment `aclose()` starts, `process()` raises a `UsageError`. The runs under
+        way go on and save their turns. With `timeout` (seconds), those still going after it
+        are cancelled: each returns status `"cancelled"`, keeps its observations and saves no
+        turn. Only what `create_agent` built is closed: a provider or storage object given to
+        it stays open for its owner.
         """
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0
+        ):
+            raise UsageError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        if any(_inside(run) for run in self._runs):
+            raise UsageError(
+                "aclose() was called from inside a run of this agent (a tool or a subscriber?); "
+                "it waits for the runs under way, so it would wait forever: close the agent "
+                "after process() returns"
+            )
         if self._closed:
+            await self._released.wait()
             return
         self._closed = True
-        await close_all(self._owned)
+        try:
+            if self._runs:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._idle.wait(), timeout)
+        finally:
+            # Past the timeout (or when aclose() itself is cancelled) what still runs is
+            # cancelled, and the storage closes only once no run can write to it any more.
+            for run in self._runs:
+                run.cancel_for_close()
+            await self._idle.wait()
+            try:
+                await close_all(self._owned)
+            finally:
+                self._released.set()
 
     def _take_world(self) -> World:
         if self._spare_worlds:
@@ -166,8 +228,35 @@ class AgentCore:
                 "that same thread (a tool or a subscriber?); runs on one thread take turns, so "
                 "it would wait forever: use another thread_id for the inner run"
             )
+        task = asyncio.current_task()
+        if task is None:
+            raise UsageError("process() must be awaited inside an asyncio task")
         trace_id = props.trace_id or uuid.uuid4().hex
         started = time.perf_counter()
+        # Registered before the first await, so an aclose() starting now waits for this run.
+        run = _InFlight(task, props.thread_id, trace_id)
+        self._runs.add(run)
+        self._idle.clear()
+        try:
+            return await self._locked_run(props, trace_id, started, run)
+        except asyncio.CancelledError:
+            if not run.take_close_cancel():
+                raise
+            # aclose() cancelled the run before it began (waiting for its thread or loading
+            # it), or after it ended (releasing the thread): report what it came to.
+            if run.result is not None:
+                return run.result
+            return await self._ended_early(
+                props, trace_id, started, "cancelled", _CANCELLED_BY_CLOSE, status="cancelled"
+            )
+        finally:
+            self._runs.discard(run)
+            if not self._runs:
+                self._idle.set()
+
+    async def _locked_run(
+        self, props: AgentProps, trace_id: str, started: float, run: _InFlight
+    ) -> AgentFinalResponse:
         async with contextlib.AsyncExitStack() as stack:
             try:
                 await stack.enter_async_context(self._storage.lock_thread(props.thread_id))
@@ -175,10 +264,13 @@ class AgentCore:
                 # The store is unreachable: a runtime failure like any other, not a raise.
                 return await self._load_failure(props, trace_id, started, error.message)
             with running(props.thread_id, trace_id):
-                return await self._run(props, trace_id, started)
+                run.result = await self._run(props, trace_id, started, run)
+                return run.result
         raise AssertionError("unreachable: the block above always returns")
 
-    async def _run(self, props: AgentProps, trace_id: str, started: float) -> AgentFinalResponse:
+    async def _run(
+        self, props: AgentProps, trace_id: str, started: float, run: _InFlight
+    ) -> AgentFinalResponse:
         thread_id = props.thread_id
         log = _log.bind(thread_id=thread_id, trace_id=trace_id)
         options = props.options
@@ -235,18 +327,26 @@ class AgentCore:
         )
         world = self._take_world()
         entity = world.create_entity(spec, telemetry)
+        cancelled_by_close = False
         try:
             await self._tick_until_done(world, entity)
         except asyncio.CancelledError:
-            log.info("run_cancelled")
+            cancelled_by_close = run.take_close_cancel()
+            log.info("run_cancelled", by_aclose=cancelled_by_close)
             await asyncio.shield(
                 recorder.record(
                     ObservationType.ERROR,
                     "Run cancelled",
-                    {"phase": "cancelled", "error": "the run was cancelled"},
+                    {
+                        "phase": "cancelled",
+                        "error": _CANCELLED_BY_CLOSE
+                        if cancelled_by_close
+                        else "the run was cancelled",
+                    },
                 )
             )
-            raise
+            if not cancelled_by_close:
+                raise
         finally:
             components = dict(world.components_of(entity))
             world.delete_entity(entity)
@@ -256,9 +356,13 @@ class AgentCore:
         executed: Executed | None = components.get(Executed)
         results = executed.results if executed is not None else []
         status: RunStatus
-        if failed is not None:
-            status = "error"
-            response = _error_message(thread_id, trace_id, failed.message)
+        problem: str | None = None
+        if cancelled_by_close:
+            status, problem = "cancelled", _CANCELLED_BY_CLOSE
+            response = _error_message(thread_id, trace_id, problem, status)
+        elif failed is not None:
+            status, problem = "error", failed.message
+            response = _error_message(thread_id, trace_id, problem, status)
         else:
             finalized: Finalized | None = components.get(Finalized)
             assert finalized is not None, "a run without RunFailed always ends Finalized"
@@ -272,7 +376,7 @@ class AgentCore:
             total_duration_ms=(time.perf_counter() - started) * 1000,
             llm_calls=telemetry.llm.calls,
             tool_calls=len(results),
-            error=failed.message if failed is not None else None,
+            error=problem,
             usage=telemetry.llm.usage,
             phases=telemetry.phases,
         )
@@ -323,16 +427,30 @@ class AgentCore:
         self, props: AgentProps, trace_id: str, started: float, message: str
     ) -> AgentFinalResponse:
         message = "loading the thread failed: " + message
+        return await self._ended_early(props, trace_id, started, "load", message, status="error")
+
+    async def _ended_early(
+        self,
+        props: AgentProps,
+        trace_id: str,
+        started: float,
+        phase: str,
+        message: str,
+        *,
+        status: RunStatus,
+    ) -> AgentFinalResponse:
+        """The response of a run that ended before its entity was spawned, with its ERROR."""
+        title = "Run cancelled" if status == "cancelled" else f"{phase.capitalize()} failed"
         await RunRecorder(self.observations, props.thread_id, trace_id).record(
-            ObservationType.ERROR, "Load failed", {"phase": "load", "error": message}
+            ObservationType.ERROR, title, {"phase": phase, "error": message}
         )
         return AgentFinalResponse(
-            response=_error_message(props.thread_id, trace_id, message),
+            response=_error_message(props.thread_id, trace_id, message, status),
             metadata=ExecutionMetadata(
                 thread_id=props.thread_id,
                 trace_id=trace_id,
                 user_id=props.user_id,
-                status="error",
+                status=status,
                 total_duration_ms=(time.perf_counter() - started) * 1000,
                 error=message,
                 usage=Usage(),
@@ -350,10 +468,18 @@ def _first(*values: T | None) -> T:
     raise AssertionError("the last fallback is never None")
 
 
-def _error_message(thread_id: str, trace_id: str, message: str) -> ConversationMessage:
+def _error_message(
+    thread_id: str, trace_id: str, message: str, status: RunStatus
+) -> ConversationMessage:
     return ConversationMessage(
         thread_id=thread_id,
         role=MessageRole.AI,
         content="I could not complete this request: " + message,
-        metadata={"trace_id": trace_id, "status": "error"},
+        metadata={"trace_id": trace_id, "status": status},
     )
+
+
+def _inside(run: _InFlight) -> bool:
+    """Whether the current task is part of `run` (the run itself, a tool or a subscriber)."""
+    enclosing = enclosing_run(run.thread_id)
+    return enclosing is not None and enclosing.trace_id == run.trace_id

@@ -18,7 +18,9 @@ __all__ = [
     "RunStatus",
 ]
 
-RunStatus = Literal["success", "partial", "error"]
+# "cancelled": `aclose(timeout=...)` stopped the run; a caller cancelling its own task gets
+# CancelledError instead, as asyncio code expects.
+RunStatus = Literal["success", "partial", "error", "cancelled"]
 
 
 class AgentProps(BaseModel):
