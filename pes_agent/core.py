@@ -18,17 +18,12 @@ from pes_agent.errors import RunError, UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.streams import StreamSocket
 from pes_agent.observing.types import ObservationType
-from pes_agent.pes.components import (
-    Executed,
-    Finalized,
-    RunFailed,
-    RunSpec,
-    RunTelemetry,
-)
+from pes_agent.pes.components import Executed, Finalized, RunFailed, RunSpec, RunTimings
 from pes_agent.pes.finalization import ErrorHandlingSystem, FinalizationSystem
 from pes_agent.pes.llm_call import RunModelCaller
 from pes_agent.pes.planning import PlanningSystem
 from pes_agent.pes.recorder import RunRecorder
+from pes_agent.pes.resources import ResourceTable, RunResources
 from pes_agent.pes.synthesis import SynthesisSystem
 from pes_agent.pes.tool_execution import ToolSystem
 from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesizer
@@ -131,12 +126,15 @@ class AgentCore:
         self._tool_timeout_s = tool_timeout_s
         self._max_tool_calls = max_tool_calls
         self._llm_params = llm_params
+        # The live services of each run; the systems find them by run entity.
+        self._resources = ResourceTable()
+        resources = self._resources
         self._systems: list[tuple[Any, int]] = [
-            (PlanningSystem(planner), 0),
-            (ToolSystem(executor, tools.as_mapping()), 5),
-            (SynthesisSystem(synthesizer), 10),
-            (FinalizationSystem(storage, state_saving), 20),
-            (ErrorHandlingSystem(), 99),
+            (PlanningSystem(resources, planner), 0),
+            (ToolSystem(resources, executor, tools.as_mapping()), 5),
+            (SynthesisSystem(resources, synthesizer), 10),
+            (FinalizationSystem(resources, storage, state_saving), 20),
+            (ErrorHandlingSystem(resources), 99),
         ]
         self._spare_worlds: list[World] = []
         self._closed = False
@@ -292,17 +290,15 @@ class AgentCore:
 
         enabled = self._enabled_tools(context, options.enabled_tools if options else None)
         recorder = RunRecorder(self.observations, thread_id, trace_id)
-        telemetry = RunTelemetry(
-            llm=RunModelCaller(
-                provider=provider,
-                recorder=recorder,
-                stream=self.stream,
-                params=(options.llm_params if options and options.llm_params else None)
-                or self._llm_params,
-            ),
+        llm = RunModelCaller(
+            provider=provider,
             recorder=recorder,
+            stream=self.stream,
+            params=(options.llm_params if options and options.llm_params else None)
+            or self._llm_params,
         )
-        telemetry.phases.load_ms = load_ms
+        timings = RunTimings()
+        timings.phases.load_ms = load_ms
         spec = RunSpec(
             props=props,
             trace_id=trace_id,
@@ -315,7 +311,7 @@ class AgentCore:
             ),
             tool_schemas=self.tools.schemas(sorted(enabled)),
             enabled_tools=enabled,
-            llm_params=telemetry.llm.params,
+            llm_params=llm.params,
             max_tool_calls=_first(
                 options.max_tool_calls if options else None, self._max_tool_calls
             ),
@@ -326,7 +322,8 @@ class AgentCore:
             state_snapshot=context.state.model_copy(deep=True).data,
         )
         world = self._take_world()
-        entity = world.create_entity(spec, telemetry)
+        entity = world.create_entity(spec, timings)
+        self._resources.attach(world, entity, RunResources(llm=llm, recorder=recorder))
         cancelled_by_close = False
         try:
             await self._tick_until_done(world, entity)
@@ -349,6 +346,7 @@ class AgentCore:
                 raise
         finally:
             components = dict(world.components_of(entity))
+            self._resources.detach(world, entity)
             world.delete_entity(entity)
             self._give_back_world(world)
 
@@ -374,11 +372,11 @@ class AgentCore:
             user_id=props.user_id,
             status=status,
             total_duration_ms=(time.perf_counter() - started) * 1000,
-            llm_calls=telemetry.llm.calls,
+            llm_calls=llm.calls,
             tool_calls=len(results),
             error=problem,
-            usage=telemetry.llm.usage,
-            phases=telemetry.phases,
+            usage=llm.usage,
+            phases=timings.phases,
         )
         log.info(
             "run_finished",

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from ecs_core import EntityId, World
 from pes_agent.errors import RunError, UsageError
 from pes_agent.observing.logs import get_logger
-from pes_agent.pes.components import Phase, RunFailed, RunSpec, RunTelemetry
+from pes_agent.observing.types import Observation, ObservationType
+from pes_agent.pes.components import Phase, RunFailed, RunSpec, RunTimings
+from pes_agent.pes.llm_call import RunModelCaller
+from pes_agent.pes.resources import ResourceTable, RunResources
 
-__all__ = ["PhaseSystem", "returned"]
+__all__ = ["PhaseRun", "PhaseSystem", "returned"]
 
 T = TypeVar("T")
 
@@ -29,6 +33,39 @@ def returned(value: object, kind: type[T], part: object, method: str) -> T:
 _log = get_logger("pes_agent.pes")
 
 
+@dataclass(slots=True, frozen=True)
+class PhaseRun:
+    """One run entity as a phase system sees it: its spec, its resources, where to put output.
+
+    Built for the duration of one phase; not a component.
+    """
+
+    world: World
+    entity: EntityId
+    spec: RunSpec
+    resources: RunResources
+
+    @property
+    def llm(self) -> RunModelCaller:
+        """The run's model caller (what planners and synthesizers call)."""
+        return self.resources.llm
+
+    async def record(
+        self,
+        type: ObservationType,
+        title: str,
+        content: dict[str, Any],
+        *,
+        parent_id: str | None = None,
+    ) -> Observation:
+        """Record an observation of this run."""
+        return await self.resources.recorder.record(type, title, content, parent_id=parent_id)
+
+    def add(self, component: object) -> None:
+        """Leave `component` on the run entity (the phase's output)."""
+        self.world.add_component(self.entity, component)
+
+
 class PhaseSystem(ABC):
     """A system that runs one phase for every run entity that is ready for it.
 
@@ -41,19 +78,23 @@ class PhaseSystem(ABC):
     requires: ClassVar[tuple[type[Any], ...]] = ()
     done_when: ClassVar[tuple[type[Any], ...]] = ()
 
+    def __init__(self, resources: ResourceTable) -> None:
+        self._resources = resources
+
     @property
     def name(self) -> str:
         return type(self).__name__
 
     async def process(self, world: World) -> None:
         ready = list(
-            world.query(RunSpec, RunTelemetry, *self.requires, exclude=(RunFailed, *self.done_when))
+            world.query(RunSpec, RunTimings, *self.requires, exclude=(RunFailed, *self.done_when))
         )
         for entity, components in ready:
-            spec, telemetry = components[0], components[1]
+            spec, timings = components[0], components[1]
             started = time.perf_counter()
             try:
-                await self.run(world, entity, spec, telemetry, *components[2:])
+                run = PhaseRun(world, entity, spec, self._resources.of(world, entity))
+                await self.run(run, *components[2:])
             except Exception as error:
                 message = error.message if isinstance(error, RunError) else str(error)
                 _log.warning(
@@ -75,15 +116,11 @@ class PhaseSystem(ABC):
                 )
             finally:
                 elapsed = (time.perf_counter() - started) * 1000
-                setattr(telemetry.phases, self.phase + "_ms", elapsed)
+                setattr(timings.phases, self.phase + "_ms", elapsed)
 
     @abstractmethod
-    async def run(
-        self,
-        world: World,
-        entity: EntityId,
-        spec: RunSpec,
-        telemetry: RunTelemetry,
-        *inputs: Any,
-    ) -> None:
-        """Do this phase for one run entity, adding the phase's output component."""
+    async def run(self, run: PhaseRun, *inputs: Any) -> None:
+        """Do this phase for one run entity, adding the phase's output component.
+
+        `inputs` are the entity's components of the types in `requires`, in that order.
+        """

@@ -1,7 +1,10 @@
 """The components of a PES run entity: each phase reads some and leaves its own behind.
 
+Components are data only. The live services a run works through (model caller, observation
+recorder) are resources, looked up by the run entity in `pes.resources.ResourceTable`.
+
 ```
-RunSpec + RunTelemetry      spawned by AgentCore.process
+RunSpec + RunTimings        spawned by AgentCore.process
   -> Planned                PlanningSystem
   -> Executed               ToolSystem
   -> Synthesized            SynthesisSystem
@@ -16,9 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pes_agent.config import LLMParams
-from pes_agent.observing.types import Observation, ObservationType
-from pes_agent.pes.llm_call import RunModelCaller
-from pes_agent.pes.recorder import RunRecorder
 from pes_agent.planning.plan import PlanningOutput
 from pes_agent.run import AgentProps, PhaseDurations
 from pes_agent.threads.messages import ConversationMessage
@@ -32,7 +32,7 @@ __all__ = [
     "Planned",
     "RunFailed",
     "RunSpec",
-    "RunTelemetry",
+    "RunTimings",
     "Synthesized",
 ]
 
@@ -62,23 +62,10 @@ class RunSpec:
 
 
 @dataclass(slots=True)
-class RunTelemetry:
-    """The run's model caller, observation recorder and phase timings."""
+class RunTimings:
+    """How long each phase of the run took so far; each system writes its own phase."""
 
-    llm: RunModelCaller
-    recorder: RunRecorder
     phases: PhaseDurations = field(default_factory=PhaseDurations)
-
-    async def record(
-        self,
-        type: ObservationType,
-        title: str,
-        content: dict[str, Any],
-        *,
-        parent_id: str | None = None,
-    ) -> Observation:
-        """Record an observation of this run."""
-        return await self.recorder.record(type, title, content, parent_id=parent_id)
 
 
 @dataclass(slots=True)

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from ecs_core import EntityId, TerminalComponent, World
+from ecs_core import TerminalComponent, World
 from pes_agent.config import AgentState, StateSaving
 from pes_agent.observing.types import ObservationType
-from pes_agent.pes.base import PhaseSystem
+from pes_agent.pes.base import PhaseRun, PhaseSystem
 from pes_agent.pes.components import (
     Executed,
     Finalized,
     Phase,
     RunFailed,
     RunSpec,
-    RunTelemetry,
+    RunTimings,
     Synthesized,
 )
+from pes_agent.pes.resources import ResourceTable
 from pes_agent.storage.base import Storage
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 
@@ -34,20 +35,17 @@ class FinalizationSystem(PhaseSystem):
     requires = (Executed, Synthesized)
     done_when = (TerminalComponent,)
 
-    def __init__(self, storage: Storage, state_saving: StateSaving) -> None:
+    def __init__(
+        self, resources: ResourceTable, storage: Storage, state_saving: StateSaving
+    ) -> None:
+        super().__init__(resources)
         self._storage = storage
         self._state_saving = state_saving
 
-    async def run(
-        self,
-        world: World,
-        entity: EntityId,
-        spec: RunSpec,
-        telemetry: RunTelemetry,
-        *inputs: Any,
-    ) -> None:
+    async def run(self, run: PhaseRun, *inputs: Any) -> None:
         executed: Executed = inputs[0]
         synthesized: Synthesized = inputs[1]
+        spec = run.spec
         status = _status(executed)
         user = ConversationMessage(
             thread_id=spec.thread_id,
@@ -70,18 +68,18 @@ class FinalizationSystem(PhaseSystem):
             state = await self._merged_state(spec)
         saved = await self._storage.commit_turn(spec.thread_id, [user, answer], state)
         if saved is not None:
-            await telemetry.record(
+            await run.record(
                 ObservationType.STATE_UPDATE,
                 "State saved",
                 {"version": saved.version, "data": saved.data, "saving": "implicit"},
             )
-        await telemetry.record(
+        await run.record(
             ObservationType.FINAL_RESPONSE,
             "Final response",
             {"message": answer.model_dump(mode="json"), "status": status},
         )
-        world.add_component(entity, Finalized(message=answer))
-        world.add_component(entity, TerminalComponent(reason="completed"))
+        run.add(Finalized(message=answer))
+        run.add(TerminalComponent(reason="completed"))
 
     async def _merged_state(self, spec: RunSpec) -> AgentState:
         """The run's changes to the state, applied on top of what is stored now.
@@ -109,16 +107,19 @@ class ErrorHandlingSystem:
 
     name = "ErrorHandlingSystem"
 
+    def __init__(self, resources: ResourceTable) -> None:
+        self._resources = resources
+
     async def process(self, world: World) -> None:
-        for entity, (_spec, telemetry, failed) in list(
-            world.query(RunSpec, RunTelemetry, RunFailed, exclude=(TerminalComponent,))
+        for entity, (_spec, _timings, failed) in list(
+            world.query(RunSpec, RunTimings, RunFailed, exclude=(TerminalComponent,))
         ):
             content: dict[str, Any] = {"phase": failed.phase, "error": failed.message}
             if failed.raw_output is not None:
                 content["raw"] = failed.raw_output
             if failed.error is not None:
                 content["errorType"] = type(failed.error).__name__
-            await telemetry.record(
+            await self._resources.of(world, entity).recorder.record(
                 ObservationType.ERROR,
                 f"{failed.phase.capitalize()} failed",
                 content,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ecs_core import EntityId, World
 from pes_agent.observing.types import ObservationType
-from pes_agent.pes.base import PhaseSystem, returned
-from pes_agent.pes.components import Phase, Planned, RunSpec, RunTelemetry
+from pes_agent.pes.base import PhaseRun, PhaseSystem, returned
+from pes_agent.pes.components import Phase, Planned
+from pes_agent.pes.resources import ResourceTable
 from pes_agent.planning.plan import PlanningOutput
 from pes_agent.protocols import Planner, PlanningContext
 
@@ -20,13 +20,13 @@ class PlanningSystem(PhaseSystem):
     phase: ClassVar[Phase] = "planning"
     done_when = (Planned,)
 
-    def __init__(self, planner: Planner) -> None:
+    def __init__(self, resources: ResourceTable, planner: Planner) -> None:
+        super().__init__(resources)
         self._planner = planner
 
-    async def run(
-        self, world: World, entity: EntityId, spec: RunSpec, telemetry: RunTelemetry, *_: Any
-    ) -> None:
-        await telemetry.record(
+    async def run(self, run: PhaseRun, *_: Any) -> None:
+        spec = run.spec
+        await run.record(
             ObservationType.PLAN,
             "Preparing a plan",
             {"status": "preparing", "tools": [schema.name for schema in spec.tool_schemas]},
@@ -40,25 +40,25 @@ class PlanningSystem(PhaseSystem):
                 history=spec.history,
                 tools=spec.tool_schemas,
                 state=spec.thread.state,
-                llm=telemetry.llm,
+                llm=run.llm,
                 llm_params=spec.llm_params,
             )
         )
         output = returned(planned, PlanningOutput, self._planner, "plan")
         raw = next(
-            (text for phase, text in reversed(telemetry.llm.outputs) if phase != "synthesis"),
+            (text for phase, text in reversed(run.llm.outputs) if phase != "synthesis"),
             None,
         )
         if output.title:
-            await telemetry.record(ObservationType.TITLE, "Title", {"title": output.title})
+            await run.record(ObservationType.TITLE, "Title", {"title": output.title})
         if output.intent:
-            await telemetry.record(ObservationType.INTENT, "Intent", {"intent": output.intent})
+            await run.record(ObservationType.INTENT, "Intent", {"intent": output.intent})
         for thought in output.thoughts or ():
-            await telemetry.record(
+            await run.record(
                 ObservationType.THOUGHTS, "Thinking", {"phase": "planning", "text": thought}
             )
         calls = output.tool_calls or []
-        await telemetry.record(
+        await run.record(
             ObservationType.PLAN,
             "Plan ready",
             {
@@ -68,4 +68,4 @@ class PlanningSystem(PhaseSystem):
                 "raw": raw,
             },
         )
-        world.add_component(entity, Planned(output=output, raw=raw))
+        run.add(Planned(output=output, raw=raw))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ecs_core import EntityId, World
 from pes_agent.observing.types import ObservationType
-from pes_agent.pes.base import PhaseSystem, returned
-from pes_agent.pes.components import Executed, Phase, Planned, RunSpec, RunTelemetry, Synthesized
+from pes_agent.pes.base import PhaseRun, PhaseSystem, returned
+from pes_agent.pes.components import Executed, Phase, Planned, Synthesized
+from pes_agent.pes.resources import ResourceTable
 from pes_agent.protocols import SynthesisContext, Synthesizer
 
 __all__ = ["SynthesisSystem"]
@@ -20,19 +20,14 @@ class SynthesisSystem(PhaseSystem):
     requires = (Planned, Executed)
     done_when = (Synthesized,)
 
-    def __init__(self, synthesizer: Synthesizer) -> None:
+    def __init__(self, resources: ResourceTable, synthesizer: Synthesizer) -> None:
+        super().__init__(resources)
         self._synthesizer = synthesizer
 
-    async def run(
-        self,
-        world: World,
-        entity: EntityId,
-        spec: RunSpec,
-        telemetry: RunTelemetry,
-        *inputs: Any,
-    ) -> None:
+    async def run(self, run: PhaseRun, *inputs: Any) -> None:
         planned: Planned = inputs[0]
         executed: Executed = inputs[1]
+        spec = run.spec
         answer = await self._synthesizer.synthesize(
             SynthesisContext(
                 props=spec.props,
@@ -42,11 +37,11 @@ class SynthesisSystem(PhaseSystem):
                 history=spec.history,
                 planning=planned.output,
                 results=executed.results,
-                llm=telemetry.llm,
+                llm=run.llm,
             )
         )
         text = returned(answer, str, self._synthesizer, "synthesize")
-        await telemetry.record(
+        await run.record(
             ObservationType.SYNTHESIS, "Answer written", {"status": "done", "length": len(text)}
         )
-        world.add_component(entity, Synthesized(text=text))
+        run.add(Synthesized(text=text))

@@ -6,11 +6,11 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ecs_core import EntityId, World
 from pes_agent.errors import ToolExecutionError
 from pes_agent.observing.types import Observation, ObservationType
-from pes_agent.pes.base import PhaseSystem
-from pes_agent.pes.components import Executed, Phase, Planned, RunSpec, RunTelemetry
+from pes_agent.pes.base import PhaseRun, PhaseSystem
+from pes_agent.pes.components import Executed, Phase, Planned
+from pes_agent.pes.resources import ResourceTable
 from pes_agent.planning.plan import ParsedToolCall
 from pes_agent.protocols import ExecutionContext, Executor
 from pes_agent.tools.base import Tool, ToolResult
@@ -21,14 +21,14 @@ __all__ = ["ToolSystem"]
 class _ObservingHooks:
     """Records TOOL_CALL when a call starts and TOOL_EXECUTION when it ends; keeps results."""
 
-    def __init__(self, telemetry: RunTelemetry) -> None:
-        self._telemetry = telemetry
+    def __init__(self, run: PhaseRun) -> None:
+        self._run = run
         # Keyed by the call object itself: a bad plan may repeat a call id.
         self.finished: dict[int, ToolResult] = {}
         self._started: dict[int, Observation] = {}
 
     async def on_call_start(self, call: ParsedToolCall, arguments: dict[str, Any]) -> None:
-        self._started[id(call)] = await self._telemetry.record(
+        self._started[id(call)] = await self._run.record(
             ObservationType.TOOL_CALL,
             f"Calling {call.tool_name}",
             {"callId": call.call_id, "toolName": call.tool_name, "arguments": arguments},
@@ -37,7 +37,7 @@ class _ObservingHooks:
     async def on_call_end(self, call: ParsedToolCall, result: ToolResult) -> None:
         self.finished[id(call)] = result
         started = self._started.get(id(call))
-        await self._telemetry.record(
+        await self._run.record(
             ObservationType.TOOL_EXECUTION,
             f"{call.tool_name} {result.status}",
             {
@@ -66,24 +66,21 @@ class ToolSystem(PhaseSystem):
     requires = (Planned,)
     done_when = (Executed,)
 
-    def __init__(self, executor: Executor, tools: Mapping[str, Tool]) -> None:
+    def __init__(
+        self, resources: ResourceTable, executor: Executor, tools: Mapping[str, Tool]
+    ) -> None:
+        super().__init__(resources)
         self._executor = executor
         self._tools = tools
 
-    async def run(
-        self,
-        world: World,
-        entity: EntityId,
-        spec: RunSpec,
-        telemetry: RunTelemetry,
-        *inputs: Any,
-    ) -> None:
+    async def run(self, run: PhaseRun, *inputs: Any) -> None:
         planned: Planned = inputs[0]
         calls = planned.output.tool_calls or []
         if not calls:
-            world.add_component(entity, Executed(results=[]))
+            run.add(Executed(results=[]))
             return
-        hooks = _ObservingHooks(telemetry)
+        spec = run.spec
+        hooks = _ObservingHooks(run)
         context = ExecutionContext(
             thread_id=spec.thread_id,
             trace_id=spec.trace_id,
@@ -101,7 +98,7 @@ class ToolSystem(PhaseSystem):
             results = await self._executor.execute(calls, context)
         except asyncio.CancelledError:
             # What finished is kept on the entity for whoever inspects the cancelled run.
-            world.add_component(entity, Executed(results=list(hooks.finished.values())))
+            run.add(Executed(results=list(hooks.finished.values())))
             raise
         if len(results) != len(calls) or not all(isinstance(r, ToolResult) for r in results):
             raise ToolExecutionError(
@@ -111,4 +108,4 @@ class ToolSystem(PhaseSystem):
                 thread_id=spec.thread_id,
                 trace_id=spec.trace_id,
             )
-        world.add_component(entity, Executed(results=list(results)))
+        run.add(Executed(results=list(results)))

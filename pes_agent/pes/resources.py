@@ -1,0 +1,58 @@
+"""The live services of the runs under way, kept beside the world rather than in components.
+
+Components hold a run's data only, so they can be read, copied and inspected like any other
+value. The objects a run works through — its model caller (which counts calls and usage) and
+its observation recorder — are resources: `AgentCore` attaches them to the run entity in a
+`ResourceTable` that every PES system shares, and detaches them when the run ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ecs_core import EntityId, World
+from pes_agent.pes.llm_call import RunModelCaller
+from pes_agent.pes.recorder import RunRecorder
+
+__all__ = ["ResourceTable", "RunResources"]
+
+
+@dataclass(slots=True, frozen=True)
+class RunResources:
+    """The services one run works through: its model caller and its observation recorder."""
+
+    llm: RunModelCaller
+    recorder: RunRecorder
+
+
+class ResourceTable:
+    """The `RunResources` of each run under way, by world and run entity.
+
+    Keyed by the world too: entity ids are only unique within one world, and runs on
+    separate worlds share the systems and this table.
+    """
+
+    __slots__ = ("_runs",)
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple[World, EntityId], RunResources] = {}
+
+    def attach(self, world: World, entity: EntityId, resources: RunResources) -> None:
+        """Give the run `entity` of `world` its resources until `detach`."""
+        self._runs[world, entity] = resources
+
+    def detach(self, world: World, entity: EntityId) -> None:
+        """Forget the run's resources (the run is over); nothing happens if there are none."""
+        self._runs.pop((world, entity), None)
+
+    def of(self, world: World, entity: EntityId) -> RunResources:
+        """The resources of the run `entity` of `world`; a LookupError if none are attached."""
+        try:
+            return self._runs[world, entity]
+        except KeyError:
+            raise LookupError(
+                f"no resources attached to run entity {entity} of {world!r}"
+            ) from None
+
+    def __len__(self) -> int:
+        return len(self._runs)
