@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import Protocol, runtime_checkable
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
-__all__ = ["AsyncCloseable", "close_all"]
+__all__ = ["AsyncCloseable", "ClosedOnExit", "close_all"]
 
 
 @runtime_checkable
@@ -28,3 +30,28 @@ async def close_all(resources: Iterable[AsyncCloseable]) -> None:
     for result in results:
         if isinstance(result, BaseException):
             raise result
+
+
+class ClosedOnExit(ABC):
+    """Base for objects used as `async with obj:` that `aclose()` on the way out.
+
+    `__aenter__` returns the object itself; a class that must open something first
+    (a store creating its schema) overrides it.
+    """
+
+    __slots__ = ()
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Release what the object holds."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

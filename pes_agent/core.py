@@ -8,11 +8,10 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 from ecs_core import EntityId, TerminalComponent, World
-from pes_agent._closing import AsyncCloseable, close_all
+from pes_agent._closing import AsyncCloseable, ClosedOnExit, close_all
 from pes_agent.config import LLMParams, ProviderConfig, StateSaving
 from pes_agent.errors import RunError, UsageError
 from pes_agent.observing.logs import get_logger
@@ -82,7 +81,7 @@ class _InFlight:
         return self.task.uncancel() == 0
 
 
-class AgentCore:
+class AgentCore(ClosedOnExit):
     """A plan-execute-synthesize agent. Build one with `create_agent(...)`.
 
     `process()` is safe to call concurrently: runs on different threads proceed in parallel,
@@ -142,17 +141,6 @@ class AgentCore:
         self._idle = asyncio.Event()
         self._idle.set()
         self._released = asyncio.Event()
-
-    async def __aenter__(self) -> AgentCore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # A timeout parameter rather than asyncio.timeout(): past it the runs are cancelled but
     # the close still completes, and the caller gets no TimeoutError for a close that worked.

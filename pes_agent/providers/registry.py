@@ -21,15 +21,14 @@ the limit wait for a slot. A pool belongs to one event loop.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
 
+from pes_agent._closing import ClosedOnExit, close_all
 from pes_agent.config import ProviderConfig
 from pes_agent.errors import ConfigurationError, UsageError
 from pes_agent.providers.base import LLMProvider
@@ -166,7 +165,7 @@ def create_provider(spec: ProviderSpec, *, retry_policy: RetryPolicy | None = No
 _CacheKey = tuple[str, str, str, str | None, float, int, int, str]
 
 
-class ProviderPool:
+class ProviderPool(ClosedOnExit):
     """Creates each configured provider once, hands it out again, and closes them all."""
 
     def __init__(self, *, retry_policy: RetryPolicy | None = None) -> None:
@@ -218,20 +217,4 @@ class ProviderPool:
         """Close every provider this pool created (their HTTP clients); idempotent."""
         self._closed = True
         providers, self._providers = list(self._providers.values()), {}
-        results = await asyncio.gather(
-            *(provider.aclose() for provider in providers), return_exceptions=True
-        )
-        errors = [result for result in results if isinstance(result, BaseException)]
-        if errors:
-            raise errors[0]
-
-    async def __aenter__(self) -> ProviderPool:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+        await close_all(providers)
