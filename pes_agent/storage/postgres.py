@@ -40,11 +40,11 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Self
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 from uuid import uuid4
 
+from pes_agent._closing import ClosedOnExit
 from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.errors import ConfigurationError, PESAgentError, StorageError, UsageError
 from pes_agent.observing._fanout import Fanout
@@ -134,7 +134,7 @@ class _FeedItem:
     observation: Observation
 
 
-class PostgresStorage:
+class PostgresStorage(ClosedOnExit):
     """Threads, history, state and observations in PostgreSQL, for many worker processes.
 
     `PostgresStorage("postgresql://app@db/agents", schema="pes_agent")` connects on first use
@@ -212,14 +212,6 @@ class PostgresStorage:
     async def __aenter__(self) -> Self:
         await self.initialize()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def initialize(self) -> None:
         """Connect and create or migrate the schema now rather than on first use."""

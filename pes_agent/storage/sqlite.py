@@ -35,9 +35,9 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
+from pes_agent._closing import ClosedOnExit
 from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.errors import ConfigurationError, StorageError, UsageError
 from pes_agent.observing.logs import get_logger
@@ -95,7 +95,7 @@ _UPSERT_STATE = (
 _INSERT_MESSAGE = "INSERT INTO messages (thread_id, message_id, body) VALUES (?, ?, ?)"
 
 
-class SQLiteStorage:
+class SQLiteStorage(ClosedOnExit):
     """A SQLite file (or `":memory:"`) holding threads, history, state and observations.
 
     `SQLiteStorage("agent.db")` opens nothing until first use, then creates or migrates the
@@ -145,14 +145,6 @@ class SQLiteStorage:
     async def __aenter__(self) -> Self:
         await self.initialize()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def initialize(self) -> None:
         """Open the database and create or migrate its schema now rather than on first use."""
