@@ -96,7 +96,8 @@ def create_agent(
     # The agent closes only what it builds here; objects passed in belong to the caller, who
     # may share them with other agents.
     providers = ProviderPool(retry_policy=retry_policy)
-    owned: list[AsyncCloseable] = [providers]
+    # The registry's pool of sync-tool threads too: closing it never waits for hung tools.
+    owned: list[AsyncCloseable] = [providers, registry]
     if isinstance(provider, str | ProviderConfig):
         # Not from the pool: the default provider serves every run until aclose(), so nothing
         # the pool does with the clients it hands out per thread may close it.

@@ -23,7 +23,12 @@ dependents are released first, so a hook that awaits I/O may interleave with the
 delay them). A hook that raises is logged and ignored. Cancelling `execute` cancels the running
 tools and re-raises `CancelledError`; results finished before that were already delivered to
 `on_call_end`. (A sync `@tool` function already running in its worker thread cannot be stopped;
-its result is discarded.)
+its result is discarded; it keeps its thread until it returns.)
+
+Sync `@tool` functions run on the thread pool of the registry behind `ctx.tools` (a
+`ToolRegistry.as_mapping()` view), bounded and owned by the agent: when every thread is held
+by a call that timed out, a new sync call is at once an error result saying the pool is
+exhausted, and asyncio's default executor is never involved.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from pes_agent.planning.plan import ParsedToolCall
 from pes_agent.protocols import ExecutionContext
 from pes_agent.tools.base import Tool, ToolContext, ToolResult
 from pes_agent.tools.decorator import FunctionTool
+from pes_agent.tools.threads import ToolThreadPool
 from pes_agent.tools.validation import validate_arguments
 
 __all__ = ["ConcurrentExecutor", "SequentialExecutor"]
@@ -115,10 +121,14 @@ class SequentialExecutor:
 class _PlanRun:
     """One `execute` call: the call graph, the results so far and the per-call routine."""
 
-    __slots__ = ("_outputs", "_results", "ctx", "graph", "size")
+    __slots__ = ("_outputs", "_results", "ctx", "graph", "size", "thread_pool")
 
     def __init__(self, calls: Sequence[ParsedToolCall], ctx: ExecutionContext) -> None:
         self.ctx = ctx
+        # A `ToolRegistry.as_mapping()` view names the registry's pool for sync tools; with
+        # another mapping they run on asyncio's default executor.
+        pool = getattr(ctx.tools, "thread_pool", None)
+        self.thread_pool = pool if isinstance(pool, ToolThreadPool) else None
         self.graph = CallGraph.build(calls)
         self.size = len(self.graph.calls)
         self._results: list[ToolResult | None] = [None] * self.size
@@ -257,6 +267,7 @@ class _PlanRun:
             user_id=ctx.user_id,
             session_id=ctx.session_id,
             state=ctx.state,
+            thread_pool=self.thread_pool,
         )
         scope = asyncio.timeout(timeout_s)
         started = time.perf_counter()

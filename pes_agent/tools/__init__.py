@@ -8,9 +8,11 @@ Write a tool with `@tool` on a typed, documented function, or as any object with
 from pes_agent.tools.base import Tool, ToolContext, ToolResult, ToolSchema, ToolStatus
 from pes_agent.tools.decorator import FunctionTool, tool
 from pes_agent.tools.registry import ToolRegistry
+from pes_agent.tools.threads import DEFAULT_SYNC_TOOL_THREADS, ToolThreadPool, ToolThreadsExhausted
 from pes_agent.tools.validation import validate_arguments
 
 __all__ = [
+    "DEFAULT_SYNC_TOOL_THREADS",
     "FunctionTool",
     "Tool",
     "ToolContext",
@@ -18,6 +20,8 @@ __all__ = [
     "ToolResult",
     "ToolSchema",
     "ToolStatus",
+    "ToolThreadPool",
+    "ToolThreadsExhausted",
     "tool",
     "validate_arguments",
 ]

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from pes_agent.config import AgentState
+from pes_agent.tools.threads import ToolThreadPool
 
 __all__ = ["Tool", "ToolContext", "ToolResult", "ToolSchema", "ToolStatus"]
 
@@ -29,10 +31,12 @@ class ToolContext(BaseModel):
     """Who is calling a tool; passed to `execute` so a tool can scope its work.
 
     `state` is the run's copy of the thread's `AgentState`: with `state_saving="implicit"` a
-    tool may change `state.data` and the run saves it when it finishes.
+    tool may change `state.data` and the run saves it when it finishes. `thread_pool` is the
+    agent's pool for blocking work (`await context.thread_pool.run(func, *args)`); sync `@tool`
+    functions run on it, or on asyncio's default executor when it is None.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     thread_id: str
     trace_id: str
@@ -40,6 +44,10 @@ class ToolContext(BaseModel):
     user_id: str | None = None
     session_id: str | None = None
     state: AgentState | None = None
+    # A live resource, not data: left out of dumps, JSON Schema and repr.
+    thread_pool: SkipJsonSchema[ToolThreadPool | None] = Field(
+        default=None, exclude=True, repr=False
+    )
 
 
 class ToolResult(BaseModel):

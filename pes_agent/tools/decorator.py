@@ -35,6 +35,7 @@ from pydantic.fields import FieldInfo
 
 from pes_agent.errors import ToolExecutionError, UsageError
 from pes_agent.tools.base import ToolContext, ToolSchema
+from pes_agent.tools.threads import ToolThreadsExhausted
 from pes_agent.tools.validation import format_path
 
 __all__ = ["FunctionTool", "check_tool_name", "tool"]
@@ -70,7 +71,9 @@ class FunctionTool(Generic[P, R]):
 
     `execute(arguments, context)` validates and coerces `arguments` with a pydantic model built
     from the signature, then awaits the function (a sync function runs in a worker thread, so it
-    never blocks the event loop). Build one with `@tool` rather than directly.
+    never blocks the event loop: on the agent's own bounded `ToolThreadPool`, given as
+    `context.thread_pool`, else asyncio's default executor). Build one with `@tool` rather than
+    directly.
     """
 
     def __init__(
@@ -178,7 +181,19 @@ class FunctionTool(Generic[P, R]):
         func = cast(Callable[..., Any], self._func)
         if self._is_async:
             return await cast(Awaitable[Any], func(*positional, **keywords))
-        return await asyncio.to_thread(_no_exit, func, *positional, **keywords)
+        pool = context.thread_pool
+        if pool is None:  # called outside an agent: asyncio's default executor
+            return await asyncio.to_thread(_no_exit, func, *positional, **keywords)
+        try:
+            return await pool.run(_no_exit, func, *positional, **keywords)
+        except ToolThreadsExhausted as exc:
+            raise ToolExecutionError(
+                f'Tool "{self._name}" was not run: {exc}',
+                call_id=context.call_id,
+                tool_name=self._name,
+                thread_id=context.thread_id,
+                trace_id=context.trace_id,
+            ) from None
 
     def __repr__(self) -> str:
         return f"FunctionTool(name={self._name!r}, func={self._func!r})"

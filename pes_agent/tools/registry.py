@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from types import MappingProxyType
 from typing import Any
 
 from pes_agent.errors import UsageError
 from pes_agent.tools.base import Tool, ToolSchema
 from pes_agent.tools.decorator import check_tool_name, tool
+from pes_agent.tools.threads import DEFAULT_SYNC_TOOL_THREADS, ToolThreadPool
 
 __all__ = ["ToolRegistry"]
 
@@ -18,16 +18,33 @@ class ToolRegistry:
     """Tools by unique name, in registration order: `ToolRegistry([get_weather, Calculator()])`.
 
     Accepts anything `register` accepts. Iterating yields the tools; `name in registry`
-    checks a name.
+    checks a name. The registry owns the `thread_pool` its sync tools run on (at most
+    `sync_threads` threads, default `DEFAULT_SYNC_TOOL_THREADS`); `await registry.aclose()`
+    shuts it down (the agent does so in its `aclose()`).
     """
 
-    __slots__ = ("_tools", "_view")
+    __slots__ = ("_pool", "_tools", "_view")
 
-    def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
+    def __init__(
+        self,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        *,
+        sync_threads: int = DEFAULT_SYNC_TOOL_THREADS,
+    ) -> None:
         self._tools: dict[str, Tool] = {}
-        self._view: Mapping[str, Tool] = MappingProxyType(self._tools)
+        self._pool = ToolThreadPool(sync_threads)
+        self._view = _ToolsView(self._tools, self._pool)
         for item in tools:
             self.register(item)
+
+    @property
+    def thread_pool(self) -> ToolThreadPool:
+        """The bounded threads this registry's sync tools run on."""
+        return self._pool
+
+    async def aclose(self) -> None:
+        """Shut the thread pool down, without waiting for sync tools that still run."""
+        await self._pool.aclose()
 
     def register(self, item: Tool | Callable[..., Any]) -> Tool:
         """Add a tool and return it; a plain function is wrapped with `@tool` first.
@@ -66,7 +83,11 @@ class ToolRegistry:
         return [t.schema for name, t in self._tools.items() if name in wanted]
 
     def as_mapping(self) -> Mapping[str, Tool]:
-        """A read-only, live name → tool view, e.g. for `ExecutionContext.tools`."""
+        """A read-only, live name → tool view, e.g. for `ExecutionContext.tools`.
+
+        The view also carries the registry's `thread_pool`, so an executor given only the
+        view runs sync tools on the registry's threads.
+        """
         return self._view
 
     def __contains__(self, name: object) -> bool:
@@ -80,6 +101,31 @@ class ToolRegistry:
 
     def __repr__(self) -> str:
         return f"ToolRegistry({list(self._tools)!r})"
+
+
+class _ToolsView(Mapping[str, Tool]):
+    """A read-only, live view of a registry's tools that also names its thread pool."""
+
+    __slots__ = ("_tools", "thread_pool")
+
+    def __init__(self, tools: dict[str, Tool], thread_pool: ToolThreadPool) -> None:
+        self._tools = tools
+        self.thread_pool = thread_pool
+
+    def __getitem__(self, name: str) -> Tool:
+        return self._tools[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"ToolsView({list(self._tools)!r})"
 
 
 def _as_tool(item: Any) -> Tool:

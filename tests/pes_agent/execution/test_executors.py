@@ -329,11 +329,11 @@ async def test_placeholder_passes_a_structured_result_with_its_type(
 
 
 async def test_tool_gets_a_context_naming_the_call_and_thread(executor: Executor, lab: Lab) -> None:
-    """The ToolContext carries the thread, trace, user and call ids."""
+    """The ToolContext carries the thread, trace, user and call ids, and the tools' threads."""
     await executor.execute([work("a")], context(lab.work))
-    assert lab.contexts == [
-        ToolContext(thread_id="t1", trace_id="tr1", call_id="a", user_id="u1", session_id=None)
-    ]
+    expected = ToolContext(thread_id="t1", trace_id="tr1", call_id="a", user_id="u1")
+    assert [c.model_dump() for c in lab.contexts] == [expected.model_dump()]
+    assert lab.contexts[0].thread_pool is not None
 
 
 async def test_timeout_becomes_an_error_result(executor: Executor, lab: Lab) -> None:
