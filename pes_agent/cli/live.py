@@ -301,6 +301,19 @@ class _ViewBase:
         self.header = header
         self.state = RunState()
 
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # However the run ended, the view closes the same way (and lets the error propagate).
+        self._close()
+
+    def _close(self) -> None:
+        """Stop drawing the run; each view says how."""
+        raise NotImplementedError
+
     def attach(self, agent: AgentCore, thread_id: str) -> Callable[[], None]:
         """Follow the runs of `thread_id` on `agent`; returns a function that detaches."""
         unsubscribe_observations = agent.observations.subscribe(
@@ -362,12 +375,7 @@ class LiveView(_ViewBase):
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _close(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
             self._ticker = None
@@ -547,12 +555,7 @@ class PlainView(_ViewBase):
         self._line("planning…")
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _close(self) -> None:
         self._end_answer()
 
     def _line(self, message: str | Text, style: str | None = None) -> None:
