@@ -48,11 +48,9 @@ _CANCELLED_BY_CLOSE = "the run was cancelled: the agent was closed (aclose timeo
 
 
 class ProviderSource(Protocol):
-    """Hands out provider clients by configuration, creating each once; closes them all."""
+    """Hands out provider clients by configuration, creating each once."""
 
     def get(self, spec: ProviderConfig) -> LLMProvider: ...
-
-    async def aclose(self) -> None: ...
 
 
 @dataclass(slots=True, eq=False)
@@ -198,8 +196,10 @@ class AgentCore(ClosedOnExit):
         """Plan, execute and synthesize an answer to `props.query` on `props.thread_id`.
 
         Runtime failures (provider down, unusable plan, storage error) come back as a response
-        with `metadata.status == "error"`; tool failures as `"partial"`. Only invalid
-        arguments raise (`UsageError`).
+        with `metadata.status == "error"` (when only saving the turn failed, with the answer as
+        its content); tool failures as `"partial"`; a run `aclose(timeout=...)` stopped as
+        `"cancelled"`. Only invalid arguments raise (`UsageError`), and a caller cancelling
+        its own task gets `CancelledError`.
         """
         if not isinstance(props, AgentProps):
             raise UsageError(
@@ -348,7 +348,13 @@ class AgentCore(ClosedOnExit):
             response = _error_message(thread_id, trace_id, problem, status)
         elif failed is not None:
             status, problem = "error", failed.message
-            response = _error_message(thread_id, trace_id, problem, status)
+            # Saving the turn failed after the answer was written: the caller still gets it.
+            unsaved: Finalized | None = components.get(Finalized)
+            response = (
+                unsaved.message
+                if unsaved is not None
+                else _error_message(thread_id, trace_id, problem, status)
+            )
         else:
             finalized: Finalized | None = components.get(Finalized)
             if finalized is None:  # the phase systems always leave one; not left to assert

@@ -86,6 +86,8 @@ class Synthesized:
 
 @dataclass(slots=True)
 class Finalized:
+    """The run's answer; beside a `RunFailed`, the answer whose turn could not be saved."""
+
     message: ConversationMessage
 
 

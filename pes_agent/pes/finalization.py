@@ -6,6 +6,8 @@ from typing import Any, ClassVar, Literal
 
 from ecs_core import TerminalComponent, World
 from pes_agent.config import AgentState, StateSaving
+from pes_agent.errors import RunError, StorageError
+from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import ObservationType
 from pes_agent.pes.base import PhaseRun, PhaseSystem
 from pes_agent.pes.components import (
@@ -23,13 +25,28 @@ from pes_agent.threads.messages import ConversationMessage, MessageRole
 
 __all__ = ["ErrorHandlingSystem", "FinalizationSystem"]
 
+_log = get_logger("pes_agent.pes")
+
 
 def _status(executed: Executed) -> Literal["success", "partial"]:
     return "partial" if any(r.status == "error" for r in executed.results) else "success"
 
 
+def _transient(error: Exception) -> bool:
+    """Whether the same save may succeed if tried again (a busy database, a lost connection)."""
+    if isinstance(error, StorageError):
+        return error.transient
+    # A pluggable store may let its driver's network errors through unwrapped.
+    return isinstance(error, ConnectionError | TimeoutError)
+
+
 class FinalizationSystem(PhaseSystem):
-    """Saves the user and AI messages (and state) in one commit, then ends the run."""
+    """Saves the user and AI messages (and state) in one commit, then ends the run.
+
+    A transient storage error is retried once, with the run's trace id, so a commit that
+    landed although its caller saw an error is not written twice. When the save fails for
+    good, the run fails, but the answer stays on the entity (`Finalized`) for the caller.
+    """
 
     phase: ClassVar[Phase] = "finalization"
     requires = (Executed, Synthesized)
@@ -63,10 +80,30 @@ class FinalizationSystem(PhaseSystem):
                 "tool_calls": len(executed.results),
             },
         )
-        state: AgentState | None = None
-        if self._state_saving == "implicit" and spec.thread.state.data != spec.state_snapshot:
-            state = await self._merged_state(spec)
-        saved = await self._storage.commit_turn(spec.thread_id, [user, answer], state)
+        try:
+            try:
+                saved = await self._save_turn(spec, [user, answer])
+            except Exception as error:
+                if not _transient(error):
+                    raise
+                _log.warning(
+                    "turn_save_retried",
+                    thread_id=spec.thread_id,
+                    trace_id=spec.trace_id,
+                    error_type=type(error).__name__,
+                )
+                saved = await self._save_turn(spec, [user, answer])
+        except Exception as error:
+            # The answer was written and paid for: hand it back with the error, never drop it.
+            metadata = {**answer.metadata, "status": "error", "saved": False}
+            run.add(Finalized(message=answer.model_copy(update={"metadata": metadata})))
+            reason = error.message if isinstance(error, RunError) else str(error)
+            raise StorageError(
+                f"saving the turn to storage failed, so this answer is not in the thread's "
+                f"history ({type(error).__name__}: {reason})",
+                thread_id=spec.thread_id,
+                trace_id=spec.trace_id,
+            ) from error
         if saved is not None:
             await run.record(
                 ObservationType.STATE_UPDATE,
@@ -80,6 +117,17 @@ class FinalizationSystem(PhaseSystem):
         )
         run.add(Finalized(message=answer))
         run.add(TerminalComponent(reason="completed"))
+
+    async def _save_turn(
+        self, spec: RunSpec, messages: list[ConversationMessage]
+    ) -> AgentState | None:
+        """Commit the turn's messages (and, saving implicitly, the run's state) in one go."""
+        state: AgentState | None = None
+        if self._state_saving == "implicit" and spec.thread.state.data != spec.state_snapshot:
+            state = await self._merged_state(spec)
+        return await self._storage.commit_turn(
+            spec.thread_id, messages, state, trace_id=spec.trace_id
+        )
 
     async def _merged_state(self, spec: RunSpec) -> AgentState:
         """The run's changes to the state, applied on top of what is stored now.
