@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from pes_agent.errors import ConfigurationError
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -14,6 +17,7 @@ __all__ = [
     "RunOptions",
     "StateSaving",
     "ThreadConfig",
+    "clean_api_key",
 ]
 
 StateSaving = Literal["explicit", "implicit"]
@@ -23,16 +27,39 @@ StateSaving = Literal["explicit", "implicit"]
 DEFAULT_SYSTEM_PROMPT = "You are a helpful, precise assistant."
 
 
+def clean_api_key(key: str, *, source: str) -> str:
+    """`key` without surrounding whitespace (a pasted key often ends in a newline).
+
+    Raises `ConfigurationError` for a key with a control or non-ASCII character inside: it
+    cannot go into an HTTP header, and httpx would quote it in its error. The message names
+    `source` (e.g. "ProviderConfig.api_key" or "the OPENAI_API_KEY environment variable") and
+    never any part of the key.
+    """
+    key = key.strip()
+    if key.isascii() and key.isprintable():
+        return key
+    if any(unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") for char in key):
+        problem = "a control character (a line break, tab or other invisible character)"
+    else:
+        problem = "a non-ASCII character (API keys are plain ASCII)"
+    raise ConfigurationError(
+        f"the API key in {source} contains {problem} inside it; "
+        "copy the key again, exactly as the provider shows it"
+    )
+
+
 class ProviderConfig(BaseModel):
     """Which model to call and how: `ProviderConfig("openai", "gpt-4o-mini", api_key=...)`.
 
     `provider` is `"openai"`, `"anthropic"`, `"ollama"` or a name registered with
     `register_provider`. Without `api_key`/`base_url` the SDKs' usual environment variables
     (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `OPENAI_BASE_URL`, ...) apply. The key is a
-    `SecretStr`: it never appears in `repr`, logs or observations.
+    `SecretStr`: it never appears in `repr`, logs or observations. Whitespace around it is
+    dropped; a key with a control character inside is a `ConfigurationError`.
     """
 
-    model_config = ConfigDict(frozen=True)
+    # A validation error must not quote its input: the input may hold the API key.
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
 
     provider: str
     model: str
@@ -50,6 +77,13 @@ class ProviderConfig(BaseModel):
             data["provider"] = provider
         if model is not None:
             data["model"] = model
+        key = data.get("api_key")
+        if isinstance(key, SecretStr):
+            key = key.get_secret_value()
+        if isinstance(key, str):
+            # Checked here rather than in a validator, so that it raises a ConfigurationError
+            # (pydantic turns a validator's error into a ValidationError).
+            data["api_key"] = clean_api_key(key, source="ProviderConfig.api_key") or None
         super().__init__(**data)
 
     @field_validator("provider", "model")
@@ -97,6 +131,9 @@ class ThreadConfig(BaseModel):
     `enabled_tools=None` enables every registered tool; `[]` enables none.
     """
 
+    # A nested ProviderConfig's validation error must not quote the input (it may hold a key).
+    model_config = ConfigDict(hide_input_in_errors=True)
+
     provider_config: ProviderConfig | None = None
     enabled_tools: list[str] | None = None
     history_limit: int | None = None
@@ -123,6 +160,9 @@ class RunOptions(BaseModel):
     Each field replaces the thread's or agent's value for this call, except `enabled_tools`,
     which can only narrow the thread's tools (a tool the thread does not enable never runs).
     """
+
+    # A nested ProviderConfig's validation error must not quote the input (it may hold a key).
+    model_config = ConfigDict(hide_input_in_errors=True)
 
     provider_config: ProviderConfig | None = None
     system_prompt: str | None = None

@@ -1,9 +1,15 @@
 """What the SDK-backed adapters share: keys, secret scrubbing, error classification, the call.
 
 `SdkProvider` owns one SDK client, a concurrency slot (`ProviderConfig.max_concurrency`) and
-the shared retry layer (`pes_agent.providers.retry`). A subclass only builds the request
-(`_request_kwargs`) and streams one attempt (`_events`); the SDK and transport exceptions it
-lets through are classified here (`_classify`) into retryable or final `AttemptFailure`s.
+the shared retry layer (`pes_agent.providers.retry`). A subclass builds its client
+(`_new_client`) and the request (`_request_kwargs`) and streams one attempt (`_events`); the
+SDK and transport exceptions it lets through are classified here (`_classify`) into retryable
+or final `AttemptFailure`s.
+
+Every configured secret — the API key, credential headers in the options, a password in the
+base URL — is scrubbed from error text in every form it may take there: raw, JSON-escaped,
+repr-escaped. Keys are read without surrounding whitespace, and a key with a control
+character inside is refused before any request (`pes_agent.config.clean_api_key`).
 """
 
 from __future__ import annotations
@@ -14,13 +20,16 @@ import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, ClassVar
+from types import ModuleType
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import httpx2
 
-from pes_agent.config import ProviderConfig
+from pes_agent.config import ProviderConfig, clean_api_key
 from pes_agent.errors import ConfigurationError, ProviderError, UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.providers.base import LLMRequest, PromptMessage, ProviderEvent
@@ -32,14 +41,30 @@ from pes_agent.providers.retry import (
     retrying_stream,
 )
 
-__all__ = ["SdkErrorTypes", "SdkProvider", "labelled_tool_result", "redact", "split_options"]
+__all__ = [
+    "SdkErrorTypes",
+    "SdkProvider",
+    "env_value",
+    "labelled_tool_result",
+    "redact",
+    "secret_forms",
+    "split_options",
+]
 
 _log = get_logger("pes_agent.providers")
 
-# Key-shaped strings are redacted even when they are not our key (a gateway may echo another).
-_KEY_PATTERN = re.compile(r"\b(?:sk|pk|key)-(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{16,}")
+# Key-shaped strings are redacted even when they are not our key (a gateway may echo another):
+# OpenAI/Anthropic `sk-`, `pk-`, `key-`, xAI `xai-`, Perplexity `pplx-`, Groq `gsk_`, Hugging
+# Face `hf_`, Google `AIza`. Configured keys are redacted whatever their shape.
+_KEY_PATTERN = re.compile(
+    r"\b(?:(?:sk|pk|key|xai|pplx)-|(?:gsk|hf)_|AIza)(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{16,}"
+)
 _REDACTED = "[REDACTED]"
 _MAX_DETAIL = 300
+# Option headers whose values are credentials (Azure's `api-key`, `Authorization`, ...).
+_CREDENTIAL_HEADER = re.compile(r"auth|key|token|secret|password|cookie", re.IGNORECASE)
+# Raised while the SDK builds the request, before anything is sent: trying again cannot help.
+_REQUEST_ERRORS = (httpx2.LocalProtocolError, httpx2.UnsupportedProtocol, UnicodeEncodeError)
 
 # In-stream error events carry an error type instead of an HTTP status.
 _STREAM_ERROR_STATUS = {
@@ -51,12 +76,38 @@ _STREAM_ERROR_STATUS = {
 }
 
 
+def secret_forms(secret: str) -> tuple[str, ...]:
+    """How `secret` may be spelled in error text, longest first.
+
+    Raw; JSON-escaped (a JSON body quoted in a message); repr-escaped, as Python shows a str or
+    bytes (httpx's "Illegal header value b'...'"); and each of those JSON-escaped once more.
+    """
+    if not secret:
+        return ()
+    forms = {
+        secret,
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        repr(secret)[1:-1],
+        repr(secret.encode())[2:-1],
+        secret.encode("unicode_escape").decode("ascii"),
+    }
+    forms |= {json.dumps(form)[1:-1] for form in forms}
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
 def redact(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """`text` with every secret in `secrets`, and anything shaped like an API key, redacted."""
+    """`text` with every secret in `secrets` (in any of its `secret_forms`), and anything
+    shaped like an API key, redacted."""
     for secret in secrets:
-        if secret:
-            text = text.replace(secret, _REDACTED)
+        for form in secret_forms(secret):
+            text = text.replace(form, _REDACTED)
     return _KEY_PATTERN.sub(_REDACTED, text)
+
+
+def env_value(name: str) -> str | None:
+    """Environment variable `name` without surrounding whitespace; `None` when unset or blank."""
+    return os.environ.get(name, "").strip() or None
 
 
 def split_options(options: Mapping[str, Any], known: frozenset[str]) -> dict[str, Any]:
@@ -95,6 +146,25 @@ class SdkErrorTypes:
     timeout: tuple[type[Exception], ...]
     connection: tuple[type[Exception], ...]
 
+    @classmethod
+    def of(cls, sdk: ModuleType) -> SdkErrorTypes:
+        """The classes of a Stainless-generated SDK (`openai`, `anthropic`: the same names)."""
+        return cls(
+            status=sdk.APIStatusError,
+            api=sdk.APIError,
+            timeout=(sdk.APITimeoutError, httpx2.TimeoutException),
+            connection=(sdk.APIConnectionError, httpx2.TransportError),
+        )
+
+
+class SdkClient(Protocol):
+    """What the adapters need of an SDK client besides its API: closing it."""
+
+    async def close(self) -> None: ...
+
+
+ClientT = TypeVar("ClientT", bound=SdkClient)
+
 
 def _status_phrase(status: int) -> str:
     if status == 529:
@@ -115,8 +185,12 @@ def _error_detail(exc: BaseException) -> str:
     return str(exc)
 
 
-class SdkProvider(ABC):
-    """A provider backed by a vendor SDK client; subclasses speak one wire protocol."""
+class SdkProvider(ABC, Generic[ClientT]):
+    """A provider backed by a vendor SDK client; subclasses speak one wire protocol.
+
+    Calls in flight are counted, so that `retire()` (what `ProviderPool` does to a provider it
+    evicts) closes the client only once they have ended.
+    """
 
     #: Shown in error messages: "the OpenAI API key was rejected".
     label: ClassVar[str]
@@ -130,11 +204,13 @@ class SdkProvider(ABC):
         self._config = config
         self._retry_policy = retry_policy or RetryPolicy()
         self._api_key = self._resolve_api_key(config)
-        self._secrets = (
-            (self._api_key,) if self._api_key and self._api_key != self.placeholder_key else ()
-        )
+        self._secrets = self._configured_secrets(config)
         self._slot = asyncio.Semaphore(config.max_concurrency)
         self._closed = False
+        self._retired = False
+        self._in_flight = 0
+        self._client = self._new_client()
+        self._client_open = True
 
     # identity ----------------------------------------------------------------------------
     @property
@@ -152,16 +228,52 @@ class SdkProvider(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(provider={self.name!r}, model={self.model!r})"
 
+    @property
+    def client(self) -> ClientT:
+        """The SDK client (shared by every call of this provider)."""
+        return self._client
+
     # keys --------------------------------------------------------------------------------
     def _resolve_api_key(self, config: ProviderConfig) -> str:
-        key = config.api_key.get_secret_value() if config.api_key is not None else ""
-        key = key or os.environ.get(self.key_env_var, "") or (self.placeholder_key or "")
+        # Cleaned again here: a config changed by model_copy() was never validated.
+        key = ""
+        if config.api_key is not None:
+            key = clean_api_key(config.api_key.get_secret_value(), source="ProviderConfig.api_key")
+        if not key:
+            key = clean_api_key(
+                os.environ.get(self.key_env_var, ""),
+                source=f"the {self.key_env_var} environment variable",
+            )
+        key = key or (self.placeholder_key or "")
         if not key:
             raise ConfigurationError(
                 f"no {self.label} API key: set {self.key_env_var} or pass "
                 f"ProviderConfig({config.provider!r}, {config.model!r}, api_key=...)"
             )
         return key
+
+    def _configured_secrets(self, config: ProviderConfig) -> tuple[str, ...]:
+        """Every secret value the configuration holds: the key, credential headers in the
+        options, a password in the base URL."""
+        secrets: list[str] = []
+        if self._api_key and self._api_key != self.placeholder_key:
+            secrets.append(self._api_key)
+        headers = config.options.get("extra_headers")
+        if isinstance(headers, Mapping):
+            secrets += (
+                value.strip()
+                for name, value in headers.items()
+                if isinstance(value, str) and _CREDENTIAL_HEADER.search(str(name))
+            )
+        if config.base_url:
+            try:
+                password = urlsplit(config.base_url).password
+            except ValueError:
+                password = None
+            if password:
+                secrets.append(password)
+        # A short value (say "1" in a header) would redact half of every message.
+        return tuple(secret for secret in secrets if len(secret) >= 8)
 
     # the call ----------------------------------------------------------------------------
     def stream(self, request: LLMRequest) -> AsyncIterator[ProviderEvent]:
@@ -184,7 +296,12 @@ class SdkProvider(ABC):
             on_give_up=lambda failure, attempts: self._give_up(failure, attempts, request),
             log=log,
             slot=self._slot,
+            in_flight=self._in_flight_call(),
         )
+
+    @abstractmethod
+    def _new_client(self) -> ClientT:
+        """A new SDK client for this configuration (the SDK's own retries off)."""
 
     @abstractmethod
     def _request_kwargs(self, request: LLMRequest) -> dict[str, Any]:
@@ -198,13 +315,43 @@ class SdkProvider(ABC):
         """
 
     async def aclose(self) -> None:
-        """Close the SDK client and its connection pool; further calls raise."""
-        if not self._closed:
-            self._closed = True
+        """Close the SDK client and its connection pool now; further calls raise."""
+        self._closed = True
+        await self._close_client()
+
+    async def retire(self) -> None:
+        """Close the client once no call is in flight, without cutting one short.
+
+        A call made afterwards still works, on a client of its own that closes when the call
+        ends, so whoever still holds this provider is never refused. `ProviderPool` retires
+        the providers it evicts.
+        """
+        self._retired = True
+        if self._in_flight == 0:
             await self._close_client()
 
-    @abstractmethod
-    async def _close_client(self) -> None: ...
+    async def _close_client(self) -> None:
+        if self._client_open:
+            self._client_open = False
+            await self._client.close()
+
+    @asynccontextmanager
+    async def _in_flight_call(self) -> AsyncIterator[None]:
+        """One call, counted as in flight from its first event to its end.
+
+        A retired provider whose client was closed meanwhile gets a new client for the call;
+        when the last call of a retired provider ends, its client closes.
+        """
+        self._in_flight += 1
+        if not self._client_open and not self._closed:
+            self._client = self._new_client()
+            self._client_open = True
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            if self._retired and self._in_flight == 0:
+                await self._close_client()
 
     # failures ----------------------------------------------------------------------------
     def _redact(self, text: str) -> str:
@@ -217,6 +364,15 @@ class SdkProvider(ABC):
     def _classify(self, exc: Exception) -> AttemptFailure | None:
         """An `AttemptFailure` for an SDK or transport exception; `None` for anything else."""
         errors = self.errors
+        unsent = exc if isinstance(exc, _REQUEST_ERRORS) else exc.__cause__
+        if isinstance(unsent, _REQUEST_ERRORS) and (
+            unsent is exc or isinstance(exc, errors.connection)
+        ):
+            return AttemptFailure(
+                f"the request could not be built ({type(unsent).__name__}): {self._detail(unsent)}",
+                kind="request",
+                retryable=False,
+            )
         if isinstance(exc, errors.status):
             status = int(getattr(exc, "status_code", 0) or 0)
             if 200 <= status < 300:  # an error event inside a 200 stream
@@ -271,6 +427,11 @@ class SdkProvider(ABC):
         if failure.retryable:
             tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
             message = f"the {label} API call failed after {tries}: {failure.reason}"
+        elif failure.kind == "request":
+            message = (
+                f"the {label} API call could not be sent: {failure.reason}; check the headers "
+                f"in ProviderConfig.options and the base_url"
+            )
         elif status == 401:
             message = (
                 f"the {label} API key was rejected (401); "

@@ -20,7 +20,6 @@ from collections.abc import AsyncGenerator
 from typing import Any, cast
 
 import anthropic
-import httpx2
 from anthropic.resources.messages import AsyncMessages
 from anthropic.types import (
     MessageDeltaUsage,
@@ -122,7 +121,7 @@ def anthropic_usage(start: AnthropicUsage | None, final: MessageDeltaUsage | Non
     )
 
 
-class AnthropicProvider(SdkProvider):
+class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
     """Streams messages through `anthropic.AsyncAnthropic` (the SDK's own retries off).
 
     The key is `config.api_key` or `ANTHROPIC_API_KEY`. `max_tokens` is the request's, else
@@ -134,12 +133,7 @@ class AnthropicProvider(SdkProvider):
 
     label = "Anthropic"
     key_env_var = "ANTHROPIC_API_KEY"
-    errors = SdkErrorTypes(
-        status=anthropic.APIStatusError,
-        api=anthropic.APIError,
-        timeout=(anthropic.APITimeoutError, httpx2.TimeoutException),
-        connection=(anthropic.APIConnectionError, httpx2.TransportError),
-    )
+    errors = SdkErrorTypes.of(anthropic)
 
     def __init__(
         self,
@@ -148,19 +142,16 @@ class AnthropicProvider(SdkProvider):
         retry_policy: RetryPolicy | None = None,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
     ) -> None:
-        super().__init__(config, retry_policy=retry_policy)
         self._default_max_tokens = default_max_tokens
-        self._client = anthropic.AsyncAnthropic(
+        super().__init__(config, retry_policy=retry_policy)
+
+    def _new_client(self) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
             api_key=self._api_key,
-            base_url=config.base_url,
-            timeout=config.timeout_s,
+            base_url=self._config.base_url,
+            timeout=self._config.timeout_s,
             max_retries=0,
         )
-
-    @property
-    def client(self) -> anthropic.AsyncAnthropic:
-        """The SDK client (shared by every call of this provider)."""
-        return self._client
 
     def _request_kwargs(self, request: LLMRequest) -> dict[str, Any]:
         options = {**self._config.options, **request.options}
@@ -239,6 +230,3 @@ class AnthropicProvider(SdkProvider):
             model=model or self.model,
             stop_reason=stop_reason,
         )
-
-    async def _close_client(self) -> None:
-        await self._client.close()

@@ -7,10 +7,10 @@ checks one); otherwise the placeholder `"ollama"`, which Ollama ignores.
 
 from __future__ import annotations
 
-import os
 from typing import ClassVar
 
 from pes_agent.config import ProviderConfig
+from pes_agent.providers._sdk import env_value
 from pes_agent.providers.openai import OpenAIProvider
 
 __all__ = ["DEFAULT_OLLAMA_BASE_URL", "OllamaProvider"]
@@ -26,4 +26,4 @@ class OllamaProvider(OpenAIProvider):
     placeholder_key: ClassVar[str | None] = "ollama"
 
     def _resolve_base_url(self, config: ProviderConfig) -> str | None:
-        return config.base_url or os.environ.get("OLLAMA_BASE_URL") or DEFAULT_OLLAMA_BASE_URL
+        return config.base_url or env_value("OLLAMA_BASE_URL") or DEFAULT_OLLAMA_BASE_URL

@@ -15,18 +15,23 @@ A stream that ends without a `finish_reason` is incomplete and retried.
 from __future__ import annotations
 
 import inspect
-import os
+import re
 from collections.abc import AsyncGenerator
 from typing import Any, cast
 
-import httpx2
 import openai
 from openai.resources.chat.completions import AsyncCompletions
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletionChunk
 
 from pes_agent.config import ProviderConfig
-from pes_agent.providers._sdk import SdkErrorTypes, SdkProvider, labelled_tool_result, split_options
+from pes_agent.providers._sdk import (
+    SdkErrorTypes,
+    SdkProvider,
+    env_value,
+    labelled_tool_result,
+    split_options,
+)
 from pes_agent.providers.base import (
     LLMRequest,
     PromptMessage,
@@ -38,9 +43,20 @@ from pes_agent.providers.base import (
 from pes_agent.providers.retry import AttemptFailure, RetryPolicy
 from pes_agent.usage import Usage
 
-__all__ = ["OpenAIProvider", "openai_messages", "openai_usage"]
+__all__ = ["OpenAIProvider", "max_tokens_parameter", "openai_messages", "openai_usage"]
 
 _CREATE_PARAMS = frozenset(inspect.signature(AsyncCompletions.create).parameters) - {"self"}
+
+# OpenAI's reasoning models (o1, o3-mini, o4-mini, gpt-5, gpt-5.1-mini, ...) refuse
+# `max_tokens`; a vendor prefix ("openai/o3" on OpenRouter) may come first.
+_REASONING_MODEL = re.compile(r"(?:^|/)(?:o\d+|gpt-(?:[5-9]|\d{2,}))(?:$|[-.:_])", re.IGNORECASE)
+
+
+def max_tokens_parameter(model: str) -> str:
+    """The parameter a model's token limit goes in: `max_completion_tokens` for OpenAI's
+    reasoning models (o1, o3, o4-mini, gpt-5, ...), wherever they are served; `max_tokens` for
+    every other model, which is what most OpenAI-compatible servers know."""
+    return "max_completion_tokens" if _REASONING_MODEL.search(model) else "max_tokens"
 
 
 def openai_messages(messages: tuple[PromptMessage, ...]) -> list[dict[str, Any]]:
@@ -74,44 +90,40 @@ def openai_usage(usage: CompletionUsage | None) -> Usage:
     )
 
 
-class OpenAIProvider(SdkProvider):
+class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
     """Streams chat completions through `openai.AsyncOpenAI` (the SDK's own retries off).
 
     The key is `config.api_key` or `OPENAI_API_KEY`; the URL is `config.base_url`,
     `OPENAI_BASE_URL` or OpenAI's. `request.max_tokens` is sent as `max_completion_tokens` to
-    OpenAI itself and as `max_tokens` to other servers, which mostly know only that one.
-    Everything in `config.options` and `request.options` is passed on (unknown names in
-    `extra_body`).
+    OpenAI's reasoning models, behind any URL, and as `max_tokens` to every other model
+    (`max_tokens_parameter`). Everything in `config.options` and `request.options` is passed
+    on (unknown names in `extra_body`).
     """
 
     label = "OpenAI"
     key_env_var = "OPENAI_API_KEY"
-    errors = SdkErrorTypes(
-        status=openai.APIStatusError,
-        api=openai.APIError,
-        timeout=(openai.APITimeoutError, httpx2.TimeoutException),
-        connection=(openai.APIConnectionError, httpx2.TransportError),
-    )
+    errors = SdkErrorTypes.of(openai)
 
     def __init__(self, config: ProviderConfig, *, retry_policy: RetryPolicy | None = None) -> None:
-        super().__init__(config, retry_policy=retry_policy)
         self._base_url = self._resolve_base_url(config)
         self._server_sends_usage = False
-        self._max_tokens_param = "max_completion_tokens" if self._base_url is None else "max_tokens"
-        self._client = openai.AsyncOpenAI(
-            api_key=self._api_key,
-            base_url=self._base_url,
-            timeout=config.timeout_s,
-            max_retries=0,
-        )
+        self._max_tokens_param = max_tokens_parameter(config.model)
+        super().__init__(config, retry_policy=retry_policy)
 
     def _resolve_base_url(self, config: ProviderConfig) -> str | None:
-        return config.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        return config.base_url or env_value("OPENAI_BASE_URL")
 
-    @property
-    def client(self) -> openai.AsyncOpenAI:
-        """The SDK client (shared by every call of this provider)."""
-        return self._client
+    def _new_client(self) -> openai.AsyncOpenAI:
+        # Organization and project go into headers: read them as the key is, without the
+        # whitespace a paste leaves.
+        return openai.AsyncOpenAI(
+            api_key=self._api_key,
+            organization=env_value("OPENAI_ORG_ID"),
+            project=env_value("OPENAI_PROJECT_ID"),
+            base_url=self._base_url,
+            timeout=self._config.timeout_s,
+            max_retries=0,
+        )
 
     def _request_kwargs(self, request: LLMRequest) -> dict[str, Any]:
         kwargs = split_options({**self._config.options, **request.options}, _CREATE_PARAMS)
@@ -179,6 +191,3 @@ class OpenAIProvider(SdkProvider):
         yield StreamMetadata(
             usage=openai_usage(usage), model=model or self.model, stop_reason=finish_reason
         )
-
-    async def _close_client(self) -> None:
-        await self._client.close()

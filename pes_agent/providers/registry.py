@@ -17,24 +17,37 @@ configuration. Configurations are compared in full, API key included, so two tha
 in their key never share a client; the cache holds a keyed hash of the key, never the key.
 Each provider limits its own concurrent calls (`ProviderConfig.max_concurrency`): calls beyond
 the limit wait for a slot. A pool belongs to one event loop.
+
+The pool keeps the `max_size` (default 32) most recently used providers; per-call
+configurations (`RunOptions.provider_config`) would otherwise each keep a client and its
+sockets open for good. An evicted provider is retired: its client closes as soon as the calls
+still streaming on it have ended, and a run that still holds it keeps working (each further
+call on its own short-lived client). A provider from a `register_provider` factory is retired
+the same way when it has a `retire()` coroutine method, and closed with `aclose()` otherwise.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
 import secrets
-from collections.abc import Callable
+import weakref
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from pes_agent._closing import ClosedOnExit, close_all
 from pes_agent.config import ProviderConfig
 from pes_agent.errors import ConfigurationError, UsageError
+from pes_agent.observing.logs import get_logger
 from pes_agent.providers.base import LLMProvider
 from pes_agent.providers.retry import RetryPolicy
 
 __all__ = [
+    "DEFAULT_POOL_SIZE",
     "ProviderFactory",
     "ProviderPool",
     "ProviderSpec",
@@ -46,6 +59,11 @@ __all__ = [
 
 ProviderFactory = Callable[[ProviderConfig], LLMProvider]
 ProviderSpec = str | ProviderConfig | LLMProvider
+
+#: How many providers (SDK clients) a `ProviderPool` keeps by default.
+DEFAULT_POOL_SIZE = 32
+
+_log = get_logger("pes_agent.providers")
 
 
 def _openai(config: ProviderConfig, retry_policy: RetryPolicy | None) -> LLMProvider:
@@ -166,14 +184,33 @@ _CacheKey = tuple[str, str, str, str | None, float, int, int, str]
 
 
 class ProviderPool(ClosedOnExit):
-    """Creates each configured provider once, hands it out again, and closes them all."""
+    """Creates each configured provider once, hands it out again, and closes them all.
 
-    def __init__(self, *, retry_policy: RetryPolicy | None = None) -> None:
+    At most `max_size` providers are kept, least recently used evicted first (see the module
+    docstring for what happens to an evicted one).
+    """
+
+    def __init__(
+        self, *, retry_policy: RetryPolicy | None = None, max_size: int = DEFAULT_POOL_SIZE
+    ) -> None:
+        if max_size < 1:
+            raise ConfigurationError(f"ProviderPool(max_size={max_size}) must keep at least 1")
         self._retry_policy = retry_policy
-        self._providers: dict[_CacheKey, LLMProvider] = {}
+        self._max_size = max_size
+        self._providers: OrderedDict[_CacheKey, LLMProvider] = OrderedDict()
+        # Evicted providers someone may still hold: aclose() closes them for good.
+        self._retired: weakref.WeakSet[LLMProvider] = weakref.WeakSet()
+        self._retiring: set[asyncio.Task[None]] = set()
+        # Evicted outside an event loop, so not closed yet: aclose() does it.
+        self._unclosed: list[LLMProvider] = []
         # A per-pool salt: the cache keys reveal nothing about the API keys they stand for.
         self._salt = secrets.token_bytes(32)
         self._closed = False
+
+    @property
+    def max_size(self) -> int:
+        """How many providers this pool keeps at most."""
+        return self._max_size
 
     def get(self, spec: ProviderSpec) -> LLMProvider:
         """The provider for `spec` (`"NAME:MODEL"` or a `ProviderConfig`), created on first use.
@@ -190,10 +227,39 @@ class ProviderPool(ClosedOnExit):
             return create_provider(spec)
         key = self._cache_key(config)
         provider = self._providers.get(key)
-        if provider is None:
-            provider = create_provider(config, retry_policy=self._retry_policy)
-            self._providers[key] = provider
+        if provider is not None:
+            self._providers.move_to_end(key)
+            return provider
+        provider = create_provider(config, retry_policy=self._retry_policy)
+        self._providers[key] = provider
+        while len(self._providers) > self._max_size:
+            self._evict(self._providers.popitem(last=False)[1])
         return provider
+
+    def _evict(self, provider: LLMProvider) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._unclosed.append(provider)
+            return
+        retire = getattr(provider, "retire", None)
+        close: Callable[[], Awaitable[object]] = provider.aclose
+        if callable(retire):
+            close = retire
+            # A provider that cannot be weakly referenced is retired all the same, only not
+            # closed again by aclose().
+            with contextlib.suppress(TypeError):
+                self._retired.add(provider)
+        task = loop.create_task(self._finish_eviction(provider, close()))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def _finish_eviction(self, provider: LLMProvider, closing: Awaitable[object]) -> None:
+        try:
+            await closing
+        except Exception:
+            # Nobody awaits this task: a failure to close must at least be seen.
+            _log.exception("provider_close_failed", provider=provider.name, model=provider.model)
 
     def _cache_key(self, config: ProviderConfig) -> _CacheKey:
         secret = config.api_key.get_secret_value() if config.api_key is not None else ""
@@ -214,7 +280,15 @@ class ProviderPool(ClosedOnExit):
         return len(self._providers)
 
     async def aclose(self) -> None:
-        """Close every provider this pool created (their HTTP clients); idempotent."""
+        """Close every provider this pool created (their HTTP clients); idempotent.
+
+        Evicted providers are closed too, also those a run still holds.
+        """
         self._closed = True
-        providers, self._providers = list(self._providers.values()), {}
+        if self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
+        providers = [*self._providers.values(), *self._retired, *self._unclosed]
+        self._providers = OrderedDict()
+        self._retired = weakref.WeakSet()
+        self._unclosed = []
         await close_all(providers)

@@ -7,24 +7,28 @@ itself dropped). `retrying_stream` runs the attempts under tenacity:
 - retried: HTTP 408, 409, 429 and every 5xx (Anthropic's 529 "overloaded" included), in-stream
   overload/server errors, connection errors, timeouts, and *incomplete* streams (the body ended
   without its terminal event — such a stream is never returned as a finished answer);
-- not retried: every other status (400, 401, 403, 404, 422, ...), raised at once;
+- not retried: every other status (400, 401, 403, 404, 422, ...), and a request that could not
+  be sent at all (a header httpx refuses, an unsupported URL): raised at once;
 - the wait is the server's `retry-after-ms` / `Retry-After` (seconds or an HTTP date), capped at
   `RetryPolicy.max_retry_after_s`; otherwise exponential backoff with jitter;
 - bounded twice: at most `ProviderConfig.max_retries + 1` attempts, and no retry whose wait would
   end past `RetryPolicy.max_elapsed_s` after the first attempt started.
 
 When an attempt fails after it had already yielded tokens, the next attempt starts by yielding
-`StreamRestart(reason, attempt)` so the consumer can discard the partial answer.
+`StreamRestart(reason, attempt)` so the consumer can discard the partial answer, and the tokens
+that attempt cost are added to the final usage as `retried_input_tokens` /
+`retried_output_tokens` (see `pes_agent.usage.Usage`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import random
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import aclosing
+from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Literal
@@ -44,6 +48,7 @@ from pes_agent.providers.base import (
     ProviderEvent,
     StreamMetadata,
     StreamRestart,
+    TokenDelta,
 )
 
 __all__ = [
@@ -55,7 +60,7 @@ __all__ = [
     "retrying_stream",
 ]
 
-FailureKind = Literal["status", "stream_error", "timeout", "connection", "incomplete"]
+FailureKind = Literal["status", "stream_error", "timeout", "connection", "incomplete", "request"]
 
 
 def _default_sleep(seconds: float) -> Awaitable[None]:
@@ -171,6 +176,7 @@ async def retrying_stream(
     on_give_up: Callable[[AttemptFailure, int], Exception],
     log: structlog.typing.FilteringBoundLogger,
     slot: asyncio.Semaphore,
+    in_flight: AbstractAsyncContextManager[object] | None = None,
 ) -> AsyncIterator[ProviderEvent]:
     """Stream `attempt()` until one attempt finishes, retrying as the module docstring says.
 
@@ -178,7 +184,8 @@ async def retrying_stream(
     (SDK and transport errors); other exceptions propagate untouched. The SDK exception is
     dropped, not chained: its text may quote the API key and its request carries it.
     Each attempt holds `slot` (the provider's concurrency limit) while it runs, not while it
-    waits to retry. The final `StreamMetadata` gets timings measured over the whole call:
+    waits to retry; the whole call, waits included, is inside `in_flight` (entered when the
+    first event is asked for). The final `StreamMetadata` gets timings measured over the whole call:
     from this generator's start to the first token of the successful attempt, and to its end.
     A failure that is not retried, or the last one, is raised as `on_give_up(failure, attempts)`.
     """
@@ -206,48 +213,93 @@ async def retrying_stream(
     attempt_number = 0
     dirty = False  # tokens were yielded since the consumer last started afresh
     last_reason = ""
-    try:
-        async for attempt_manager in retrying:
-            attempt_number = attempt_manager.retry_state.attempt_number
-            if dirty:
-                yield StreamRestart(reason=last_reason, attempt=attempt_number)
-                dirty = False
-            first_token: float | None = None
-            failure: AttemptFailure | None = None
-            try:
-                async with slot, aclosing(attempt()) as events:
-                    async for event in events:
-                        if event.__class__ is StreamMetadata:
-                            timed = _timed(event, started, first_token)
-                            _log_finished(log, timed, attempt_number)
-                            yield timed
-                        else:
-                            if first_token is None:
-                                first_token = time.perf_counter()
-                                dirty = True
-                            yield event
-            except AttemptFailure as exc:
-                failure = exc
-            except Exception as exc:
-                # Created here but never raised here, so it does not chain the SDK exception.
-                failure = classify(exc)
+    wasted = _WastedAttempts()
+    async with in_flight or nullcontext():
+        try:
+            async for attempt_manager in retrying:
+                attempt_number = attempt_manager.retry_state.attempt_number
+                if dirty:
+                    yield StreamRestart(reason=last_reason, attempt=attempt_number)
+                    dirty = False
+                first_token: float | None = None
+                pieces = chars = 0
+                failure: AttemptFailure | None = None
+                try:
+                    async with slot, aclosing(attempt()) as events:
+                        async for event in events:
+                            if event.__class__ is StreamMetadata:
+                                timed = wasted.charge(_timed(event, started, first_token))
+                                _log_finished(log, timed, attempt_number)
+                                yield timed
+                            else:
+                                if first_token is None:
+                                    first_token = time.perf_counter()
+                                    dirty = True
+                                if event.__class__ is TokenDelta:
+                                    pieces += 1
+                                    chars += len(event.text)
+                                yield event
+                except AttemptFailure as exc:
+                    failure = exc
+                except Exception as exc:
+                    # Created here but never raised here, so it does not chain the SDK exception.
+                    failure = classify(exc)
+                    if failure is None:
+                        raise
                 if failure is None:
-                    raise
-            if failure is None:
-                attempt_manager.retry_state.set_result(None)
-            else:
-                last_reason = failure.reason
-                attempt_manager.retry_state.set_exception((type(failure), failure, None))
-    except AttemptFailure as failure:
-        log.error(
-            "llm.call_failed",
-            attempts=attempt_number,
-            reason=failure.reason,
-            status_code=failure.status_code,
-            retryable=failure.retryable,
-            latency_ms=round((time.perf_counter() - started) * 1000.0, 1),
+                    attempt_manager.retry_state.set_result(None)
+                else:
+                    if first_token is not None:
+                        wasted.add(pieces, chars)
+                    last_reason = failure.reason
+                    attempt_manager.retry_state.set_exception((type(failure), failure, None))
+        except AttemptFailure as failure:
+            log.error(
+                "llm.call_failed",
+                attempts=attempt_number,
+                reason=failure.reason,
+                status_code=failure.status_code,
+                retryable=failure.retryable,
+                latency_ms=round((time.perf_counter() - started) * 1000.0, 1),
+            )
+            raise on_give_up(failure, attempt_number) from None
+
+
+class _WastedAttempts:
+    """The attempts of one call that streamed and then failed: what they cost, estimated.
+
+    A cut stream reports no usage. The prompt was the same as the successful attempt's, so it
+    cost as many input tokens; the output is estimated from what streamed: one token per
+    piece, and at least one per four characters (a piece may hold several tokens).
+    """
+
+    __slots__ = ("attempts", "output_tokens")
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        self.output_tokens = 0
+
+    def add(self, pieces: int, chars: int) -> None:
+        self.attempts += 1
+        self.output_tokens += max(pieces, math.ceil(chars / 4))
+
+    def charge(self, meta: StreamMetadata) -> StreamMetadata:
+        """`meta` with these attempts' tokens in its usage (as `retried_*` and in the total)."""
+        if not self.attempts:
+            return meta
+        usage = meta.usage
+        retried_input = self.attempts * usage.input_tokens
+        retried_output = self.output_tokens
+        return replace(
+            meta,
+            usage=usage.model_copy(
+                update={
+                    "retried_input_tokens": usage.retried_input_tokens + retried_input,
+                    "retried_output_tokens": usage.retried_output_tokens + retried_output,
+                    "total_tokens": usage.total_tokens + retried_input + retried_output,
+                }
+            ),
         )
-        raise on_give_up(failure, attempt_number) from None
 
 
 def _timed(meta: StreamMetadata, started: float, first_token: float | None) -> StreamMetadata:
@@ -275,5 +327,7 @@ def _log_finished(
         cache_read_tokens=usage.cache_read_tokens,
         cache_write_tokens=usage.cache_write_tokens,
         reasoning_tokens=usage.reasoning_tokens,
+        retried_input_tokens=usage.retried_input_tokens,
+        retried_output_tokens=usage.retried_output_tokens,
         stop_reason=meta.stop_reason,
     )

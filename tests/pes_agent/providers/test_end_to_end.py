@@ -260,3 +260,31 @@ async def test_thread_provider_config_is_used_for_every_run_on_that_thread(
         ("openai", "test-model"),
         ("openai", "test-model"),
     ]
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+async def test_run_usage_counts_a_cut_attempt_apart_and_in_the_total(
+    model_server: ModelServer, name: str
+) -> None:
+    """The run's usage shows what a synthesis attempt cut midway cost, and adds it to the total."""
+    model_server.script(
+        Reply(PLAN, input_tokens=100, output_tokens=30),
+        CutStream(Reply(ANSWER, input_tokens=200), after_chunks=3),
+        Reply(ANSWER, input_tokens=200, output_tokens=20),
+    )
+    agent = _agent(model_server, name)
+    try:
+        result = await agent.process(AgentProps("Weather in Paris, and 12*7?", "t-usage"))
+        metadata_obs = await agent.observations.get_observations(
+            "t-usage", types=[ObservationType.LLM_STREAM_METADATA]
+        )
+    finally:
+        await agent.aclose()
+
+    usage = result.metadata.usage
+    assert result.metadata.status == "success", result.metadata.error
+    assert (usage.input_tokens, usage.output_tokens) == (300, 50)
+    assert (usage.retried_input_tokens, usage.retried_output_tokens) == (200, 3)
+    assert usage.total_tokens == 300 + 50 + 200 + 3
+    synthesis = metadata_obs[-1].content["usage"]
+    assert synthesis["retried_input_tokens"] == 200

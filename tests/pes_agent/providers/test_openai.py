@@ -142,19 +142,33 @@ async def test_request_maps_roles_and_parameters(
     assert sent.headers["x-stainless-retry-count"] == "0"
 
 
-async def test_openai_itself_gets_max_completion_tokens(
-    model_server: ModelServer, make_provider: ProviderMaker
+REASONING_MODELS = ["o1", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5.1-mini", "openai/o3"]
+OTHER_MODELS = ["gpt-4o-mini", "gpt-4.1", "llama3.1:8b", "gpt-oss-20b", "olmo2"]
+
+
+@pytest.mark.parametrize("where", ["base_url", "openai"])
+@pytest.mark.parametrize(
+    ("model", "parameter"),
+    [(m, "max_completion_tokens") for m in REASONING_MODELS]
+    + [(m, "max_tokens") for m in OTHER_MODELS],
+)
+async def test_token_limit_parameter_follows_the_model_family(
+    model_server: ModelServer, make_provider: ProviderMaker, where: str, model: str, parameter: str
 ) -> None:
-    """Without a custom base URL, max_tokens is sent as max_completion_tokens."""
+    """Reasoning models get max_completion_tokens and others max_tokens, behind any URL."""
     model_server.script(Reply("ok"))
-    provider = make_provider("openai", base_url=None)
-    assert isinstance(provider, OpenAIProvider)
-    # Point the SDK's default URL at the test server after the provider decided it is OpenAI.
-    provider.client.base_url = model_server.openai_base_url
+    if where == "openai":
+        provider = make_provider("openai", model=model, base_url=None)
+        assert isinstance(provider, OpenAIProvider)
+        # Point the SDK's default URL at the test server after the provider was built for it.
+        provider.client.base_url = model_server.openai_base_url
+    else:
+        provider = make_provider("openai", model=model)
     await collect(provider, request(max_tokens=99))
     body = model_server.requests[0].body
-    assert body["max_completion_tokens"] == 99
-    assert "max_tokens" not in body
+    assert body[parameter] == 99
+    other = "max_tokens" if parameter == "max_completion_tokens" else "max_completion_tokens"
+    assert other not in body
 
 
 async def test_stream_without_finish_reason_is_retried_with_restart(

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
 from pes_agent.config import ProviderConfig
-from pes_agent.errors import UsageError
+from pes_agent.errors import ConfigurationError, UsageError
 from pes_agent.providers import (
     AnthropicProvider,
     OpenAIProvider,
@@ -179,3 +180,94 @@ async def test_an_abandoned_stream_closes_its_http_response(
                 break
             await asyncio.sleep(0.01)
         assert model_server.in_flight == 0, "the response should be closed, not left streaming"
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def _settle() -> None:
+    """Let eviction tasks run and the server notice closed connections."""
+    for _ in range(5):
+        await asyncio.sleep(0.01)
+
+
+def test_the_default_pool_keeps_32_providers() -> None:
+    """A pool bounds its providers by default, and the bound is configurable."""
+    assert ProviderPool().max_size == 32
+    assert ProviderPool(max_size=4).max_size == 4
+    with pytest.raises(ConfigurationError, match="max_size"):
+        ProviderPool(max_size=0)
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+async def test_many_configurations_keep_at_most_max_size_providers(
+    model_server: ModelServer, name: str
+) -> None:
+    """Past max_size the least recently used provider is evicted and its client closed."""
+    async with ProviderPool(max_size=3) as pool:
+        configs = [_config(model_server, name, options={"seed": i}) for i in range(10)]
+        providers = [pool.get(config) for config in configs[:3]]
+        assert pool.get(configs[0]) is providers[0], "a use makes it the most recent"
+        pool.get(configs[3])  # evicts configs[1], the least recently used
+        await _settle()
+        assert len(pool) == 3
+        assert isinstance(providers[1], OpenAIProvider | AnthropicProvider)
+        assert providers[1].client.is_closed()
+        assert pool.get(configs[0]) is providers[0]
+        assert pool.get(configs[2]) is providers[2]
+        for config in configs[4:]:
+            pool.get(config)
+        await _settle()
+        assert len(pool) == 3
+        assert all(
+            isinstance(p, OpenAIProvider | AnthropicProvider) and p.client.is_closed()
+            for p in providers
+        )
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+async def test_an_evicted_provider_finishes_its_stream_and_then_closes(
+    model_server: ModelServer, name: str
+) -> None:
+    """A provider evicted mid-answer streams the whole answer; its client closes after it."""
+    answer = "a long answer that is still streaming while the pool moves on"
+    model_server.script(Reply(answer, chunk_chars=2, chunk_delay_s=0.005), Reply("again"))
+    async with ProviderPool(max_size=1) as pool:
+        evicted = pool.get(_config(model_server, name))
+        assert isinstance(evicted, OpenAIProvider | AnthropicProvider)
+        stream = evicted.stream(request())
+        events = [await anext(stream)]
+        fresh = pool.get(_config(model_server, name, options={"seed": 1}))  # evicts it
+        assert fresh is not evicted
+        await _settle()
+        assert not evicted.client.is_closed(), "closed under a request in flight"
+        events += [event async for event in stream]
+        assert content(events) == answer
+        await _settle()
+        assert evicted.client.is_closed(), "closed once its last request ended"
+
+        # Whoever still holds it (a run between its planning and synthesis calls) can call it.
+        assert content(await collect(evicted)) == "again"
+        assert evicted.client.is_closed()
+
+
+async def test_open_files_stay_bounded_over_100_distinct_configurations(
+    model_server: ModelServer,
+) -> None:
+    """100 per-call configurations, each used once, leave at most max_size clients open."""
+    model_server.default = Reply("ok")
+    async with ProviderPool(max_size=8) as pool:
+        await collect(pool.get(_config(model_server, "openai")))  # warm up: server, loop, SDK
+        await _settle()
+        before = _open_fds()
+        for i in range(100):
+            name = PROVIDERS[i % 2]
+            await collect(pool.get(_config(model_server, name, options={"seed": i})))
+        await _settle()
+        grown = _open_fds() - before
+        assert len(pool) == 8
+    # Each client keeps one connection: a socket here and one in the server, 2 fds apiece.
+    assert grown <= 2 * 8 + 4, f"{grown} more open files after 100 configurations"
+    await _settle()
+    assert _open_fds() <= before

@@ -13,7 +13,16 @@ from pes_agent.providers.retry import parse_retry_after
 
 from .conftest import ProviderMaker
 from .helpers import RecordedSleeps, collect, content, metadata, restarts
-from .model_server import CutStream, Fault, Garbled, ModelServer, Reply, Slow, unused_port
+from .model_server import (
+    CutStream,
+    Fault,
+    Garbled,
+    MidStreamError,
+    ModelServer,
+    Reply,
+    Slow,
+    unused_port,
+)
 
 PROVIDERS = ["openai", "anthropic"]
 
@@ -302,3 +311,41 @@ def test_retry_policy_refuses_negative_times(field: str) -> None:
     """A negative duration in a RetryPolicy is a configuration error."""
     with pytest.raises(ConfigurationError, match=field):
         RetryPolicy(**{field: -1.0})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        CutStream(Reply("abcdefghijklmnop", input_tokens=25), after_chunks=3),
+        CutStream(Reply("abcdefghijklmnop", input_tokens=25), after_chunks=3, abort=False),
+        MidStreamError(Reply("abcdefghijklmnop", input_tokens=25), after_chunks=3),
+    ],
+    ids=["dropped", "ended", "error-event"],
+)
+async def test_tokens_of_an_attempt_that_streamed_then_failed_are_counted_apart(
+    model_server: ModelServer,
+    make_provider: ProviderMaker,
+    provider_name: str,
+    cut: CutStream | MidStreamError,
+) -> None:
+    """A retried attempt cut after three pieces adds its prompt and three tokens as retried."""
+    model_server.script(cut, Reply("whole", input_tokens=25, output_tokens=2))
+    events = await collect(make_provider(provider_name))
+
+    assert len(restarts(events)) == 1
+    usage = metadata(events).usage
+    assert (usage.input_tokens, usage.output_tokens) == (25, 2), "the answer's own counts"
+    assert (usage.retried_input_tokens, usage.retried_output_tokens) == (25, 3)
+    assert usage.total_tokens == 25 + 2 + 25 + 3
+
+
+async def test_an_attempt_refused_before_streaming_counts_no_tokens(
+    model_server: ModelServer, make_provider: ProviderMaker, provider_name: str
+) -> None:
+    """A 429 or 500 answered before any token costs nothing and adds nothing to the usage."""
+    model_server.script(
+        Fault(429, retry_after="0"), Fault(500), Reply("ok", input_tokens=9, output_tokens=1)
+    )
+    usage = metadata(await collect(make_provider(provider_name))).usage
+    assert (usage.retried_input_tokens, usage.retried_output_tokens) == (0, 0)
+    assert usage.total_tokens == 10
