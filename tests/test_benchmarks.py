@@ -1,0 +1,64 @@
+"""The soak benchmark, small: concurrent runs with injected faults lose and interleave nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.pes_agent.storage.conftest import require_postgres
+
+SOAK = Path(__file__).resolve().parents[1] / "benchmarks" / "soak.py"
+LAST_LINE = re.compile(
+    r"soak: (\d+) runs, (\d+) threads, (sqlite|postgres): lost (\d+), interleaved (\d+), "
+    r"runs/s (\d+), rss (\d+)->(\d+) MiB, fds (\d+)->(\d+), tasks (\d+)->(\d+)"
+)
+
+
+def run_soak(*args: str, env: dict[str, str] | None = None) -> re.Match[str]:
+    completed = subprocess.run(
+        [sys.executable, str(SOAK), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    lines = completed.stdout.strip().splitlines()
+    assert lines, completed.stderr[-3000:]
+    match = LAST_LINE.fullmatch(lines[-1])
+    assert match, f"unexpected last line {lines[-1]!r}\n{completed.stderr[-3000:]}"
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert "Traceback" not in completed.stderr
+    return match
+
+
+def check_verdict(match: re.Match[str], storage: str) -> None:
+    runs, threads, backend, lost, interleaved = match.groups()[:5]
+    fds_start, fds_end, tasks_start, tasks_end = match.groups()[8:]
+    assert (runs, threads, backend) == ("200", "10", storage)
+    assert (lost, interleaved) == ("0", "0")
+    assert fds_start == fds_end
+    assert tasks_start == tasks_end
+
+
+@pytest.mark.slow
+def test_soak_on_sqlite_loses_and_interleaves_nothing() -> None:
+    """200 runs on 10 threads with faults and cancellations: every turn whole and in order."""
+    check_verdict(run_soak("--runs", "200", "--threads", "10", "--seed", "7"), "sqlite")
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_soak_on_postgres_loses_and_interleaves_nothing() -> None:
+    """The same on PostgreSQL, in a schema the script creates and drops."""
+    url = require_postgres()
+    env = {**os.environ, "PES_SOAK_POSTGRES_URL": url}
+    match = run_soak(
+        "--runs", "200", "--threads", "10", "--seed", "7", "--storage", "postgres", env=env
+    )
+    check_verdict(match, "postgres")
