@@ -19,7 +19,13 @@ from typing import Any, Protocol, runtime_checkable
 from pes_agent.config import AgentState, LLMParams
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
-from pes_agent.providers.base import LLMPhase, PromptMessage, StreamMetadata
+from pes_agent.providers.base import (
+    LLMPhase,
+    PromptMessage,
+    StreamMetadata,
+    ToolCallEvent,
+    ToolChoice,
+)
 from pes_agent.run import AgentProps
 from pes_agent.threads.messages import ConversationMessage
 from pes_agent.tools.base import Tool, ToolResult, ToolSchema
@@ -41,10 +47,12 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class LLMResponse:
-    """A finished model call: its answer text, thinking blocks, usage and stream metadata."""
+    """A finished model call: its answer text, thinking blocks, native tool calls, usage and
+    stream metadata."""
 
     text: str
     thoughts: tuple[str, ...] = ()
+    tool_calls: tuple[ToolCallEvent, ...] = ()
     usage: Usage = field(default_factory=Usage)
     metadata: StreamMetadata | None = None
 
@@ -54,7 +62,13 @@ class ModelCaller(Protocol):
     """Streams one model call for a phase, recording stream observations and usage."""
 
     async def __call__(
-        self, messages: Sequence[PromptMessage], *, phase: LLMPhase
+        self,
+        messages: Sequence[PromptMessage],
+        *,
+        phase: LLMPhase,
+        tools: Sequence[ToolSchema] = (),
+        tool_choice: ToolChoice | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> LLMResponse: ...
 
 

@@ -12,6 +12,8 @@ agent = create_agent(provider=model, tools=[add])
 from __future__ import annotations
 
 import asyncio
+import copy
+import json
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -24,7 +26,9 @@ from pes_agent.providers.base import (
     StreamMetadata,
     ThinkingBlock,
     TokenDelta,
+    ToolCallEvent,
 )
+from pes_agent.tools.calls import ToolCall
 from pes_agent.usage import Usage
 
 __all__ = ["ScriptedProvider", "ScriptedResponse"]
@@ -32,11 +36,17 @@ __all__ = ["ScriptedProvider", "ScriptedResponse"]
 
 @dataclass(frozen=True, slots=True)
 class ScriptedResponse:
-    """A scripted answer with optional thinking blocks (streamed before the text)."""
+    """A scripted answer: thinking blocks stream first, then the text, then native tool calls.
 
-    text: str
+    `ScriptedResponse(tool_calls=[ToolCall("call_1", "add", {"a": 1, "b": 2})])` scripts a
+    turn that only calls a tool; its stop reason is then `"tool_calls"` unless given.
+    """
+
+    text: str = ""
+    _: KW_ONLY
     thinking: Sequence[str] = ()
-    stop_reason: str = "stop"
+    tool_calls: Sequence[ToolCall] = ()
+    stop_reason: str | None = None
     usage: Usage | None = None
 
 
@@ -127,11 +137,17 @@ class ScriptedProvider:
             if first_token_ms is None:
                 first_token_ms = (time.perf_counter() - started) * 1000
             yield TokenDelta(text[start : start + size])
+        for call in response.tool_calls:
+            # A copy: the consumer may keep or change the call it gets.
+            yield ToolCallEvent(ToolCall(call.id, call.name, copy.deepcopy(call.arguments)))
         usage = response.usage
         if usage is None:
             prompt_tokens = sum(_estimate_tokens(m.content) for m in request.messages)
             reasoning = sum(_estimate_tokens(block) for block in response.thinking)
-            output_tokens = _estimate_tokens(text) + reasoning
+            calls_text = "".join(
+                call.name + json.dumps(call.arguments, default=str) for call in response.tool_calls
+            )
+            output_tokens = _estimate_tokens(text) + _estimate_tokens(calls_text) + reasoning
             usage = Usage(
                 input_tokens=prompt_tokens,
                 output_tokens=output_tokens,
@@ -142,7 +158,7 @@ class ScriptedProvider:
         yield StreamMetadata(
             usage=usage,
             model=self.model,
-            stop_reason=response.stop_reason,
+            stop_reason=response.stop_reason or ("tool_calls" if response.tool_calls else "stop"),
             time_to_first_token_ms=first_token_ms,
             total_ms=(time.perf_counter() - started) * 1000,
         )

@@ -21,7 +21,10 @@ from pes_agent.providers.base import (
     StreamRestart,
     ThinkingBlock,
     TokenDelta,
+    ToolCallEvent,
+    ToolChoice,
 )
+from pes_agent.tools.base import ToolSchema
 from pes_agent.usage import Usage
 
 __all__ = ["RunModelCaller"]
@@ -62,8 +65,17 @@ class RunModelCaller:
                 StreamEvent(self.thread_id, self.trace_id, phase, kind, text)
             )
 
-    async def __call__(self, messages: Sequence[PromptMessage], *, phase: LLMPhase) -> LLMResponse:
-        """Stream one call to the run's provider and return its text, thoughts and usage."""
+    async def __call__(
+        self,
+        messages: Sequence[PromptMessage],
+        *,
+        phase: LLMPhase,
+        tools: Sequence[ToolSchema] = (),
+        tool_choice: ToolChoice | None = None,
+        response_format: dict[str, Any] | None = None,
+    ) -> LLMResponse:
+        """Stream one call to the run's provider and return its text, thoughts, native tool
+        calls and usage."""
         request = LLMRequest(
             messages=tuple(messages),
             phase=phase,
@@ -72,6 +84,9 @@ class RunModelCaller:
             temperature=self.params.temperature,
             max_tokens=self.params.max_tokens,
             options=dict(self.params.extra),
+            tools=tuple(tools),
+            tool_choice=tool_choice,
+            response_format=response_format,
         )
         self.calls += 1
         provider = self.provider
@@ -83,6 +98,7 @@ class RunModelCaller:
         await self._record(ObservationType.LLM_STREAM_START, f"{phase} call started", label)
         text: list[str] = []
         thoughts: list[str] = []
+        calls: list[ToolCallEvent] = []
         metadata: StreamMetadata | None = None
         try:
             async for event in provider.stream(request):
@@ -101,6 +117,7 @@ class RunModelCaller:
                     # The provider retries after having streamed: what we have is void.
                     text.clear()
                     thoughts.clear()
+                    calls.clear()
                     await self._record(
                         ObservationType.LLM_STREAM_ERROR,
                         f"{phase} stream interrupted; retrying",
@@ -115,6 +132,8 @@ class RunModelCaller:
                         ObservationType.LLM_STREAM_START, f"{phase} call restarted", label
                     )
                     await self._publish(phase, "restart", event.reason)
+                elif isinstance(event, ToolCallEvent):
+                    calls.append(event)
                 elif isinstance(event, StreamMetadata):
                     metadata = event
                 else:
@@ -155,7 +174,13 @@ class RunModelCaller:
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
         )
-        return LLMResponse(text=answer, thoughts=tuple(thoughts), usage=usage, metadata=metadata)
+        return LLMResponse(
+            text=answer,
+            thoughts=tuple(thoughts),
+            tool_calls=tuple(calls),
+            usage=usage,
+            metadata=metadata,
+        )
 
     async def _fail(self, phase: LLMPhase, label: dict[str, Any], message: str) -> None:
         await self._record(

@@ -8,6 +8,8 @@ A provider turns an `LLMRequest` into an async stream of `ProviderEvent`s:
 - `StreamRestart(reason, attempt)` — the provider is retrying after tokens were already sent:
   the consumer must discard what it has accumulated (the agent records LLM_STREAM_ERROR and a
   fresh LLM_STREAM_START so a UI can reset);
+- `ToolCallEvent(call, error)` — one native tool call, once its fragments are joined; `error`
+  says why its arguments could not be used (not valid JSON, not an object), never a crash;
 - `StreamMetadata(...)` — exactly once, last: usage, timings, stop reason.
 
 A stream that raises is a failed call; providers raise `ProviderError` with a message that
@@ -20,6 +22,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from pes_agent.tools.base import ToolSchema
+from pes_agent.tools.calls import ToolCall
 from pes_agent.usage import Usage
 
 __all__ = [
@@ -34,25 +38,54 @@ __all__ = [
     "ThinkingBlock",
     "TokenDelta",
     "TokenKind",
+    "ToolCallEvent",
+    "ToolChoice",
 ]
 
 PromptRole = Literal["system", "user", "assistant", "tool"]
-LLMPhase = Literal["planning", "repair", "synthesis"]
+#: Which part of a run a model call serves: the PES phases, then the calls of ECS agents
+#: (`reasoning` a ReAct turn, `compaction` a summary, `plan_step` / `replanning` /
+#: `tree_search` the plan systems, `reevaluation` and `language_step` adaptive PES plans).
+LLMPhase = Literal[
+    "planning",
+    "repair",
+    "synthesis",
+    "reasoning",
+    "compaction",
+    "plan_step",
+    "replanning",
+    "tree_search",
+    "reevaluation",
+    "language_step",
+]
+#: `"auto"` lets the model choose, `"none"` forbids tools, `"required"` demands one, and a
+#: tool's name forces that tool.
+ToolChoice = Literal["auto", "none", "required"] | str
 TokenKind = Literal["content", "thinking"]
 
 
 @dataclass(frozen=True, slots=True)
 class PromptMessage:
-    """One message of a prompt, in provider-neutral form."""
+    """One message of a prompt, in provider-neutral form.
+
+    An assistant message may carry the `tool_calls` it made; a `"tool"` message answers the
+    call whose id is `tool_call_id`. Providers send both as their API's native tool messages.
+    """
 
     role: PromptRole
     content: str
     name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class LLMRequest:
-    """One model call: the messages, the model's parameters and who is asking."""
+    """One model call: the messages, the model's parameters and who is asking.
+
+    `tools` are offered as native tools (`tool_choice` steers them); `response_format` is a
+    JSON Schema the answer must follow, where the provider supports structured output.
+    """
 
     messages: tuple[PromptMessage, ...]
     phase: LLMPhase
@@ -61,6 +94,9 @@ class LLMRequest:
     temperature: float | None = None
     max_tokens: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    tools: tuple[ToolSchema, ...] = ()
+    tool_choice: ToolChoice | None = None
+    response_format: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +117,16 @@ class StreamRestart:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallEvent:
+    """One native tool call the model made; with `error`, its arguments were unusable (`raw`
+    holds them as sent) and `call.arguments` is empty."""
+
+    call: ToolCall
+    error: str | None = None
+    raw: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class StreamMetadata:
     usage: Usage
     model: str | None = None
@@ -89,7 +135,7 @@ class StreamMetadata:
     total_ms: float | None = None
 
 
-ProviderEvent = TokenDelta | ThinkingBlock | StreamRestart | StreamMetadata
+ProviderEvent = TokenDelta | ThinkingBlock | ToolCallEvent | StreamRestart | StreamMetadata
 
 
 @runtime_checkable
