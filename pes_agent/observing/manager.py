@@ -7,6 +7,7 @@ never breaks a run or starves the other subscribers.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -27,6 +28,10 @@ __all__ = [
 ObservationCallback = Callable[[Observation], Awaitable[None] | None]
 
 _log = get_logger("pes_agent.observing.manager")
+
+# How many of its own observations' ids a manager remembers to skip them on the store's feed:
+# far more than can be recorded in the time one takes to come back through the feed.
+_RECENT_IDS = 10_000
 
 
 def _as_type_set(
@@ -50,6 +55,11 @@ class ObservationManager:
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
         self._subscribers: Fanout[Observation] = Fanout("observations")
+        # Ids of what this manager recorded lately: listen() gets those from the store's feed
+        # too and skips them, having delivered them already. Not the store's own include_own
+        # filter: another agent sharing the store object writes through it as well.
+        self._recent_ids: deque[str] = deque(maxlen=_RECENT_IDS)
+        self._recent_set: set[str] = set()
 
     async def record(
         self,
@@ -62,6 +72,7 @@ class ObservationManager:
             observation = Observation(**fields)
         elif fields:
             raise UsageError("pass either an Observation or its fields to record(), not both")
+        self._remember(observation.id)
         try:
             await self._storage.add_observation(observation)
         except Exception:
@@ -75,6 +86,12 @@ class ObservationManager:
             )
         await self._subscribers.deliver(observation)
         return observation
+
+    def _remember(self, observation_id: str) -> None:
+        if len(self._recent_ids) == self._recent_ids.maxlen:
+            self._recent_set.discard(self._recent_ids[0])
+        self._recent_ids.append(observation_id)
+        self._recent_set.add(observation_id)
 
     def subscribe(
         self,
@@ -123,9 +140,14 @@ class ObservationManager:
         unsubscribe_local = self.subscribe(callback, types=wanted, thread_id=thread_id)
         if not isinstance(self._storage, ObservationFeed):
             return unsubscribe_local
+        recent = self._recent_set
+
+        def from_elsewhere(observation: Observation) -> Awaitable[None] | None:
+            return None if observation.id in recent else callback(observation)
+
         try:
             unsubscribe_remote = await self._storage.subscribe_observations(
-                callback, types=wanted, thread_id=thread_id, include_own=False
+                from_elsewhere, types=wanted, thread_id=thread_id
             )
         except BaseException:
             unsubscribe_local()
