@@ -9,7 +9,9 @@ PESAgentError
     │   └── ScriptExhaustedError   a ScriptedProvider ran out of responses
     ├── PlanParseError        the model's plan could not be used, even after the repair round-trip
     ├── ToolExecutionError    a tool raised, timed out or was refused (carries call_id, tool_name)
-    └── StorageError          the store could not be read or written
+    └── StorageError          the store could not be read or written; `transient` says whether
+        │                     the same call may succeed if tried again
+        └── StateConflictError    a compare-and-set save found another version than expected
 ```
 
 `AgentCore.process` raises only `UsageError`s. Every `RunError` becomes an `error` or `partial`
@@ -25,6 +27,7 @@ __all__ = [
     "ProviderError",
     "RunError",
     "ScriptExhaustedError",
+    "StateConflictError",
     "StorageError",
     "ToolExecutionError",
     "UsageError",
@@ -113,4 +116,39 @@ class ToolExecutionError(RunError):
 
 
 class StorageError(RunError):
-    """The storage backend could not be read or written."""
+    """The storage backend could not be read or written.
+
+    `transient` is True when the same call may succeed if made again (a connection lost or
+    refused, a database busy or locked for too long, a serialisation failure); False when it
+    would fail the same way (a damaged row, data that cannot be stored, a duplicate message
+    id, a thread lock lost mid-run, a version conflict). A commit that failed transiently may
+    still have landed: repeat it with the same `trace_id` (`Storage.commit_turn`), which is
+    never written twice.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        transient: bool = False,
+        thread_id: str | None = None,
+        trace_id: str | None = None,
+    ) -> None:
+        super().__init__(message, thread_id=thread_id, trace_id=trace_id)
+        self.transient = transient
+
+
+class StateConflictError(StorageError):
+    """A save with `expected_version` found the thread's state at another version: someone
+    saved it meanwhile. Read it again, apply the change and save with the version read."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        expected_version: int,
+        thread_id: str | None = None,
+        trace_id: str | None = None,
+    ) -> None:
+        super().__init__(message, transient=False, thread_id=thread_id, trace_id=trace_id)
+        self.expected_version = expected_version

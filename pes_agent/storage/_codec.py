@@ -1,7 +1,9 @@
 """How models become the JSON text every backend stores, and back.
 
 All three backends store the same JSON, so they behave the same: data that cannot be saved
-fails the same way everywhere, and what comes back is always a fresh copy.
+fails the same way everywhere, what comes back is always a fresh copy, and a stored row that
+cannot be read (damaged by hand or by another program) is a `StorageError` naming the store,
+the table and the thread, never a raw pydantic or JSON error.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
 from pes_agent.config import AgentState, ProviderConfig, ThreadConfig
@@ -47,9 +48,12 @@ def dump_message(message: ConversationMessage, thread_id: str) -> str:
         ) from exc
 
 
-def load_message(text: str | bytes) -> ConversationMessage:
-    """The message stored as `text`."""
-    return ConversationMessage.model_validate_json(text)
+def load_message(text: str | bytes, *, store: object, thread_id: str) -> ConversationMessage:
+    """The message stored as `text` in `store`'s thread `thread_id`."""
+    try:
+        return ConversationMessage.model_validate_json(text)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise _damaged(store, "messages", thread_id, exc) from exc
 
 
 def dump_state_data(state: AgentState, thread_id: str) -> str:
@@ -64,9 +68,12 @@ def dump_state_data(state: AgentState, thread_id: str) -> str:
         ) from exc
 
 
-def load_state(data: str | bytes, version: int) -> AgentState:
-    """The state stored as `data` at `version`."""
-    return AgentState(data=json.loads(data), version=version)
+def load_state(data: str | bytes, version: int, *, store: object, thread_id: str) -> AgentState:
+    """The state stored as `data` at `version` in `store`'s thread `thread_id`."""
+    try:
+        return AgentState(data=json.loads(data), version=version)
+    except (ValueError, TypeError) as exc:  # json's and pydantic's errors are ValueErrors
+        raise _damaged(store, "agent_states", thread_id, exc) from exc
 
 
 def dump_config(config: ThreadConfig, thread_id: str) -> str:
@@ -82,11 +89,11 @@ def dump_config(config: ThreadConfig, thread_id: str) -> str:
     return config.model_dump_json()
 
 
-def load_config(text: str | bytes) -> ThreadConfig:
-    """The thread config stored as `text`."""
-    raw: dict[str, Any] = json.loads(text)
-    provider_raw = raw.pop("provider_config", None)
+def load_config(text: str | bytes, *, store: object, thread_id: str) -> ThreadConfig:
+    """The thread config stored as `text` in `store`'s thread `thread_id`."""
     try:
+        raw: dict[str, Any] = json.loads(text)
+        provider_raw = raw.pop("provider_config", None)
         # ProviderConfig takes provider and model positionally, so nested validation of a plain
         # dict cannot build it: construct it explicitly and hand ThreadConfig the instance.
         provider = None
@@ -95,8 +102,8 @@ def load_config(text: str | bytes) -> ThreadConfig:
                 provider_raw.pop("provider"), provider_raw.pop("model"), **provider_raw
             )
         return ThreadConfig(provider_config=provider, **raw)
-    except (ValidationError, KeyError, TypeError) as exc:
-        raise StorageError(f"a stored thread config is unreadable ({exc})") from exc
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise _damaged(store, "thread_configs", thread_id, exc) from exc
 
 
 def _fallback(value: Any) -> Any:
@@ -112,9 +119,25 @@ def dump_observation(observation: Observation) -> str:
     return observation.model_dump_json(fallback=_fallback)
 
 
-def load_observation(text: str | bytes) -> Observation:
-    """The observation stored as `text`."""
-    return Observation.model_validate_json(text)
+def load_observation(text: str | bytes, *, store: object, thread_id: str) -> Observation:
+    """The observation stored as `text` in `store`'s thread `thread_id`."""
+    try:
+        return Observation.model_validate_json(text)
+    except ValueError as exc:
+        raise _damaged(store, "observations", thread_id, exc) from exc
+
+
+def _damaged(store: object, table: str, thread_id: str, exc: Exception) -> StorageError:
+    # pydantic's text spans several lines; one line of it is enough to find the bad field.
+    detail = " ".join(str(exc).split())
+    if len(detail) > 300:
+        detail = detail[:300] + "..."
+    return StorageError(
+        f"{store!r}: a row of thread {thread_id!r} in table {table!r} is damaged and cannot be "
+        f"read ({type(exc).__name__}: {detail}); repair or delete that row, or delete the "
+        "thread with delete_thread()",
+        thread_id=thread_id,
+    )
 
 
 # SQLite and PostgreSQL integers are 64-bit; a larger limit means "all" anyway.

@@ -19,7 +19,10 @@ class Storage(Protocol):
 
     Implementations: `InMemoryStorage`, `SQLiteStorage`, `PostgresStorage`. All methods are
     safe to call concurrently. `lock_thread` serialises runs on one thread (in one process at
-    least; durable backends also across processes), and never blocks other threads.
+    least; durable backends also across processes), and never blocks other threads. After
+    `aclose()` every method raises a `UsageError`. A stored row that cannot be read is a
+    `StorageError` naming the store, table and thread; `StorageError.transient` says whether
+    repeating the call may help.
     """
 
     async def get_thread_config(self, thread_id: str) -> ThreadConfig | None: ...
@@ -28,8 +31,12 @@ class Storage(Protocol):
 
     async def get_agent_state(self, thread_id: str) -> AgentState | None: ...
 
-    async def set_agent_state(self, thread_id: str, state: AgentState) -> AgentState:
-        """Save `state` with its version bumped by one and return what was saved."""
+    async def set_agent_state(
+        self, thread_id: str, state: AgentState, *, expected_version: int | None = None
+    ) -> AgentState:
+        """Save `state` as the stored version + 1 and return what was saved (`state.version`
+        is not looked at). With `expected_version` (the version read; 0 for none) it is a
+        compare-and-set: a `StateConflictError`, and nothing saved, if another save landed."""
         ...
 
     async def add_messages(
@@ -47,8 +54,14 @@ class Storage(Protocol):
         thread_id: str,
         messages: Sequence[ConversationMessage],
         state: AgentState | None,
+        *,
+        trace_id: str | None = None,
+        expected_version: int | None = None,
     ) -> AgentState | None:
-        """Save a run's messages and (if given) its state atomically: all or nothing."""
+        """Save a run's messages and (if given) its state atomically: all or nothing; return
+        the saved state. A turn whose `trace_id` was committed on this thread before writes
+        nothing and returns what that commit saved. `expected_version`: as in
+        `set_agent_state`; on a conflict nothing of the turn is saved."""
         ...
 
     async def add_observation(self, observation: Observation) -> None: ...

@@ -11,9 +11,12 @@
   `_filelock`). The kernel drops the file lock when its holder dies, even by SIGKILL, so a
   crashed worker never blocks a thread. Runs on different threads never wait for each other.
   `":memory:"` databases live in one process, so they use the in-process lock only.
-- **Atomic turns.** `commit_turn` writes the messages and the state in one transaction: a crash
-  leaves the whole turn or nothing. Observations are committed one by one as they are
-  recorded, so those recorded before a crash survive it.
+- **Atomic turns.** `commit_turn` writes the messages, the state and (with a trace id) the
+  `turns` row in one transaction: a crash leaves the whole turn or nothing, and a turn
+  committed again under the same trace id is found there and not written twice. A state save
+  with `expected_version` compares and sets inside that transaction. Observations are queued
+  and written in batches by the worker thread, so those recorded before a crash of the process
+  survive it once their batch is written.
 - **Durability.** `synchronous=NORMAL` (the WAL default): a committed turn survives the process
   crashing; a power cut may lose the last few commits. Pass `synchronous="FULL"` to fsync
   every commit.
@@ -32,20 +35,22 @@ import queue
 import sqlite3
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, TypeVar
 
-from pes_agent._closing import ClosedOnExit
-from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.errors import ConfigurationError, StorageError, UsageError
 from pes_agent.observing.logs import get_logger
-from pes_agent.observing.types import Observation, ObservationType
-from pes_agent.storage import _codec
+from pes_agent.storage._common import (
+    ObservationRow,
+    PendingObservations,
+    SavedState,
+    StorageBase,
+    Turn,
+)
 from pes_agent.storage._filelock import FileLockDirectory
 from pes_agent.storage._locks import ThreadLockTable
-from pes_agent.threads.messages import ConversationMessage
 
 _log = get_logger("pes_agent.storage.sqlite")
 
@@ -84,18 +89,24 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX observations_by_thread ON observations (thread_id, seq)",
         "CREATE INDEX observations_by_trace ON observations (thread_id, trace_id, seq)",
     ),
+    # The turns committed under a trace id, so that committing one again writes nothing.
+    2: (
+        """CREATE TABLE turns (
+            thread_id TEXT NOT NULL,
+            trace_id TEXT NOT NULL,
+            state TEXT,
+            version INTEGER,
+            PRIMARY KEY (thread_id, trace_id)
+        )""",
+    ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
-_UPSERT_STATE = (
-    "INSERT INTO agent_states (thread_id, data, version) VALUES (?, ?, 1) "
-    "ON CONFLICT (thread_id) DO UPDATE SET data = excluded.data, "
-    "version = agent_states.version + 1 RETURNING version"
-)
+_TABLES = ("thread_configs", "agent_states", "messages", "turns", "observations")
 _INSERT_MESSAGE = "INSERT INTO messages (thread_id, message_id, body) VALUES (?, ?, ?)"
 
 
-class SQLiteStorage(ClosedOnExit):
+class SQLiteStorage(StorageBase):
     """A SQLite file (or `":memory:"`) holding threads, history, state and observations.
 
     `SQLiteStorage("agent.db")` opens nothing until first use, then creates or migrates the
@@ -127,12 +138,8 @@ class SQLiteStorage(ClosedOnExit):
         )
         self._locks = ThreadLockTable()
         self._worker: _DatabaseThread | None = None
-        # Observations waiting for the worker, written together in one transaction.
-        self._pending_observations: list[tuple[str, str, str, str, str]] = []
-        self._pending_lock = threading.Lock()
-        self._flush_queued = False
+        self._pending = PendingObservations()
         self._conn: sqlite3.Connection | None = None
-        self._closed = False
 
     def __repr__(self) -> str:
         return f"SQLiteStorage({self._path!r})"
@@ -142,12 +149,7 @@ class SQLiteStorage(ClosedOnExit):
         """The database file (or `":memory:"`)."""
         return self._path
 
-    async def __aenter__(self) -> Self:
-        await self.initialize()
-        return self
-
-    async def initialize(self) -> None:
-        """Open the database and create or migrate its schema now rather than on first use."""
+    async def _open(self) -> None:
         await self._call(lambda conn: None)
 
     # -- the worker thread ------------------------------------------------------------------
@@ -156,8 +158,7 @@ class SQLiteStorage(ClosedOnExit):
         return await self._worker_thread().call(functools.partial(self._run, work))
 
     def _worker_thread(self) -> _DatabaseThread:
-        if self._closed:
-            raise UsageError(f"{self!r} is closed: open a new storage object")
+        self._check_open()
         worker = self._worker
         if worker is None:
             worker = self._worker = _DatabaseThread(f"pes-sqlite:{os.path.basename(self._path)}")
@@ -165,27 +166,20 @@ class SQLiteStorage(ClosedOnExit):
             weakref.finalize(self, worker.stop)
         return worker
 
-    def _submit(self, work: Callable[[sqlite3.Connection], None]) -> None:
-        """Queue `work` for the worker without waiting for it; a failure is logged."""
-        worker = self._worker_thread()
-        path = self._path
-
-        def logged() -> None:
-            try:
-                self._run(work)
-            except Exception:
-                _log.exception("sqlite_background_write_failed", path=path)
-
-        worker.submit(logged)
-
     def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        conn = self._conn if self._conn is not None else self._open()
+        conn = self._conn if self._conn is not None else self._open_connection()
         try:
             return work(conn)
         except sqlite3.Error as exc:
-            raise StorageError(f"SQLite error on {self._path!r}: {exc}") from exc
+            # Busy or locked past the busy timeout: another writer held on; trying again helps.
+            transient = isinstance(exc, sqlite3.OperationalError) and any(
+                word in str(exc) for word in ("locked", "busy")
+            )
+            raise StorageError(
+                f"SQLite error on {self._path!r}: {exc}", transient=transient
+            ) from exc
 
-    def _open(self) -> sqlite3.Connection:
+    def _open_connection(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(
                 self._path,
@@ -212,7 +206,8 @@ class SQLiteStorage(ClosedOnExit):
                 ) from exc
             raise StorageError(
                 f"SQLite database {self._path!r} stayed locked by another connection for "
-                f"{self._busy_timeout_ms / 1000:g} s while opening it ({exc})"
+                f"{self._busy_timeout_ms / 1000:g} s while opening it ({exc})",
+                transient=True,
             ) from exc
         except sqlite3.DatabaseError as exc:
             conn.close()
@@ -227,63 +222,47 @@ class SQLiteStorage(ClosedOnExit):
 
     # -- threads ----------------------------------------------------------------------------
 
-    async def get_thread_config(self, thread_id: str) -> ThreadConfig | None:
-        """The thread's saved config, or None if it was never configured."""
-
+    async def _read_config(self, thread_id: str) -> str | None:
         def read(conn: sqlite3.Connection) -> str | None:
             row = conn.execute(
                 "SELECT config FROM thread_configs WHERE thread_id = ?", (thread_id,)
             ).fetchone()
             return None if row is None else str(row[0])
 
-        text = await self._call(read)
-        return None if text is None else _codec.load_config(text)
+        return await self._call(read)
 
-    async def set_thread_config(self, thread_id: str, config: ThreadConfig) -> None:
-        """Replace the thread's config."""
-        text = _codec.dump_config(config, thread_id)
-        await self._call(
-            lambda conn: _execute(
-                conn,
+    async def _write_config(self, thread_id: str, text: str) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
                 "INSERT INTO thread_configs (thread_id, config) VALUES (?, ?) "
                 "ON CONFLICT (thread_id) DO UPDATE SET config = excluded.config",
                 (thread_id, text),
             )
-        )
 
-    async def get_agent_state(self, thread_id: str) -> AgentState | None:
-        """The thread's saved state, or None if none was saved."""
+        await self._call(write)
 
-        def read(conn: sqlite3.Connection) -> tuple[str, int] | None:
+    async def _read_state(self, thread_id: str) -> SavedState | None:
+        def read(conn: sqlite3.Connection) -> SavedState | None:
             row = conn.execute(
                 "SELECT data, version FROM agent_states WHERE thread_id = ?", (thread_id,)
             ).fetchone()
-            return None if row is None else (str(row[0]), int(row[1]))
+            return None if row is None else SavedState(str(row[0]), int(row[1]))
 
-        found = await self._call(read)
-        return None if found is None else _codec.load_state(*found)
+        return await self._call(read)
 
-    async def set_agent_state(self, thread_id: str, state: AgentState) -> AgentState:
-        """Save `state` as the next version (stored version + 1) and return what was saved."""
-        data = _codec.dump_state_data(state, thread_id)
-
+    async def _write_state(self, thread_id: str, data: str, expected_version: int | None) -> int:
         def write(conn: sqlite3.Connection) -> int:
-            return int(conn.execute(_UPSERT_STATE, (thread_id, data)).fetchone()[0])
+            version = _save_state(conn, thread_id, data, expected_version)
+            if version is None:
+                assert expected_version is not None  # only a compare-and-set can miss
+                raise self._conflict(thread_id, expected_version)
+            return version
 
-        return _codec.load_state(data, await self._call(write))
+        return await self._call(write)
 
     # -- messages ---------------------------------------------------------------------------
 
-    async def add_messages(self, thread_id: str, messages: Sequence[ConversationMessage]) -> None:
-        """Append messages to the thread's history, all or none."""
-        await self.commit_turn(thread_id, messages, None)
-
-    async def get_messages(
-        self, thread_id: str, *, limit: int | None = None
-    ) -> list[ConversationMessage]:
-        """The newest `limit` messages (all when None), oldest first."""
-        limit = _codec.check_limit(limit)
-
+    async def _read_messages(self, thread_id: str, limit: int | None) -> list[str]:
         def read(conn: sqlite3.Connection) -> list[str]:
             rows = conn.execute(
                 "SELECT body FROM (SELECT seq, body FROM messages WHERE thread_id = ? "
@@ -292,30 +271,48 @@ class SQLiteStorage(ClosedOnExit):
             ).fetchall()
             return [str(row[0]) for row in rows]
 
-        return [_codec.load_message(text) for text in await self._call(read)]
+        return await self._call(read)
 
-    async def commit_turn(
-        self,
-        thread_id: str,
-        messages: Sequence[ConversationMessage],
-        state: AgentState | None,
-    ) -> AgentState | None:
-        """Save a run's messages and (if given) its state in one transaction."""
-        rows = [(thread_id, m.message_id, _codec.dump_message(m, thread_id)) for m in messages]
-        data = _codec.dump_state_data(state, thread_id) if state is not None else None
-        if not rows and data is None:
-            return None
+    async def _write_turn(self, turn: Turn) -> SavedState | None:
+        """Write the turn in one `BEGIN IMMEDIATE` transaction: a crash leaves all or nothing."""
+        thread_id = turn.thread_id
 
-        def write(conn: sqlite3.Connection) -> int | None:
+        def write(conn: sqlite3.Connection) -> SavedState | None:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                if rows:
-                    conn.executemany(_INSERT_MESSAGE, rows)
-                version = (
-                    None
-                    if data is None
-                    else int(conn.execute(_UPSERT_STATE, (thread_id, data)).fetchone()[0])
+                if turn.trace_id is not None:
+                    landed = conn.execute(
+                        "SELECT state, version FROM turns WHERE thread_id = ? AND trace_id = ?",
+                        (thread_id, turn.trace_id),
+                    ).fetchone()
+                    if landed is not None:
+                        conn.execute("ROLLBACK")
+                        return None if landed[0] is None else SavedState(landed[0], landed[1])
+                conn.executemany(
+                    _INSERT_MESSAGE,
+                    [
+                        (thread_id, i, body)
+                        for i, body in zip(turn.message_ids, turn.bodies, strict=True)
+                    ],
                 )
+                saved = None
+                if turn.state is not None:
+                    version = _save_state(conn, thread_id, turn.state, turn.expected_version)
+                    if version is None:
+                        assert turn.expected_version is not None
+                        raise self._conflict(thread_id, turn.expected_version)
+                    saved = SavedState(turn.state, version)
+                if turn.trace_id is not None:
+                    conn.execute(
+                        "INSERT INTO turns (thread_id, trace_id, state, version) "
+                        "VALUES (?, ?, ?, ?)",
+                        (
+                            thread_id,
+                            turn.trace_id,
+                            turn.state,
+                            None if saved is None else saved.version,
+                        ),
+                    )
                 conn.execute("COMMIT")
             except BaseException as exc:
                 _rollback(conn)
@@ -326,70 +323,36 @@ class SQLiteStorage(ClosedOnExit):
                         thread_id=thread_id,
                     ) from exc
                 raise
-            return version
+            return saved
 
-        version = await self._call(write)
-        return None if version is None or data is None else _codec.load_state(data, version)
+        return await self._call(write)
 
     # -- observations -----------------------------------------------------------------------
 
-    async def add_observation(self, observation: Observation) -> None:
-        """Append an observation to its thread's log.
+    async def _write_observation(self, row: ObservationRow) -> None:
+        """Queue the row for the worker thread, which writes the rows queued meanwhile in one
+        transaction. The worker runs everything in order, so any later read, `commit_turn` or
+        `aclose` sees it; a write that fails is logged."""
+        if self._pending.add(row):
+            self._worker_thread().submit(self._write_pending_observations)
 
-        It is queued for the store's worker thread, which writes the observations recorded
-        meanwhile in one transaction — a run records a dozen or more, and one commit each
-        would cost more than the rest of the run. The worker runs everything in order, so any
-        later read, `commit_turn` or `aclose` sees it; a write that fails is logged.
-        """
-        row = (
-            observation.id,
-            observation.thread_id,
-            observation.trace_id,
-            observation.type.value,
-            _codec.dump_observation(observation),
-        )
-        with self._pending_lock:
-            self._pending_observations.append(row)
-            if self._flush_queued:
-                return
-            self._flush_queued = True
-        self._submit(self._write_pending_observations)
+    def _write_pending_observations(self) -> None:
+        while rows := self._pending.take():
+            try:
+                self._run(functools.partial(_insert_observations, rows=rows))
+            except Exception:
+                # Logged, and the writer goes on: the next batch must not be lost with this one.
+                _log.exception("sqlite_observation_write_failed", path=self._path, count=len(rows))
 
-    def _write_pending_observations(self, conn: sqlite3.Connection) -> None:
-        with self._pending_lock:
-            rows, self._pending_observations = self._pending_observations, []
-            self._flush_queued = False
-        if not rows:
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.executemany(
-                "INSERT INTO observations (id, thread_id, trace_id, type, body) "
-                "VALUES (?, ?, ?, ?, ?)",
-                rows,
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
-
-    async def get_observations(
-        self,
-        thread_id: str,
-        *,
-        types: Sequence[ObservationType] | None = None,
-        trace_id: str | None = None,
-    ) -> list[Observation]:
-        """The thread's observations in recording order, optionally of some types or one trace."""
+    async def _read_observations(
+        self, thread_id: str, kinds: list[str] | None, trace_id: str | None
+    ) -> list[str]:
         sql = "SELECT body FROM observations WHERE thread_id = ?"
         params: list[str] = [thread_id]
         if trace_id is not None:
             sql += " AND trace_id = ?"
             params.append(trace_id)
-        if types is not None:
-            kinds = sorted({ObservationType(t).value for t in types})
-            if not kinds:
-                return []
+        if kinds is not None:
             sql += f" AND type IN ({', '.join('?' * len(kinds))})"
             params.extend(kinds)
         sql += " ORDER BY seq"
@@ -397,13 +360,11 @@ class SQLiteStorage(ClosedOnExit):
         def read(conn: sqlite3.Connection) -> list[str]:
             return [str(row[0]) for row in conn.execute(sql, params).fetchall()]
 
-        return [_codec.load_observation(text) for text in await self._call(read)]
+        return await self._call(read)
 
     # -- whole threads ----------------------------------------------------------------------
 
-    async def list_threads(self) -> list[str]:
-        """Every thread with a config, state, message or observation, sorted by id."""
-
+    async def _list_threads(self) -> list[str]:
         def read(conn: sqlite3.Connection) -> list[str]:
             rows = conn.execute(
                 "SELECT thread_id FROM thread_configs UNION SELECT thread_id FROM agent_states "
@@ -414,13 +375,11 @@ class SQLiteStorage(ClosedOnExit):
 
         return await self._call(read)
 
-    async def delete_thread(self, thread_id: str) -> None:
-        """Delete the thread's config, state, messages and observations in one transaction."""
-
+    async def _delete_thread(self, thread_id: str) -> None:
         def write(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for table in ("thread_configs", "agent_states", "messages", "observations"):
+                for table in _TABLES:
                     conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
                 conn.execute("COMMIT")
             except BaseException:
@@ -429,16 +388,13 @@ class SQLiteStorage(ClosedOnExit):
 
         await self._call(write)
 
-    def lock_thread(self, thread_id: str) -> AbstractAsyncContextManager[None]:
-        """Serialise runs on `thread_id` across every process using this file.
-
-        Not reentrant. Other threads are never blocked. The lock is released when the block
-        exits, or by the kernel if the process dies.
-        """
-        return self._hold(thread_id)
+    def _hold(self, thread_id: str) -> AbstractAsyncContextManager[None]:
+        """The in-process lock, then the thread's lock file (released by the kernel if the
+        process dies)."""
+        return self._hold_both(thread_id)
 
     @asynccontextmanager
-    async def _hold(self, thread_id: str) -> AsyncIterator[None]:
+    async def _hold_both(self, thread_id: str) -> AsyncIterator[None]:
         async with self._locks.hold(thread_id):
             if self._file_locks is None:
                 yield
@@ -447,7 +403,8 @@ class SQLiteStorage(ClosedOnExit):
                     yield
 
     async def aclose(self) -> None:
-        """Close the connection and stop the worker thread; safe to call twice."""
+        """Write the observations still queued, close the connection and stop the worker
+        thread; safe to call twice."""
         if self._closed:
             return
         self._closed = True
@@ -563,5 +520,41 @@ def _rollback(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
 
 
-def _execute(conn: sqlite3.Connection, sql: str, params: Sequence[object]) -> None:
-    conn.execute(sql, params)
+def _save_state(
+    conn: sqlite3.Connection, thread_id: str, data: str, expected_version: int | None
+) -> int | None:
+    """Save `data` as the thread's next state version and return it; None (nothing saved) when
+    `expected_version` is given and the stored version (0: none) is another."""
+    if expected_version is None:
+        sql = (
+            "INSERT INTO agent_states (thread_id, data, version) VALUES (?, ?, 1) "
+            "ON CONFLICT (thread_id) DO UPDATE SET data = excluded.data, "
+            "version = agent_states.version + 1 RETURNING version"
+        )
+        row = conn.execute(sql, (thread_id, data)).fetchone()
+    elif expected_version == 0:
+        row = conn.execute(
+            "INSERT INTO agent_states (thread_id, data, version) VALUES (?, ?, 1) "
+            "ON CONFLICT (thread_id) DO NOTHING RETURNING version",
+            (thread_id, data),
+        ).fetchone()
+    else:
+        row = conn.execute(
+            "UPDATE agent_states SET data = ?, version = version + 1 "
+            "WHERE thread_id = ? AND version = ? RETURNING version",
+            (data, thread_id, expected_version),
+        ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _insert_observations(conn: sqlite3.Connection, *, rows: list[ObservationRow]) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.executemany(
+            "INSERT INTO observations (id, thread_id, trace_id, type, body) VALUES (?, ?, ?, ?, ?)",
+            rows,
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import pytest
 
 from pes_agent.config import AgentState, ProviderConfig, ThreadConfig
-from pes_agent.errors import ConfigurationError, StorageError, UsageError
+from pes_agent.errors import (
+    ConfigurationError,
+    StateConflictError,
+    StorageError,
+    UsageError,
+)
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import Storage
 from pes_agent.threads.messages import ConversationMessage, MessageRole
@@ -478,3 +484,202 @@ async def test_two_storage_objects_serialise_one_thread(open_backend: StorageFac
 
     await asyncio.gather(*(run(stores[n % 2], n) for n in range(10)))
     assert await stores[0].get_agent_state("t") == AgentState(data={"count": 10}, version=10)
+
+
+# -- idempotent turns (trace_id) -----------------------------------------------------------------
+
+
+async def test_commit_turn_of_a_trace_that_landed_is_a_no_op_returning_what_was_saved(
+    storage: Storage,
+) -> None:
+    """A second commit_turn with the same trace_id writes nothing and returns the first save."""
+    turn = [user("t", "q"), ai("t", "a")]
+    first = await storage.commit_turn("t", turn, AgentState(data={"n": 1}), trace_id="run-1")
+    assert first == AgentState(data={"n": 1}, version=1)
+    await storage.set_agent_state("t", AgentState(data={"n": 5}))
+    again = await storage.commit_turn("t", turn, AgentState(data={"n": 2}), trace_id="run-1")
+    assert again == first
+    assert [m.content for m in await storage.get_messages("t")] == ["q", "a"]
+    assert await storage.get_agent_state("t") == AgentState(data={"n": 5}, version=2)
+    # The same trace id on another thread is another turn.
+    other = await storage.commit_turn("u", [user("u", "q")], None, trace_id="run-1")
+    assert other is None
+    assert [m.content for m in await storage.get_messages("u")] == ["q"]
+
+
+async def test_commit_turn_replayed_without_state_returns_none_and_writes_nothing(
+    storage: Storage,
+) -> None:
+    """A landed turn that saved no state replays as None, with fresh message ids ignored too."""
+    assert await storage.commit_turn("t", [user("t", "q")], None, trace_id="run-1") is None
+    assert await storage.commit_turn("t", [user("t", "q")], None, trace_id="run-1") is None
+    assert [m.content for m in await storage.get_messages("t")] == ["q"]
+    assert await storage.get_agent_state("t") is None
+
+
+async def test_a_failed_commit_does_not_claim_its_trace(storage: Storage) -> None:
+    """A commit that saved nothing leaves its trace_id free for the retry that does save."""
+    first = user("t", "first")
+    await storage.add_messages("t", [first])
+    with pytest.raises(StorageError, match="already saved"):
+        await storage.commit_turn("t", [user("t", "q"), first], None, trace_id="run-1")
+    await storage.commit_turn("t", [user("t", "q"), ai("t", "a")], None, trace_id="run-1")
+    assert [m.content for m in await storage.get_messages("t")] == ["first", "q", "a"]
+
+
+async def test_deleting_a_thread_forgets_its_traces(storage: Storage) -> None:
+    """After delete_thread, a trace id committed before is a new turn again."""
+    await storage.commit_turn("t", [user("t", "q")], AgentState(data={"n": 1}), trace_id="r")
+    await storage.delete_thread("t")
+    again = await storage.commit_turn(
+        "t", [user("t", "q")], AgentState(data={"n": 1}), trace_id="r"
+    )
+    assert again == AgentState(data={"n": 1}, version=1)
+    assert [m.content for m in await storage.get_messages("t")] == ["q"]
+
+
+@pytest.mark.parametrize("open_backend", DURABLE_BACKENDS, indirect=True)
+async def test_concurrent_commits_of_one_trace_write_it_once(open_backend: StorageFactory) -> None:
+    """The same turn committed at once through two storage objects (a retry racing the first
+    attempt) is saved once, and both callers get the same saved state."""
+    stores = [open_backend(), open_backend()]
+    for store in stores:
+        await store.list_threads()
+    results = await asyncio.gather(
+        *(
+            store.commit_turn(
+                "t", [user("t", f"q{n}"), ai("t", f"a{n}")], AgentState(data={"n": n}), trace_id="r"
+            )
+            for n, store in enumerate(stores)
+        )
+    )
+    assert results[0] == results[1]
+    assert results[0] is not None
+    assert results[0].version == 1
+    assert len(await stores[0].get_messages("t")) == 2
+
+
+# -- compare-and-set on the state version --------------------------------------------------------
+
+
+async def test_set_agent_state_with_the_expected_version_saves_the_next_one(
+    storage: Storage,
+) -> None:
+    """expected_version=0 creates the state; the stored version then lets the next save in."""
+    created = await storage.set_agent_state("t", AgentState(data={"n": 1}), expected_version=0)
+    assert created == AgentState(data={"n": 1}, version=1)
+    saved = await storage.set_agent_state("t", AgentState(data={"n": 2}), expected_version=1)
+    assert saved == AgentState(data={"n": 2}, version=2)
+
+
+async def test_set_agent_state_with_a_stale_version_is_a_conflict_that_saves_nothing(
+    storage: Storage,
+) -> None:
+    """A save expecting an older version (or no state, or a state that is not there) raises
+    StateConflictError naming the thread, and the stored state stays."""
+    await storage.set_agent_state("t", AgentState(data={"n": 1}))
+    await storage.set_agent_state("t", AgentState(data={"n": 2}))
+    for expected in (0, 1, 3):
+        with pytest.raises(StateConflictError, match="'t'") as caught:
+            await storage.set_agent_state("t", AgentState(data={"n": 9}), expected_version=expected)
+        assert caught.value.expected_version == expected
+        assert not caught.value.transient
+    with pytest.raises(StateConflictError):
+        await storage.set_agent_state("new", AgentState(data={"n": 9}), expected_version=1)
+    assert await storage.get_agent_state("t") == AgentState(data={"n": 2}, version=2)
+    assert await storage.get_agent_state("new") is None
+
+
+async def test_commit_turn_with_a_stale_version_saves_no_message_and_no_state(
+    storage: Storage,
+) -> None:
+    """A turn whose state expects an outdated version is refused whole, trace id included."""
+    await storage.set_agent_state("t", AgentState(data={"n": 1}))
+    with pytest.raises(StateConflictError):
+        await storage.commit_turn(
+            "t", [user("t", "q")], AgentState(data={"n": 2}), trace_id="r", expected_version=0
+        )
+    assert await storage.get_messages("t") == []
+    assert await storage.get_agent_state("t") == AgentState(data={"n": 1}, version=1)
+    saved = await storage.commit_turn(
+        "t", [user("t", "q")], AgentState(data={"n": 2}), trace_id="r", expected_version=1
+    )
+    assert saved == AgentState(data={"n": 2}, version=2)
+
+
+async def test_expected_version_must_be_a_version_number(storage: Storage) -> None:
+    """A negative or non-int expected_version, or one without a state, is a UsageError."""
+    for bad in (-1, 1.5, True, "1"):
+        with pytest.raises(UsageError, match="expected_version"):
+            await storage.set_agent_state("t", AgentState(), expected_version=bad)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="expected_version"):
+        await storage.commit_turn("t", [user("t", "q")], None, expected_version=0)
+    assert await storage.list_threads() == []
+
+
+@pytest.mark.parametrize("open_backend", DURABLE_BACKENDS, indirect=True)
+async def test_two_connections_compare_and_set_lose_no_update(
+    open_backend: StorageFactory,
+) -> None:
+    """Increments through two storage objects, each read-then-compare-and-set with retries,
+    all land: none overwrites another."""
+    stores = [open_backend(), open_backend()]
+    for store in stores:
+        await store.list_threads()  # opened one after the other, as two processes would be
+
+    async def increment(store: Storage) -> None:
+        while True:
+            current = await store.get_agent_state("t") or AgentState()
+            await asyncio.sleep(0)
+            try:
+                await store.set_agent_state(
+                    "t",
+                    AgentState(data={"n": current.data.get("n", 0) + 1}),
+                    expected_version=current.version,
+                )
+            except StateConflictError:
+                continue
+            return
+
+    await asyncio.gather(*(increment(stores[n % 2]) for n in range(16)))
+    assert await stores[0].get_agent_state("t") == AgentState(data={"n": 16}, version=16)
+
+
+# -- after aclose --------------------------------------------------------------------------------
+
+
+_CALLS_AFTER_CLOSE: dict[str, Callable[[Storage], Awaitable[object]]] = {
+    "get_thread_config": lambda s: s.get_thread_config("t"),
+    "set_thread_config": lambda s: s.set_thread_config("t", ThreadConfig()),
+    "get_agent_state": lambda s: s.get_agent_state("t"),
+    "set_agent_state": lambda s: s.set_agent_state("t", AgentState()),
+    "add_messages": lambda s: s.add_messages("t", [user("t", "x")]),
+    "get_messages": lambda s: s.get_messages("t"),
+    "commit_turn": lambda s: s.commit_turn("t", [user("t", "x")], None),
+    "add_observation": lambda s: s.add_observation(observation("t", ObservationType.PLAN, "x")),
+    "get_observations": lambda s: s.get_observations("t"),
+    "list_threads": lambda s: s.list_threads(),
+    "delete_thread": lambda s: s.delete_thread("t"),
+}
+
+
+@pytest.mark.parametrize("method", sorted(_CALLS_AFTER_CLOSE))
+async def test_every_method_after_aclose_raises_the_same_usage_error(
+    storage: Storage, method: str
+) -> None:
+    """Once closed, each method raises a UsageError saying to open a new storage object, every
+    time (add_observation included: nothing is silently dropped)."""
+    await storage.add_observation(observation("t", ObservationType.PLAN, "before"))
+    await storage.aclose()
+    for _ in range(2):
+        with pytest.raises(UsageError, match=r"is closed: open a new storage object"):
+            await _CALLS_AFTER_CLOSE[method](storage)
+
+
+async def test_lock_thread_after_aclose_raises_the_same_usage_error(storage: Storage) -> None:
+    """Once closed, lock_thread refuses too, every time."""
+    await storage.aclose()
+    for _ in range(2):
+        with pytest.raises(UsageError, match=r"is closed: open a new storage object"):
+            async with storage.lock_thread("t"):
+                pass

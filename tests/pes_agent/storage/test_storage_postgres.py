@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Awaitable
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 
-from pes_agent.config import AgentState
+from pes_agent import ConversationManager, ObservationManager, StateManager
+from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.errors import ConfigurationError, StorageError, UsageError
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import ObservationFeed, PostgresStorage
-from pes_agent.storage import postgres as postgres_module
+from pes_agent.storage.postgres import _schema as schema_module
 from pes_agent.storage.postgres import redact_url
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 
@@ -139,7 +141,8 @@ async def test_newer_schema_version_is_a_clear_error(pg_schema: str) -> None:
     await conn.close()
 
     storage = PostgresStorage(POSTGRES_URL, schema=pg_schema)
-    with pytest.raises(ConfigurationError, match=r"schema version 42, newer than the 1"):
+    newer = rf"schema version 42, newer than the {schema_module.SCHEMA_VERSION}"
+    with pytest.raises(ConfigurationError, match=newer):
         await storage.get_messages("t")
     await storage.aclose()
 
@@ -148,23 +151,51 @@ async def test_newer_schema_version_is_a_clear_error(pg_schema: str) -> None:
 async def test_older_schema_is_migrated_step_by_step(
     pg_schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A schema at version 1 is upgraded by the later migration steps and keeps its data."""
+    """A schema at the current version is upgraded by a later migration step and keeps its
+    data."""
     async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
         await storage.set_agent_state("t", AgentState(data={"kept": True}))
+    current = schema_module.SCHEMA_VERSION
     monkeypatch.setattr(
-        postgres_module,
+        schema_module,
         "MIGRATIONS",
-        {**postgres_module.MIGRATIONS, 2: ("CREATE TABLE {s}.extra_v2 (x integer)",)},
+        {**schema_module.MIGRATIONS, current + 1: ("CREATE TABLE {s}.extra_next (x integer)",)},
     )
-    monkeypatch.setattr(postgres_module, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(schema_module, "SCHEMA_VERSION", current + 1)
     async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
         assert await storage.get_agent_state("t") == AgentState(data={"kept": True}, version=1)
     conn = await asyncpg.connect(POSTGRES_URL)
     try:
-        assert await conn.fetchval(f'SELECT version FROM "{pg_schema}".schema_version') == 2
-        assert await conn.fetchval("SELECT to_regclass($1)", f"{pg_schema}.extra_v2")
+        version = await conn.fetchval(f'SELECT version FROM "{pg_schema}".schema_version')
+        assert version == current + 1
+        assert await conn.fetchval("SELECT to_regclass($1)", f"{pg_schema}.extra_next")
     finally:
         await conn.close()
+
+
+@pytest.mark.postgres
+async def test_a_version_1_schema_is_migrated_and_its_turns_become_idempotent(
+    pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schema written before turns were recorded by trace id is migrated on first use, keeps
+    its state, and then commits a trace once."""
+
+    def user(content: str) -> ConversationMessage:
+        return ConversationMessage(thread_id="t", role=MessageRole.USER, content=content)
+
+    with monkeypatch.context() as old:
+        old.setattr(schema_module, "MIGRATIONS", {1: schema_module.MIGRATIONS[1]})
+        old.setattr(schema_module, "SCHEMA_VERSION", 1)
+        async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
+            await storage.set_agent_state("t", AgentState(data={"n": 1}))
+    async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
+        assert await storage.get_agent_state("t") == AgentState(data={"n": 1}, version=1)
+        for _ in range(2):
+            saved = await storage.commit_turn(
+                "t", [user("once")], AgentState(data={"n": 2}), trace_id="r"
+            )
+            assert saved == AgentState(data={"n": 2}, version=2)
+        assert [m.content for m in await storage.get_messages("t")] == ["once"]
 
 
 @pytest.mark.postgres
@@ -188,7 +219,7 @@ async def test_commit_refuses_to_write_after_the_thread_lock_was_lost(pg_schema:
         admin = await asyncpg.connect(POSTGRES_URL)
         try:
             async with storage.lock_thread("t"):
-                pid = storage._lock_conn.get_server_pid()
+                pid = storage._locks.connection.get_server_pid()
                 await admin.execute("SELECT pg_terminate_backend($1)", pid)
                 with pytest.raises(StorageError, match="lock on thread 't' was lost"):
                     await storage.commit_turn(
@@ -263,3 +294,173 @@ async def test_a_failing_subscriber_does_not_stop_the_feed(pg_schema: str) -> No
         await storage.add_observation(observation("t", ObservationType.PLAN, "one"))
         await storage.add_observation(observation("t", ObservationType.PLAN, "two"))
         await wait_until(lambda: seen == ["one", "two"], "both observations")
+
+
+@pytest.mark.postgres
+async def test_damaged_rows_are_storage_errors_naming_store_thread_and_table(
+    pg_schema: str,
+) -> None:
+    """A row another program damaged reads as a StorageError naming the store, the thread and
+    the table, never a raw pydantic error, through every public reader."""
+    async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
+        state = StateManager(storage)
+        conversation = ConversationManager(storage)
+        observations = ObservationManager(storage)
+        await state.set_thread_config("t", ThreadConfig(history_limit=2))
+        await state.set_agent_state("t", AgentState(data={"n": 1}))
+        await conversation.add_messages(
+            "t", [ConversationMessage(thread_id="t", role=MessageRole.USER, content="hi")]
+        )
+        await observations.record(observation("t", ObservationType.PLAN, "p"))
+        await observations.get_observations("t")  # written before the rows are tampered with
+        admin = await asyncpg.connect(POSTGRES_URL)
+        try:
+            for table, column, value in [
+                ("thread_configs", "config", '"just a string"'),
+                ("agent_states", "data", "[1, 2]"),
+                ("messages", "body", '{"role": "nobody"}'),
+                ("observations", "body", "{}"),
+            ]:
+                await admin.execute(f'UPDATE "{pg_schema}".{table} SET {column} = $1', value)
+        finally:
+            await admin.close()
+
+        reads = {
+            "thread_configs": lambda: state.get_thread_config("t"),
+            "agent_states": lambda: state.get_agent_state("t"),
+            "messages": lambda: conversation.get_messages("t"),
+            "observations": lambda: observations.get_observations("t"),
+        }
+        for table, read in reads.items():
+            with pytest.raises(StorageError) as caught:
+                await read()
+            text = str(caught.value)
+            assert repr(storage) in text
+            assert f"table {table!r}" in text
+            assert "thread 't'" in text
+            assert caught.value.thread_id == "t"
+
+
+@pytest.mark.postgres
+async def test_a_slow_subscriber_keeps_only_the_newest_observations(pg_schema: str) -> None:
+    """A subscriber that cannot keep up has a bounded queue: the oldest waiting observations
+    are dropped, counted and logged, and it then gets the newest ones."""
+    from structlog.testing import capture_logs
+
+    async with PostgresStorage(POSTGRES_URL, schema=pg_schema, feed_queue_size=4) as storage:
+        release = asyncio.Event()
+        slow: list[str] = []
+        fast: list[str] = []
+
+        async def stuck(item: Observation) -> None:
+            await release.wait()
+            slow.append(item.title)
+
+        await storage.subscribe_observations(stuck)
+        await storage.subscribe_observations(lambda o: fast.append(o.title))
+        with capture_logs() as logs:
+            for i in range(20):
+                await storage.add_observation(observation("t", ObservationType.PLAN, f"o{i}"))
+            await wait_until(lambda: len(fast) == 20, "the fast subscriber's 20 observations")
+            release.set()
+            await wait_until(lambda: slow[-1:] == ["o19"], "the slow subscriber's newest")
+        assert fast == [f"o{i}" for i in range(20)]
+        # The one it was holding when its queue filled up, then the four newest.
+        assert slow == ["o0", "o16", "o17", "o18", "o19"]
+        drops = [e for e in logs if e["event"] == "observation_feed_dropped"]
+        assert [(e["dropped"], e["dropped_total"]) for e in drops] == [(15, 15)]
+
+
+async def _listening_backends(schema: str) -> int:
+    conn = await asyncpg.connect(POSTGRES_URL)
+    try:
+        count: int = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
+            f'LISTEN "pes_obs_{schema}"',
+        )
+        return count
+    finally:
+        await conn.close()
+
+
+@pytest.mark.postgres
+async def test_the_listen_connection_is_released_when_nobody_listens(pg_schema: str) -> None:
+    """After the last subscriber leaves, the LISTEN connection closes; a new subscriber opens
+    one again and gets observations."""
+    async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
+        first = await storage.subscribe_observations(lambda o: None)
+        second = await storage.subscribe_observations(lambda o: None)
+        assert await _listening_backends(pg_schema) == 1
+        first()
+        await asyncio.sleep(0.1)
+        assert await _listening_backends(pg_schema) == 1
+        second()
+        second()  # twice is harmless
+        await wait_until(
+            lambda: _is_zero(_listening_backends(pg_schema)), "the LISTEN connection to close"
+        )
+        seen: list[str] = []
+        await storage.subscribe_observations(lambda o: seen.append(o.title))
+        await storage.add_observation(observation("t", ObservationType.PLAN, "again"))
+        await wait_until(lambda: seen == ["again"], "the observation after resubscribing")
+
+
+async def _is_zero(count: Awaitable[int]) -> bool:
+    return await count == 0
+
+
+@pytest.mark.postgres
+async def test_listen_of_one_agent_gets_the_runs_of_another_on_the_same_storage(
+    pg_schema: str,
+) -> None:
+    """Two agents sharing one PostgresStorage object: listen() on one delivers what the other
+    records, and its own observations exactly once."""
+    async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
+        watcher = ObservationManager(storage)
+        worker = ObservationManager(storage)
+        seen: list[str] = []
+        await watcher.listen(lambda o: seen.append(o.title), types=[ObservationType.PLAN])
+        await worker.record(observation("t", ObservationType.PLAN, "by-the-other-agent"))
+        await watcher.record(observation("t", ObservationType.PLAN, "by-itself"))
+        await wait_until(lambda: len(seen) >= 2, "both observations")
+        await asyncio.sleep(0.2)  # a duplicate of its own would arrive by now
+        assert sorted(seen) == ["by-itself", "by-the-other-agent"]
+
+
+@pytest.mark.postgres
+async def test_an_error_on_the_lock_connection_keeps_the_other_locks(
+    pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query error while taking one thread's lock fails that run only: the lock another run
+    holds stays held, and its turn is saved."""
+    async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
+        other = PostgresStorage(POSTGRES_URL, schema=pg_schema)
+        try:
+            async with storage.lock_thread("held"):
+                conn = storage._locks.connection
+                real_fetchval = asyncpg.Connection.fetchval
+
+                async def fails_once(self: object, query: str, *args: object) -> object:
+                    if self is conn and "pg_try_advisory_lock" in query:
+                        monkeypatch.setattr(asyncpg.Connection, "fetchval", real_fetchval)
+                        raise asyncpg.QueryCanceledError("canceling statement due to user request")
+                    return await real_fetchval(self, query, *args)
+
+                monkeypatch.setattr(asyncpg.Connection, "fetchval", fails_once)
+                with pytest.raises(StorageError):
+                    async with storage.lock_thread("unlucky"):
+                        pass
+                # Still ours: another process cannot take it, and the turn is saved.
+                with pytest.raises(TimeoutError):
+                    async with asyncio.timeout(0.3), other.lock_thread("held"):
+                        pass
+                await storage.commit_turn(
+                    "held",
+                    [ConversationMessage(thread_id="held", role=MessageRole.USER, content="x")],
+                    AgentState(),
+                )
+            async with asyncio.timeout(30), storage.lock_thread("unlucky"):
+                pass
+        finally:
+            await other.aclose()
+        assert [m.content for m in await storage.get_messages("held")] == ["x"]

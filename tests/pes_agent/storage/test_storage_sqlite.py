@@ -8,11 +8,21 @@ from pathlib import Path
 
 import pytest
 
+from pes_agent import (
+    AgentProps,
+    ConversationManager,
+    ObservationManager,
+    StateManager,
+    ThreadConfig,
+    create_agent,
+)
 from pes_agent.config import AgentState
-from pes_agent.errors import ConfigurationError, UsageError
+from pes_agent.errors import ConfigurationError, StorageError, UsageError
+from pes_agent.observing.types import ObservationType
 from pes_agent.storage import SQLiteStorage
 from pes_agent.storage import sqlite as sqlite_module
 from pes_agent.storage._filelock import FileLockDirectory
+from pes_agent.testing import ScriptedProvider
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 
 
@@ -49,7 +59,8 @@ async def test_newer_schema_version_is_a_clear_error(tmp_path: Path) -> None:
     conn.close()
 
     storage = SQLiteStorage(path)
-    with pytest.raises(ConfigurationError, match=r"schema version 99, newer than the 1") as caught:
+    newer = rf"schema version 99, newer than the {sqlite_module.SCHEMA_VERSION}"
+    with pytest.raises(ConfigurationError, match=newer) as caught:
         await storage.get_messages("t")
     assert "upgrade pes-agent" in str(caught.value)
     await storage.aclose()
@@ -61,24 +72,52 @@ async def test_newer_schema_version_is_a_clear_error(tmp_path: Path) -> None:
 async def test_older_schema_is_migrated_step_by_step(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A file at version 1 is upgraded by the later migration steps and keeps its data."""
+    """A file at the current version is upgraded by later migration steps and keeps its data."""
     path = tmp_path / "agent.db"
     async with SQLiteStorage(path) as storage:
         await storage.add_messages("t", [message("t", "kept")])
 
+    current = sqlite_module.SCHEMA_VERSION
     migrations = {
         **sqlite_module.MIGRATIONS,
-        2: ("CREATE TABLE extra_v2 (x INTEGER)",),
-        3: ("ALTER TABLE extra_v2 ADD COLUMN y TEXT",),
+        current + 1: ("CREATE TABLE extra_next (x INTEGER)",),
+        current + 2: ("ALTER TABLE extra_next ADD COLUMN y TEXT",),
     }
     monkeypatch.setattr(sqlite_module, "MIGRATIONS", migrations)
-    monkeypatch.setattr(sqlite_module, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(sqlite_module, "SCHEMA_VERSION", current + 2)
     async with SQLiteStorage(path) as storage:
         assert [m.content for m in await storage.get_messages("t")] == ["kept"]
     conn = raw(path)
     try:
-        assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == 3
-        assert [row[1] for row in conn.execute("PRAGMA table_info(extra_v2)")] == ["x", "y"]
+        assert conn.execute("SELECT version FROM schema_version").fetchone()[0] == current + 2
+        assert [row[1] for row in conn.execute("PRAGMA table_info(extra_next)")] == ["x", "y"]
+    finally:
+        conn.close()
+
+
+async def test_a_version_1_file_is_migrated_and_its_turns_become_idempotent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file written before turns were recorded by trace id is migrated on open, keeps its
+    history and state, and then commits a trace once."""
+    path = tmp_path / "agent.db"
+    with monkeypatch.context() as old:
+        old.setattr(sqlite_module, "MIGRATIONS", {1: sqlite_module.MIGRATIONS[1]})
+        old.setattr(sqlite_module, "SCHEMA_VERSION", 1)
+        async with SQLiteStorage(path) as storage:
+            await storage.commit_turn("t", [message("t", "kept")], AgentState(data={"n": 1}))
+    async with SQLiteStorage(path) as storage:
+        assert [m.content for m in await storage.get_messages("t")] == ["kept"]
+        for _ in range(2):
+            saved = await storage.commit_turn(
+                "t", [message("t", "once")], AgentState(data={"n": 2}), trace_id="r"
+            )
+            assert saved == AgentState(data={"n": 2}, version=2)
+        assert [m.content for m in await storage.get_messages("t")] == ["kept", "once"]
+    conn = raw(path)
+    try:
+        version = conn.execute("SELECT version FROM schema_version").fetchone()[0]
+        assert version == sqlite_module.SCHEMA_VERSION
     finally:
         conn.close()
 
@@ -150,3 +189,60 @@ async def test_closed_store_refuses_further_use(tmp_path: Path) -> None:
     await storage.aclose()
     with pytest.raises(UsageError, match="closed"):
         await storage.list_threads()
+
+
+async def test_damaged_rows_are_storage_errors_naming_store_thread_and_table(
+    tmp_path: Path,
+) -> None:
+    """A row another program damaged reads as a StorageError naming the store, the thread and
+    the table, never a raw pydantic or JSON error, through every public reader."""
+    path = tmp_path / "agent.db"
+    storage = SQLiteStorage(path)
+    state = StateManager(storage)
+    conversation = ConversationManager(storage)
+    observations = ObservationManager(storage)
+    await state.set_thread_config("t", ThreadConfig(history_limit=2))
+    await state.set_agent_state("t", AgentState(data={"n": 1}))
+    await conversation.add_messages("t", [message("t", "hi")])
+    await observations.record(thread_id="t", trace_id="r", type=ObservationType.PLAN, title="p")
+    await observations.get_observations("t")  # written before the file is tampered with
+    conn = raw(path)
+    conn.execute("UPDATE thread_configs SET config = '[1, 2]'")
+    conn.execute("UPDATE agent_states SET data = '{\"broken'")
+    conn.execute('UPDATE messages SET body = \'{"role": "nobody"}\'')
+    conn.execute("UPDATE observations SET body = 'not json'")
+    conn.close()
+
+    reads = {
+        "thread_configs": lambda: state.get_thread_config("t"),
+        "agent_states": lambda: state.get_agent_state("t"),
+        "messages": lambda: conversation.get_messages("t"),
+        "observations": lambda: observations.get_observations("t"),
+    }
+    for table, read in reads.items():
+        with pytest.raises(StorageError) as caught:
+            await read()
+        text = str(caught.value)
+        assert f"SQLiteStorage({str(path)!r})" in text
+        assert f"table {table!r}" in text
+        assert "thread 't'" in text
+        assert caught.value.thread_id == "t"
+        assert not caught.value.transient
+    await storage.aclose()
+
+
+async def test_a_run_on_a_damaged_thread_returns_an_error_result(tmp_path: Path) -> None:
+    """process() on a thread whose stored state is damaged answers with status error naming
+    the table instead of raising."""
+    path = tmp_path / "agent.db"
+    async with SQLiteStorage(path) as storage:
+        await storage.set_agent_state("t", AgentState(data={"n": 1}))
+        conn = raw(path)
+        conn.execute("UPDATE agent_states SET data = '[1]'")
+        conn.close()
+        agent = create_agent(provider=ScriptedProvider(['{"intent": "x"}', "ok"]), storage=storage)
+        async with agent:
+            result = await agent.process(AgentProps("q", "t"))
+    assert result.metadata.status == "error"
+    assert result.metadata.error is not None
+    assert "agent_states" in result.metadata.error

@@ -1,0 +1,361 @@
+"""What the storage backends share: the public `Storage` methods, written once around each
+backend's own reads and writes, the `commit_turn` prelude and the observation batch.
+
+`StorageBase` checks arguments, refuses every call once the store is closed, turns models into
+the JSON text of `_codec` and back (a damaged row becomes a `StorageError` naming the store,
+table and thread), and leaves to a backend only the storing of text: its `_read_*`, `_write_*`,
+`_list_threads`, `_delete_thread`, `_hold`, `_open` and `aclose`.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import abstractmethod
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import NamedTuple, Self
+
+from pes_agent._closing import ClosedOnExit
+from pes_agent.config import AgentState, ThreadConfig
+from pes_agent.errors import StateConflictError, UsageError
+from pes_agent.observing.types import Observation, ObservationType
+from pes_agent.storage import _codec
+from pes_agent.threads.messages import ConversationMessage
+
+__all__ = [
+    "ObservationRow",
+    "PendingObservations",
+    "SavedState",
+    "StorageBase",
+    "Turn",
+    "check_expected_version",
+    "prepare_turn",
+]
+
+
+class ObservationRow(NamedTuple):
+    """An observation as every backend stores it: the columns it is found by, and its JSON."""
+
+    id: str
+    thread_id: str
+    trace_id: str
+    type: str
+    body: str
+
+    @classmethod
+    def of(cls, observation: Observation) -> ObservationRow:
+        return cls(
+            observation.id,
+            observation.thread_id,
+            observation.trace_id,
+            observation.type.value,
+            _codec.dump_observation(observation),
+        )
+
+
+class SavedState(NamedTuple):
+    """A state as a backend saved it: its JSON data and the version it got."""
+
+    data: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A `commit_turn` checked and encoded, ready for a backend to write in one transaction.
+
+    With a `trace_id`, the backend records the turn under it (in the same transaction) and a
+    later turn with the same `trace_id` writes nothing and gets back what this one saved.
+    With an `expected_version`, the state is saved only if the stored one is at that version
+    (0: none stored); otherwise nothing of the turn is.
+    """
+
+    thread_id: str
+    message_ids: list[str]
+    bodies: list[str]
+    state: str | None
+    trace_id: str | None
+    expected_version: int | None
+
+
+def check_expected_version(expected_version: int | None) -> int | None:
+    """`expected_version`, checked: None (save whatever is stored) or a version >= 0."""
+    if expected_version is None:
+        return None
+    if (
+        isinstance(expected_version, bool)
+        or not isinstance(expected_version, int)
+        or expected_version < 0
+    ):
+        raise UsageError(
+            "expected_version must be None (save over whatever is stored) or the version "
+            f"read with get_agent_state (0 when there was none), not {expected_version!r}"
+        )
+    return expected_version
+
+
+def prepare_turn(
+    thread_id: str,
+    messages: Sequence[ConversationMessage],
+    state: AgentState | None,
+    *,
+    trace_id: str | None,
+    expected_version: int | None,
+) -> Turn | None:
+    """The turn encoded before anything is written (so a message or state that cannot be saved
+    fails it whole), or None when there is nothing to write."""
+    expected_version = check_expected_version(expected_version)
+    if expected_version is not None and state is None:
+        raise UsageError("expected_version applies to the state: pass it with a state, or drop it")
+    if trace_id is not None and (not isinstance(trace_id, str) or not trace_id):
+        raise UsageError(f"trace_id must be a non-empty string or None, not {trace_id!r}")
+    bodies = [_codec.dump_message(m, thread_id) for m in messages]
+    data = _codec.dump_state_data(state, thread_id) if state is not None else None
+    if not bodies and data is None:
+        return None
+    return Turn(
+        thread_id=thread_id,
+        message_ids=[m.message_id for m in messages],
+        bodies=bodies,
+        state=data,
+        trace_id=trace_id,
+        expected_version=expected_version,
+    )
+
+
+class PendingObservations:
+    """Observations recorded but not yet written, for one writer to take in batches.
+
+    A run records a dozen observations or more, and a commit (or round trip) for each would
+    cost more than the rest of the run: `add` queues a row and says when no writer is on its
+    way yet, so the caller starts one; the writer `take`s batches until one comes back empty,
+    which frees the place for the next writer. Safe from any thread.
+    """
+
+    __slots__ = ("_lock", "_rows", "_writing")
+
+    def __init__(self) -> None:
+        self._rows: list[ObservationRow] = []
+        self._lock = threading.Lock()
+        self._writing = False
+
+    def add(self, row: ObservationRow) -> bool:
+        """Queue `row`; True when the caller must start a writer (none is on its way)."""
+        with self._lock:
+            self._rows.append(row)
+            if self._writing:
+                return False
+            self._writing = True
+            return True
+
+    def take(self) -> list[ObservationRow]:
+        """Everything queued, oldest first; an empty batch ends the writer's turn."""
+        with self._lock:
+            rows, self._rows = self._rows, []
+            if not rows:
+                self._writing = False
+            return rows
+
+
+class StorageBase(ClosedOnExit):
+    """The `Storage` protocol implemented once over a backend's text-level reads and writes;
+    `async with store:` opens it (`initialize`) and closes it on the way out."""
+
+    _closed: bool = False
+
+    # -- opening and closing ------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        await self.initialize()
+        return self
+
+    async def initialize(self) -> None:
+        """Connect and create or migrate the schema now rather than on first use."""
+        self._check_open()
+        await self._open()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError(f"{self!r} is closed: open a new storage object")
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Release connections and threads; safe to call twice. Every later call raises."""
+
+    # -- threads ------------------------------------------------------------------------------
+
+    async def get_thread_config(self, thread_id: str) -> ThreadConfig | None:
+        """The thread's saved config, or None if it was never configured."""
+        self._check_open()
+        text = await self._read_config(thread_id)
+        return None if text is None else _codec.load_config(text, store=self, thread_id=thread_id)
+
+    async def set_thread_config(self, thread_id: str, config: ThreadConfig) -> None:
+        """Replace the thread's config."""
+        self._check_open()
+        await self._write_config(thread_id, _codec.dump_config(config, thread_id))
+
+    async def get_agent_state(self, thread_id: str) -> AgentState | None:
+        """The thread's saved state, or None if none was saved."""
+        self._check_open()
+        found = await self._read_state(thread_id)
+        if found is None:
+            return None
+        return _codec.load_state(found.data, found.version, store=self, thread_id=thread_id)
+
+    async def set_agent_state(
+        self, thread_id: str, state: AgentState, *, expected_version: int | None = None
+    ) -> AgentState:
+        """Save `state` as the next version (stored version + 1) and return what was saved.
+
+        With `expected_version` (the version read, 0 when there was none) the save is a
+        compare-and-set: if another save landed meanwhile, nothing is saved and a
+        `StateConflictError` is raised. Without it the save goes over whatever is stored.
+        """
+        self._check_open()
+        expected_version = check_expected_version(expected_version)
+        data = _codec.dump_state_data(state, thread_id)
+        version = await self._write_state(thread_id, data, expected_version)
+        return _codec.load_state(data, version, store=self, thread_id=thread_id)
+
+    # -- messages -----------------------------------------------------------------------------
+
+    async def add_messages(self, thread_id: str, messages: Sequence[ConversationMessage]) -> None:
+        """Append messages to the thread's history, all or none."""
+        await self.commit_turn(thread_id, messages, None)
+
+    async def get_messages(
+        self, thread_id: str, *, limit: int | None = None
+    ) -> list[ConversationMessage]:
+        """The newest `limit` messages (all when None), oldest first."""
+        self._check_open()
+        limit = _codec.check_limit(limit)
+        if limit == 0:
+            return []
+        texts = await self._read_messages(thread_id, limit)
+        return [_codec.load_message(text, store=self, thread_id=thread_id) for text in texts]
+
+    async def commit_turn(
+        self,
+        thread_id: str,
+        messages: Sequence[ConversationMessage],
+        state: AgentState | None,
+        *,
+        trace_id: str | None = None,
+        expected_version: int | None = None,
+    ) -> AgentState | None:
+        """Save a run's messages and (if given) its state atomically: all or nothing.
+
+        Returns the saved state (None without one). With `trace_id`, a turn already committed
+        under that id on this thread is not written again: the call returns what that commit
+        saved, so a commit repeated after a timeout or a transient error never doubles a turn.
+        `expected_version` makes the state save a compare-and-set (see `set_agent_state`);
+        on a conflict nothing of the turn is saved.
+        """
+        self._check_open()
+        turn = prepare_turn(
+            thread_id, messages, state, trace_id=trace_id, expected_version=expected_version
+        )
+        if turn is None:
+            return None
+        saved = await self._write_turn(turn)
+        if saved is None:
+            return None
+        return _codec.load_state(saved.data, saved.version, store=self, thread_id=thread_id)
+
+    def _conflict(self, thread_id: str, expected_version: int) -> StateConflictError:
+        """The error of a compare-and-set save that found another version than expected."""
+        was = f"version {expected_version}" if expected_version else "no saved state"
+        return StateConflictError(
+            f"the agent state of thread {thread_id!r} changed since it was read ({was}): "
+            "nothing was saved; read it again with get_agent_state, apply the change and save "
+            "with expected_version set to the version read",
+            expected_version=expected_version,
+            thread_id=thread_id,
+        )
+
+    # -- observations -------------------------------------------------------------------------
+
+    async def add_observation(self, observation: Observation) -> None:
+        """Append an observation to its thread's log (see the backend for when it is written)."""
+        self._check_open()
+        await self._write_observation(ObservationRow.of(observation))
+
+    async def get_observations(
+        self,
+        thread_id: str,
+        *,
+        types: Sequence[ObservationType] | None = None,
+        trace_id: str | None = None,
+    ) -> list[Observation]:
+        """The thread's observations in recording order, optionally of some types or one trace."""
+        self._check_open()
+        kinds = None if types is None else sorted({ObservationType(t).value for t in types})
+        if kinds == []:
+            return []
+        texts = await self._read_observations(thread_id, kinds, trace_id)
+        return [_codec.load_observation(text, store=self, thread_id=thread_id) for text in texts]
+
+    # -- whole threads ------------------------------------------------------------------------
+
+    async def list_threads(self) -> list[str]:
+        """Every thread with a config, state, message or observation, sorted by id."""
+        self._check_open()
+        return await self._list_threads()
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread's config, state, messages, turns and observations, all at once."""
+        self._check_open()
+        await self._delete_thread(thread_id)
+
+    def lock_thread(self, thread_id: str) -> AbstractAsyncContextManager[None]:
+        """Serialise runs on `thread_id` (across processes for durable stores); not reentrant;
+        runs on other threads are never blocked."""
+        self._check_open()
+        return self._hold(thread_id)
+
+    # -- what a backend implements ------------------------------------------------------------
+
+    @abstractmethod
+    async def _open(self) -> None: ...
+
+    @abstractmethod
+    async def _read_config(self, thread_id: str) -> str | None: ...
+
+    @abstractmethod
+    async def _write_config(self, thread_id: str, text: str) -> None: ...
+
+    @abstractmethod
+    async def _read_state(self, thread_id: str) -> SavedState | None: ...
+
+    @abstractmethod
+    async def _write_state(self, thread_id: str, data: str, expected_version: int | None) -> int:
+        """Save `data` as the next version and return it; `self._conflict(...)` when the
+        stored version is not `expected_version` (if given)."""
+
+    @abstractmethod
+    async def _read_messages(self, thread_id: str, limit: int | None) -> list[str]:
+        """The bodies of the newest `limit` (> 0, or None for all) messages, oldest first."""
+
+    @abstractmethod
+    async def _write_turn(self, turn: Turn) -> SavedState | None:
+        """Write `turn` in one transaction and return the state saved (None without one); for
+        a trace already committed, write nothing and return what that commit saved."""
+
+    @abstractmethod
+    async def _write_observation(self, row: ObservationRow) -> None: ...
+
+    @abstractmethod
+    async def _read_observations(
+        self, thread_id: str, kinds: list[str] | None, trace_id: str | None
+    ) -> list[str]: ...
+
+    @abstractmethod
+    async def _list_threads(self) -> list[str]: ...
+
+    @abstractmethod
+    async def _delete_thread(self, thread_id: str) -> None: ...
+
+    @abstractmethod
+    def _hold(self, thread_id: str) -> AbstractAsyncContextManager[None]: ...
