@@ -14,13 +14,14 @@ from pes_agent.observing.manager import ObservationManager
 from pes_agent.planning.planner import LLMPlanner
 from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesizer
 from pes_agent.providers.base import LLMProvider
-from pes_agent.providers.registry import ProviderPool, create_provider
+from pes_agent.providers.registry import DEFAULT_POOL_SIZE, ProviderPool, create_provider
 from pes_agent.providers.retry import RetryPolicy
 from pes_agent.storage import open_storage
 from pes_agent.storage.base import Storage
 from pes_agent.synthesis.synthesizer import LLMSynthesizer
 from pes_agent.tools.base import Tool
 from pes_agent.tools.registry import ToolRegistry
+from pes_agent.tools.threads import DEFAULT_SYNC_TOOL_THREADS
 
 __all__ = ["create_agent"]
 
@@ -56,6 +57,8 @@ def create_agent(
     temperature: float | None = None,
     max_tokens: int | None = None,
     retry_policy: RetryPolicy | None = None,
+    sync_tool_threads: int = DEFAULT_SYNC_TOOL_THREADS,
+    max_providers: int = DEFAULT_POOL_SIZE,
 ) -> AgentCore:
     """Build an agent: `create_agent(provider="openai:gpt-4o-mini", tools=[get_weather])`.
 
@@ -64,8 +67,11 @@ def create_agent(
     `tools` are `@tool` functions, plain typed functions with docstrings, or tool objects.
     `storage` is `"memory"`, `"sqlite:///PATH"`, `"postgresql://..."` or a storage object.
     `retry_policy` tunes the one retry layer of the provider clients (attempts, backoff,
-    Retry-After cap). Every argument is checked here, so a mistake fails now with the fix in
-    the message.
+    Retry-After cap). `sync_tool_threads` bounds the agent's own threads for sync tools (a
+    hung tool holds one; once all are held, new sync calls fail fast with an error result).
+    `max_providers` bounds the provider clients kept for per-thread and per-call provider
+    overrides (least recently used ones close once their calls end). Every argument is checked
+    here, so a mistake fails now with the fix in the message.
 
     `aclose()` closes only what is built here from a string or a config; a provider or
     storage object passed in stays open, so several agents may share it (close it yourself).
@@ -81,6 +87,12 @@ def create_agent(
     if isinstance(max_tool_calls, bool) or not isinstance(max_tool_calls, int):
         raise UsageError(f"max_tool_calls must be an int >= 1, got {max_tool_calls!r}")
     _check_positive("max_tool_calls", max_tool_calls, "32")
+    for name, value, default in (
+        ("sync_tool_threads", sync_tool_threads, DEFAULT_SYNC_TOOL_THREADS),
+        ("max_providers", max_providers, DEFAULT_POOL_SIZE),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UsageError(f"{name} must be an int >= 1 (default {default}), got {value!r}")
     _check_protocol("planner", planner, "plan", "Planner")
     _check_protocol("executor", executor, "execute", "Executor")
     _check_protocol("synthesizer", synthesizer, "synthesize", "Synthesizer")
@@ -89,13 +101,13 @@ def create_agent(
     if isinstance(tools, str | bytes):
         raise UsageError("tools must be a list of tools, e.g. tools=[get_weather]")
 
-    registry = ToolRegistry()
+    registry = ToolRegistry(sync_threads=sync_tool_threads)
     for item in tools:
         registry.register(item)
 
     # The agent closes only what it builds here; objects passed in belong to the caller, who
     # may share them with other agents.
-    providers = ProviderPool(retry_policy=retry_policy)
+    providers = ProviderPool(retry_policy=retry_policy, max_size=max_providers)
     # The registry's pool of sync-tool threads too: closing it never waits for hung tools.
     owned: list[AsyncCloseable] = [providers, registry]
     if isinstance(provider, str | ProviderConfig):

@@ -194,3 +194,39 @@ def test_sync_threads_must_be_a_positive_int(size: Any) -> None:
     """A pool size that is not an int >= 1 is a UsageError naming the default."""
     with pytest.raises(UsageError, match="sync_threads must be an int >= 1"):
         ToolRegistry(sync_threads=size)
+
+
+async def test_create_agent_sizes_its_sync_tool_threads(hang: Hang) -> None:
+    """With `sync_tool_threads=1`, a sync call after one that hung and timed out fails fast."""
+
+    def plan(n: int) -> str:
+        call = {"callId": "c1", "toolName": "hang", "arguments": {"n": n}}
+        return json.dumps({"intent": "i", "plan": "p", "toolCalls": [call]})
+
+    agent = create_agent(
+        provider=ScriptedProvider([plan(1), "ok", plan(2), "ok"]),
+        tools=[hang.tool],
+        sync_tool_threads=1,
+        tool_timeout_s=0.2,
+    )
+    async with asyncio.timeout(DEADLINE_S):
+        first = await agent.process(AgentProps("q", "t"))
+        second = await agent.process(AgentProps("q", "t"))
+    errors = [
+        o.content["error"]
+        for o in await agent.observations.get_observations("t", types="TOOL_EXECUTION")
+    ]
+    hang.release.set()
+    await agent.aclose()
+    assert (first.metadata.status, second.metadata.status) == ("partial", "partial")
+    assert "timed out" in errors[0]
+    assert "exhausted" in errors[1], errors
+    assert hang.started == 1
+
+
+@pytest.mark.parametrize("name", ["sync_tool_threads", "max_providers"])
+@pytest.mark.parametrize("value", [0, -1, True, 1.5])
+def test_create_agent_refuses_a_pool_size_that_is_not_a_positive_int(name: str, value: Any) -> None:
+    """A pool size below 1 or not an int is a UsageError naming the parameter and its default."""
+    with pytest.raises(UsageError, match=f"{name} must be an int >= 1 \\(default 32\\)"):
+        create_agent(provider=ScriptedProvider(["x"]), **{name: value})
