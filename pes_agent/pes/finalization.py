@@ -22,6 +22,7 @@ from pes_agent.pes.components import (
 from pes_agent.pes.resources import ResourceTable
 from pes_agent.storage.base import Storage
 from pes_agent.threads.messages import ConversationMessage, MessageRole
+from pes_agent.threads.state import commit_turn_merging_state
 
 __all__ = ["ErrorHandlingSystem", "FinalizationSystem"]
 
@@ -122,32 +123,15 @@ class FinalizationSystem(PhaseSystem):
         self, spec: RunSpec, messages: list[ConversationMessage]
     ) -> AgentState | None:
         """Commit the turn's messages (and, saving implicitly, the run's state) in one go."""
-        state: AgentState | None = None
-        if self._state_saving == "implicit" and spec.thread.state.data != spec.state_snapshot:
-            state = await self._merged_state(spec)
-        return await self._storage.commit_turn(
-            spec.thread_id, messages, state, trace_id=spec.trace_id
+        changed = self._state_saving == "implicit" and spec.thread.state.data != spec.state_snapshot
+        return await commit_turn_merging_state(
+            self._storage,
+            spec.thread_id,
+            messages,
+            ours=spec.thread.state if changed else None,
+            base=spec.state_snapshot,
+            trace_id=spec.trace_id,
         )
-
-    async def _merged_state(self, spec: RunSpec) -> AgentState:
-        """The run's changes to the state, applied on top of what is stored now.
-
-        The application (or a tool calling `set_agent_state`) may have saved the thread's
-        state while the run went on. The run's changes are applied key by key on top of that
-        save, so neither is lost; a key both changed takes the run's value.
-        """
-        ours = spec.thread.state
-        current = await self._storage.get_agent_state(spec.thread_id)
-        if current is None or current.version == ours.version:
-            return ours
-        base = spec.state_snapshot
-        merged = dict(current.data)
-        for key in base.keys() - ours.data.keys():
-            merged.pop(key, None)
-        for key, value in ours.data.items():
-            if key not in base or base[key] != value:
-                merged[key] = value
-        return AgentState(data=merged, version=current.version)
 
 
 class ErrorHandlingSystem:

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pes_agent.config import AgentState, ThreadConfig
-from pes_agent.errors import UsageError
+from pes_agent.errors import StateConflictError, UsageError
 from pes_agent.observing.types import ObservationType
 from pes_agent.pes.recorder import RunRecorder
 from pes_agent.protocols import ObservationRecorder
 from pes_agent.storage.base import Storage
 from pes_agent.threads._running import enclosing_run
+from pes_agent.threads.messages import ConversationMessage
 
-__all__ = ["StateManager", "ThreadContext"]
+__all__ = ["MERGE_ATTEMPTS", "StateManager", "ThreadContext", "commit_turn_merging_state"]
+
+# How many times a run's implicit state save merges again after another save beat it.
+MERGE_ATTEMPTS = 5
 
 
 @dataclass(slots=True)
@@ -65,15 +72,25 @@ class StateManager:
         _check_thread_id(thread_id)
         return await self._storage.get_agent_state(thread_id)
 
-    async def set_agent_state(self, thread_id: str, state: AgentState) -> AgentState:
-        """Save `state` for the thread and return it with its new version."""
+    async def set_agent_state(
+        self, thread_id: str, state: AgentState, *, expected_version: int | None = None
+    ) -> AgentState:
+        """Save `state` for the thread and return it with its new version.
+
+        Without `expected_version` the save goes over whatever is stored (`state.version` is
+        not looked at). With it (the version you read; 0 when there was none) the save is a
+        compare-and-set: if another save landed meanwhile, nothing is saved and a
+        `StateConflictError` says to read the state again.
+        """
         _check_thread_id(thread_id)
         if not isinstance(state, AgentState):
             raise UsageError(
                 f"set_agent_state needs an AgentState, got {type(state).__name__}; "
                 "e.g. AgentState(data={'step': 1})"
             )
-        saved = await self._storage.set_agent_state(thread_id, state)
+        saved = await self._storage.set_agent_state(
+            thread_id, state, expected_version=expected_version
+        )
         if self._observations is not None:
             run = enclosing_run(thread_id)
             await RunRecorder(self._observations, thread_id, run.trace_id if run else "").record(
@@ -102,3 +119,55 @@ class StateManager:
             state=state.model_copy(deep=True) if state is not None else AgentState(),
             configured=config is not None,
         )
+
+
+async def commit_turn_merging_state(
+    storage: Storage,
+    thread_id: str,
+    messages: Sequence[ConversationMessage],
+    *,
+    ours: AgentState | None,
+    base: dict[str, Any],
+    trace_id: str | None = None,
+) -> AgentState | None:
+    """Commit a run's messages with its changes to the state merged onto the stored one.
+
+    `ours` is the run's state (None: the run changed nothing) and `base` the data it started
+    from. The application (or a tool calling `set_agent_state`) may save the thread's state
+    while the run goes on; the run's changes are applied key by key on top of that save, so
+    neither is lost (a key both changed takes the run's value). The save is a compare-and-set
+    on the version the merge read: if yet another save lands before the commit, nothing is
+    written and the merge is done again, at most `MERGE_ATTEMPTS` times in all (then the
+    `StateConflictError` is raised).
+    """
+    if ours is None:
+        return await storage.commit_turn(thread_id, messages, None, trace_id=trace_id)
+    changes = ours  # not None: a name the closure below sees narrowed
+
+    async def merge_and_commit() -> AgentState | None:
+        current = await storage.get_agent_state(thread_id)
+        return await storage.commit_turn(
+            thread_id,
+            messages,
+            _merged(changes, base, current),
+            trace_id=trace_id,
+            expected_version=0 if current is None else current.version,
+        )
+
+    for _ in range(MERGE_ATTEMPTS - 1):
+        with contextlib.suppress(StateConflictError):
+            return await merge_and_commit()
+    return await merge_and_commit()
+
+
+def _merged(ours: AgentState, base: dict[str, Any], current: AgentState | None) -> AgentState:
+    """The run's changes (from `base` to `ours`) applied on top of the stored `current`."""
+    if current is None or current.version == ours.version:
+        return ours  # nobody saved meanwhile
+    merged = dict(current.data)
+    for key in base.keys() - ours.data.keys():
+        merged.pop(key, None)
+    for key, value in ours.data.items():
+        if key not in base or base[key] != value:
+            merged[key] = value
+    return AgentState(data=merged, version=current.version)
