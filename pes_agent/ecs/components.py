@@ -23,6 +23,7 @@ from pes_agent.tools.calls import ToolCall
 from pes_agent.tools.registry import ToolRegistry
 
 __all__ = [
+    "AgentIdentityComponent",
     "ApprovalPolicy",
     "CheckpointComponent",
     "CollaborationComponent",
@@ -37,6 +38,7 @@ __all__ = [
     "PlanComponent",
     "PlanSearchComponent",
     "RAGTriggerComponent",
+    "ReasoningFailuresComponent",
     "ReplanningComponent",
     "StreamingComponent",
     "SystemPromptComponent",
@@ -84,9 +86,15 @@ class ToolRegistryComponent:
 
 @dataclass(slots=True)
 class PendingToolCallsComponent:
-    """Calls the model asked for that have not run yet (gates filter them first)."""
+    """Calls the model asked for that have not run yet (gates filter them first).
+
+    `approved_by` maps a call id to the gates that cleared it (`"permission"`, `"approval"`):
+    `ToolExecutionSystem` runs a call only once every gate component on the entity has cleared
+    it, so a call made this tick cannot slip past gates that ran earlier in the tick.
+    """
 
     tool_calls: list[ToolCall] = field(default_factory=list)
+    approved_by: dict[str, set[str]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -94,6 +102,25 @@ class ToolResultsComponent:
     """The results of the entity's latest tool calls."""
 
     results: list[ToolResult] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AgentIdentityComponent:
+    """The thread and trace an entity's model calls and observations are filed under.
+
+    Without it both are ``"entity-<id>"``; a `trace_id` of None is the thread id.
+    """
+
+    thread_id: str
+    trace_id: str | None = None
+
+
+@dataclass(slots=True)
+class ReasoningFailuresComponent:
+    """How many model calls of `ReasoningSystem` failed in a row on this entity (reset by a
+    success); at the system's limit the entity ends with `"reasoning_failed"`."""
+
+    consecutive: int = 0
 
 
 @dataclass(slots=True)
