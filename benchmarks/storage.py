@@ -250,9 +250,9 @@ def main(argv: list[str]) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         sqlite_path = Path(tmp) / "bench.db"
-        memory = InMemoryStorage()
         backends = [
-            Backend("memory", lambda: memory),
+            # A new one each time: a store refuses every call once closed.
+            Backend("memory", InMemoryStorage),
             Backend("sqlite", lambda: SQLiteStorage(sqlite_path)),
         ]
         problem = asyncio.run(postgres_problem(args.postgres_url))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
 from pes_agent.config import AgentState, ProviderConfig, ThreadConfig
@@ -128,8 +129,14 @@ def load_observation(text: str | bytes, *, store: object, thread_id: str) -> Obs
 
 
 def _damaged(store: object, table: str, thread_id: str, exc: Exception) -> StorageError:
-    # pydantic's text spans several lines; one line of it is enough to find the bad field.
-    detail = " ".join(str(exc).split())
+    if isinstance(exc, ValidationError):
+        # pydantic's own text spans lines and links; the fields and what is wrong suffice.
+        detail = "; ".join(
+            f"{'.'.join(map(str, error['loc'])) or 'value'}: {error['msg']}"
+            for error in exc.errors()[:3]
+        )
+    else:
+        detail = " ".join(str(exc).split())
     if len(detail) > 300:
         detail = detail[:300] + "..."
     return StorageError(
