@@ -7,56 +7,14 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from pes_agent.errors import ToolExecutionError
-from pes_agent.observing.types import Observation, ObservationType
+from pes_agent.execution.hooks import ObservingHooks
 from pes_agent.pes.base import PhaseRun, PhaseSystem
 from pes_agent.pes.components import Executed, Phase, Planned
 from pes_agent.pes.resources import ResourceTable
-from pes_agent.planning.plan import ParsedToolCall
 from pes_agent.protocols import ExecutionContext, Executor
 from pes_agent.tools.base import Tool, ToolResult
 
 __all__ = ["ToolSystem"]
-
-
-class _ObservingHooks:
-    """Records TOOL_CALL when a call starts and TOOL_EXECUTION when it ends; keeps results."""
-
-    def __init__(self, run: PhaseRun) -> None:
-        self._run = run
-        # Keyed by the call object itself: a bad plan may repeat a call id.
-        self.finished: dict[int, ToolResult] = {}
-        self._started: dict[int, Observation] = {}
-
-    async def on_call_start(self, call: ParsedToolCall, arguments: dict[str, Any]) -> None:
-        self._started[id(call)] = await self._run.record(
-            ObservationType.TOOL_CALL,
-            f"Calling {call.tool_name}",
-            {"callId": call.call_id, "toolName": call.tool_name, "arguments": arguments},
-        )
-
-    async def on_call_end(self, call: ParsedToolCall, result: ToolResult) -> None:
-        self.finished[id(call)] = result
-        started = self._started.get(id(call))
-        await self._run.record(
-            ObservationType.TOOL_EXECUTION,
-            f"{call.tool_name} {result.status}",
-            {
-                "callId": result.call_id,
-                "toolName": result.tool_name,
-                "status": result.status,
-                "output": _observable(result.output),
-                "error": result.error,
-                "durationMs": result.duration_ms,
-            },
-            parent_id=started.id if started is not None else None,
-        )
-
-
-def _observable(output: Any) -> Any:
-    """Output as observation content: kept whole when it is plain data, else its `str()`."""
-    if output is None or isinstance(output, str | int | float | bool | list | dict):
-        return output
-    return str(output)
 
 
 class ToolSystem(PhaseSystem):
@@ -80,7 +38,7 @@ class ToolSystem(PhaseSystem):
             run.add(Executed(results=[]))
             return
         spec = run.spec
-        hooks = _ObservingHooks(run)
+        hooks = ObservingHooks(run)
         context = ExecutionContext(
             thread_id=spec.thread_id,
             trace_id=spec.trace_id,

@@ -1,0 +1,165 @@
+"""ReasoningSystem [0]: one streamed model call per ready entity per tick — the ReAct step."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ecs_core import EntityId, ErrorComponent, TerminalComponent, World
+from pes_agent.ecs._model import call_model, system_prompt_of
+from pes_agent.ecs._pending import answer_calls, error_result
+from pes_agent.ecs._tools import tool_schemas
+from pes_agent.ecs.components import (
+    ConversationComponent,
+    LLMComponent,
+    PendingToolCallsComponent,
+    PlanComponent,
+    PlanSearchComponent,
+    ReasoningFailuresComponent,
+    StreamingComponent,
+    ToolRegistryComponent,
+    ToolResultsComponent,
+    UserInputComponent,
+)
+from pes_agent.ecs.messages import ChatMessage
+from pes_agent.errors import RunError, ScriptExhaustedError, UsageError
+from pes_agent.observing.logs import get_logger
+
+__all__ = ["ReasoningSystem"]
+
+_log = get_logger("pes_agent.ecs.reasoning")
+
+
+class ReasoningSystem:
+    """Asks each ready entity's model for its next move, with the entity's tools offered natively.
+
+    An entity is ready when it has an `LLMComponent` and a `ConversationComponent` whose last
+    message still needs an answer (a user or tool message, not a final assistant answer), and
+    it is not finished (`TerminalComponent`), waiting for tools or approval
+    (`PendingToolCallsComponent`) or for a person (`UserInputComponent`), nor driven by another
+    system (an uncompleted `PlanComponent`, a `PlanSearchComponent` still searching).
+
+    For each ready entity, concurrently (a slow model holds up no other entity):
+
+    - the system prompt (`SystemPromptComponent`, else `LLMComponent.system_prompt`) is sent
+      first and never stored; the `ToolRegistryComponent`'s schemas are offered as tools;
+    - the answer is appended as an assistant `ChatMessage` with its `tool_calls`; the calls go
+      to a `PendingToolCallsComponent` (for the gates and `ToolExecutionSystem`) and a fresh
+      `ToolResultsComponent` collects their results; a call whose arguments were not valid
+      JSON is answered at once with an error tool message and never runs;
+    - no tool calls: the answer is final, `TerminalComponent("reasoning_complete")` on that
+      entity only;
+    - a scripted model that ran out: `TerminalComponent("provider_exhausted")`; any other
+      failure: an `ErrorComponent`, and after `max_failures` failures in a row (counted in a
+      `ReasoningFailuresComponent`, reset by a success) `TerminalComponent("reasoning_failed")`.
+
+    With `StreamingComponent(enabled=True)` the entity's stream events are published (see
+    `pes_agent.ecs._model`); with observations attached to the world, the calls are recorded
+    as PES records them (phase ``"reasoning"``).
+    """
+
+    def __init__(self, *, max_failures: int = 3) -> None:
+        if max_failures < 1:
+            raise UsageError(f"max_failures must be at least 1, got {max_failures}")
+        self.max_failures = max_failures
+
+    async def process(self, world: World) -> None:
+        """Take one model turn for every ready entity, concurrently."""
+        ready = [
+            entity
+            for entity, (conversation,) in world.query(
+                ConversationComponent,
+                exclude=(TerminalComponent, PendingToolCallsComponent, UserInputComponent),
+            )
+            if _needs_turn(world, entity, conversation)
+        ]
+        if not ready:
+            return
+        if len(ready) == 1:
+            await self._turn(world, ready[0])
+            return
+        async with asyncio.TaskGroup() as group:
+            for entity in ready:
+                group.create_task(self._turn(world, entity))
+
+    async def _turn(self, world: World, entity: EntityId) -> None:
+        # Never raises (but for cancellation): one entity's failure must not cancel the others.
+        try:
+            await self._call(world, entity)
+        except ScriptExhaustedError:
+            if world.entity_exists(entity):
+                world.add_component(entity, TerminalComponent("provider_exhausted"))
+        except Exception as error:
+            if world.entity_exists(entity):
+                self._failed(world, entity, error)
+
+    async def _call(self, world: World, entity: EntityId) -> None:
+        llm = world.require_component(entity, LLMComponent)
+        conversation = world.require_component(entity, ConversationComponent)
+        streaming = world.get_component(entity, StreamingComponent)
+        response = await call_model(
+            world,
+            entity,
+            conversation.messages,
+            phase="reasoning",
+            system_prompt=system_prompt_of(world, entity),
+            llm=llm,
+            tools=tool_schemas(world.get_component(entity, ToolRegistryComponent)),
+            stream_events=streaming is not None and streaming.enabled,
+        )
+        if not world.entity_exists(entity):
+            return
+        world.try_remove_component(entity, ReasoningFailuresComponent)
+        calls = [event.call for event in response.tool_calls]
+        conversation.messages.append(
+            ChatMessage("assistant", response.text, tool_calls=calls or None)
+        )
+        if not calls:
+            world.add_component(entity, TerminalComponent("reasoning_complete"))
+            return
+        world.add_component(entity, ToolResultsComponent())
+        runnable = [event.call for event in response.tool_calls if event.error is None]
+        if runnable:
+            world.add_component(entity, PendingToolCallsComponent(runnable))
+        answer_calls(
+            world,
+            entity,
+            [
+                error_result(event.call, f"Not run: {event.error}")
+                for event in response.tool_calls
+                if event.error is not None
+            ],
+        )
+
+    def _failed(self, world: World, entity: EntityId, error: Exception) -> None:
+        failures = world.get_component(entity, ReasoningFailuresComponent)
+        if failures is None:
+            failures = ReasoningFailuresComponent()
+            world.add_component(entity, failures)
+        failures.consecutive += 1
+        _log.warning(
+            "reasoning_failed",
+            entity=entity,
+            consecutive=failures.consecutive,
+            error_type=type(error).__name__,
+            error=error.message if isinstance(error, RunError) else str(error),
+        )
+        world.add_component(entity, ErrorComponent(error, type(self).__name__))
+        if failures.consecutive >= self.max_failures:
+            world.add_component(entity, TerminalComponent("reasoning_failed"))
+
+
+def _needs_turn(world: World, entity: EntityId, conversation: ConversationComponent) -> bool:
+    """Whether the entity's conversation awaits the model and no other system drives it."""
+    messages = conversation.messages
+    if not messages:
+        return False  # nothing to answer yet
+    last = messages[-1]
+    if last.role == "assistant" and not last.tool_calls:
+        return False  # a final answer stands until someone adds a message
+    if not world.has_component(entity, LLMComponent):
+        return False
+    plan = world.get_component(entity, PlanComponent)
+    if plan is not None and plan.steps and not plan.completed:
+        return False
+    search = world.get_component(entity, PlanSearchComponent)
+    return search is None or not search.search_active
