@@ -264,8 +264,13 @@ class StorageBase(ClosedOnExit):
             return None
         return _codec.load_state(saved.data, saved.version, store=self, thread_id=thread_id)
 
-    def _conflict(self, thread_id: str, expected_version: int) -> StateConflictError:
-        """The error of a compare-and-set save that found another version than expected."""
+    def _conflict(self, thread_id: str, expected_version: int | None) -> StateConflictError:
+        """The error of a compare-and-set save that found another version than expected.
+
+        Only a compare-and-set save can miss, so `expected_version` is set whenever this is
+        reached; None reads as "no saved state" rather than being trusted to an `assert`.
+        """
+        expected_version = expected_version or 0
         was = f"version {expected_version}" if expected_version else "no saved state"
         return StateConflictError(
             f"the agent state of thread {thread_id!r} changed since it was read ({was}): "

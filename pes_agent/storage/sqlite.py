@@ -254,7 +254,6 @@ class SQLiteStorage(StorageBase):
         def write(conn: sqlite3.Connection) -> int:
             version = _save_state(conn, thread_id, data, expected_version)
             if version is None:
-                assert expected_version is not None  # only a compare-and-set can miss
                 raise self._conflict(thread_id, expected_version)
             return version
 
@@ -299,7 +298,6 @@ class SQLiteStorage(StorageBase):
                 if turn.state is not None:
                     version = _save_state(conn, thread_id, turn.state, turn.expected_version)
                     if version is None:
-                        assert turn.expected_version is not None
                         raise self._conflict(thread_id, turn.expected_version)
                     saved = SavedState(turn.state, version)
                 if turn.trace_id is not None:

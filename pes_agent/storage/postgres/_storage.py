@@ -228,7 +228,6 @@ class PostgresStorage(StorageBase):
             self._save_state_sql, thread_id, data, expected_version, thread_id=thread_id
         )
         if not rows:
-            assert expected_version is not None  # only a compare-and-set can miss
             raise self._conflict(thread_id, expected_version)
         return int(rows[0][0])
 
@@ -282,7 +281,6 @@ class PostgresStorage(StorageBase):
                 # The server dropped the lock with its session (network loss, a DBA's
                 # pg_terminate_backend): another process may be running this thread.
                 raise self._locks.lost(thread_id)
-            assert turn.expected_version is not None  # otherwise the state is always saved
             raise self._conflict(thread_id, turn.expected_version)
         return None if turn.state is None else SavedState(turn.state, int(version))
 
