@@ -27,6 +27,8 @@ from pes_agent.providers.base import (
     ThinkingBlock,
     TokenDelta,
     TokenKind,
+    ToolCallEvent,
+    ToolChoice,
 )
 from pes_agent.providers.registry import (
     ProviderFactory,
@@ -63,6 +65,8 @@ __all__ = [
     "ThinkingBlock",
     "TokenDelta",
     "TokenKind",
+    "ToolCallEvent",
+    "ToolChoice",
     "create_provider",
     "parse_provider_spec",
     "provider_names",

@@ -4,7 +4,10 @@
 the shared retry layer (`pes_agent.providers.retry`). A subclass builds its client
 (`_new_client`) and the request (`_request_kwargs`) and streams one attempt (`_events`); the
 SDK and transport exceptions it lets through are classified here (`_classify`) into retryable
-or final `AttemptFailure`s.
+or final `AttemptFailure`s. Native tool calls are joined by each adapter and finished here
+(`tool_call_event`: arguments that are not a JSON object give an event with an error), and a
+`tool_choice` is checked against the offered tools before anything is sent
+(`offered_tool_choice`).
 
 Every configured secret — the API key, credential headers in the options, a password in the
 base URL — is scrubbed from error text in every form it may take there: raw, JSON-escaped,
@@ -32,7 +35,13 @@ import httpx2
 from pes_agent.config import ProviderConfig, clean_api_key
 from pes_agent.errors import ConfigurationError, ProviderError, UsageError
 from pes_agent.observing.logs import get_logger
-from pes_agent.providers.base import LLMRequest, PromptMessage, ProviderEvent
+from pes_agent.providers.base import (
+    LLMRequest,
+    PromptMessage,
+    ProviderEvent,
+    ToolCallEvent,
+    ToolChoice,
+)
 from pes_agent.providers.retry import (
     AttemptFailure,
     RetryPolicy,
@@ -40,15 +49,18 @@ from pes_agent.providers.retry import (
     parse_retry_after,
     retrying_stream,
 )
+from pes_agent.tools.calls import ToolCall
 
 __all__ = [
     "SdkErrorTypes",
     "SdkProvider",
     "env_value",
     "labelled_tool_result",
+    "offered_tool_choice",
     "redact",
     "secret_forms",
     "split_options",
+    "tool_call_event",
 ]
 
 _log = get_logger("pes_agent.providers")
@@ -127,14 +139,68 @@ def split_options(options: Mapping[str, Any], known: frozenset[str]) -> dict[str
 
 
 def labelled_tool_result(message: PromptMessage) -> str:
-    """A `tool` prompt message as user-turn text.
+    """A `tool` prompt message that answers no call (no `tool_call_id`) as user-turn text.
 
     Both APIs accept a tool-role message only as the answer to one of the model's own tool
-    calls (by id); PES runs tools outside the model, so its tool results go in as labelled
-    user turns, which every model and compatible server reads.
+    calls, by id. A tool result without an id — a PES thread's stored history
+    (`MessageRole.TOOL`), tools the agent ran outside the model — has no call to answer, so it
+    goes in as a labelled user turn, which every model and compatible server reads. Tool
+    messages with a `tool_call_id` are sent as the API's real tool messages instead.
     """
     label = f"[tool result: {message.name}]" if message.name else "[tool result]"
     return f"{label}\n{message.content}"
+
+
+def tool_call_event(call_id: str, name: str, raw: str) -> ToolCallEvent:
+    """One finished native tool call from its joined argument text.
+
+    Empty text means no arguments (`{}`). Text that is not a JSON object, or a call without a
+    tool name, gives the event an `error` saying why, `raw` holding the text as sent, and
+    empty arguments — never a raise, so one garbled call does not lose the rest of the answer.
+    """
+    if not name:
+        error = f"tool call {call_id!r} names no tool"
+        return ToolCallEvent(ToolCall(call_id, name, {}), error=error, raw=raw)
+    if not raw.strip():
+        return ToolCallEvent(ToolCall(call_id, name, {}))
+    try:
+        arguments = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        error = f"the arguments of tool call {call_id!r} ({name}) are not valid JSON: {exc}"
+        return ToolCallEvent(ToolCall(call_id, name, {}), error=error, raw=raw)
+    if not isinstance(arguments, dict):
+        error = (
+            f"the arguments of tool call {call_id!r} ({name}) are a JSON "
+            f"{type(arguments).__name__}, not an object"
+        )
+        return ToolCallEvent(ToolCall(call_id, name, {}), error=error, raw=raw)
+    return ToolCallEvent(ToolCall(call_id, name, arguments))
+
+
+def offered_tool_choice(request: LLMRequest) -> ToolChoice | None:
+    """The request's `tool_choice` as it should reach the API, checked against its tools.
+
+    Without tools, `"auto"` and `"none"` say nothing and are left out; `"required"` or a tool's
+    name cannot be honoured, and a name must be one of the offered tools: both are usage
+    errors raised before anything is sent.
+    """
+    choice = request.tool_choice
+    if choice is None:
+        return None
+    names = [schema.name for schema in request.tools]
+    if not names:
+        if choice in ("auto", "none"):
+            return None
+        raise UsageError(
+            f"tool_choice={choice!r} needs tools: pass the tool schemas in LLMRequest.tools "
+            "(or tools=... to the model caller), or leave tool_choice unset"
+        )
+    if choice not in ("auto", "none", "required") and choice not in names:
+        raise UsageError(
+            f"tool_choice={choice!r} names no offered tool; use one of {names} "
+            "or 'auto', 'none', 'required'"
+        )
+    return choice
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +343,8 @@ class SdkProvider(ABC, Generic[ClientT]):
 
     # the call ----------------------------------------------------------------------------
     def stream(self, request: LLMRequest) -> AsyncIterator[ProviderEvent]:
-        """Stream one model call: tokens, thinking blocks, restarts on retry, then metadata."""
+        """Stream one model call: tokens, thinking blocks, native tool calls, restarts on retry,
+        then metadata."""
         if self._closed:
             raise UsageError(f"{self!r} is closed; create a new provider or ProviderPool")
         kwargs = self._request_kwargs(request)

@@ -10,19 +10,31 @@ Reasoning text that compatible servers send as `delta.reasoning_content` (vLLM, 
 LM Studio) or `delta.reasoning` (OpenRouter, Ollama) streams as `TokenDelta(kind="thinking")`,
 and each finished reasoning segment becomes one `ThinkingBlock`; it never reaches the content.
 A stream that ends without a `finish_reason` is incomplete and retried.
+
+Native tools: `LLMRequest.tools` go out as `function` tools and `tool_choice` as `"auto"`,
+`"none"`, `"required"` or `{"type": "function", "function": {"name": ...}}`; an assistant
+message's `tool_calls` and a `tool` message's `tool_call_id` as the API's own tool messages.
+Streamed `delta.tool_calls` fragments are joined by `index` (the id and name come first, the
+arguments in pieces) and each call is yielded as one `ToolCallEvent` once the stream has
+finished, so an attempt that fails half-way yields none. `response_format` (a JSON Schema) is
+sent as `{"type": "json_schema", ...}`, strict when the schema meets strict mode's rules
+(`openai_response_format`). All of this holds for OpenAI-compatible servers too.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import re
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import openai
 from openai.resources.chat.completions import AsyncCompletions
 from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletionChunk
+from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
 from pes_agent.config import ProviderConfig
 from pes_agent.providers._sdk import (
@@ -30,7 +42,9 @@ from pes_agent.providers._sdk import (
     SdkProvider,
     env_value,
     labelled_tool_result,
+    offered_tool_choice,
     split_options,
+    tool_call_event,
 )
 from pes_agent.providers.base import (
     LLMRequest,
@@ -39,11 +53,23 @@ from pes_agent.providers.base import (
     StreamMetadata,
     ThinkingBlock,
     TokenDelta,
+    ToolCallEvent,
+    ToolChoice,
 )
 from pes_agent.providers.retry import AttemptFailure, RetryPolicy
+from pes_agent.tools.base import ToolSchema
+from pes_agent.tools.calls import ToolCall
 from pes_agent.usage import Usage
 
-__all__ = ["OpenAIProvider", "max_tokens_parameter", "openai_messages", "openai_usage"]
+__all__ = [
+    "OpenAIProvider",
+    "max_tokens_parameter",
+    "openai_messages",
+    "openai_response_format",
+    "openai_tool_choice",
+    "openai_tools",
+    "openai_usage",
+]
 
 _CREATE_PARAMS = frozenset(inspect.signature(AsyncCompletions.create).parameters) - {"self"}
 
@@ -60,17 +86,159 @@ def max_tokens_parameter(model: str) -> str:
 
 
 def openai_messages(messages: tuple[PromptMessage, ...]) -> list[dict[str, Any]]:
-    """Our prompt messages as chat-completions messages (a `tool` message becomes a user turn)."""
+    """Our prompt messages as chat-completions messages.
+
+    An assistant message's `tool_calls` become the API's `tool_calls` (arguments as JSON text)
+    and a `tool` message with a `tool_call_id` a `role: "tool"` message answering that call;
+    a `tool` message without one answers no call and goes in as a labelled user turn
+    (`labelled_tool_result`).
+    """
     result: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "tool":
-            result.append({"role": "user", "content": labelled_tool_result(message)})
+            if message.tool_call_id is None:
+                result.append({"role": "user", "content": labelled_tool_result(message)})
+            else:
+                result.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": message.tool_call_id,
+                        "content": message.content,
+                    }
+                )
             continue
         entry: dict[str, Any] = {"role": message.role, "content": message.content}
         if message.name:
             entry["name"] = message.name
+        if message.role == "assistant" and message.tool_calls:
+            # The API's own form of a turn that only calls tools: no content at all.
+            entry["content"] = message.content or None
+            entry["tool_calls"] = [_wire_tool_call(call) for call in message.tool_calls]
         result.append(entry)
     return result
+
+
+def _wire_tool_call(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {
+            "name": call.name,
+            "arguments": json.dumps(call.arguments, ensure_ascii=False, default=str),
+        },
+    }
+
+
+def openai_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
+    """Our tool schemas as chat-completions `function` tools."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": schema.name,
+                "description": schema.description,
+                "parameters": schema.input_schema,
+            },
+        }
+        for schema in tools
+    ]
+
+
+def openai_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    """Our `tool_choice` in the API's words: the keywords as they are, a name as a function."""
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+# Keys whose values are data or lists of names, not subschemas.
+_NOT_SUBSCHEMAS = frozenset({"required", "enum", "const", "default", "examples", "description"})
+
+
+def openai_response_format(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON Schema as a `json_schema` response format.
+
+    The name is the schema's `title` (in the characters the API allows), else `"response"`.
+    `strict` is on only when the schema meets strict mode's rules — every object lists all its
+    properties as `required` and sets `additionalProperties: false` — because a strict request
+    with any other schema is refused (400) rather than answered loosely.
+    """
+    title = schema.get("title")
+    name = _SCHEMA_NAME.sub("_", title).strip("_")[:64] if isinstance(title, str) else ""
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": name or "response",
+            "schema": dict(schema),
+            "strict": _strict_compatible(schema),
+        },
+    }
+
+
+def _strict_compatible(node: Any) -> bool:
+    if isinstance(node, list):
+        return all(_strict_compatible(item) for item in node)
+    if not isinstance(node, Mapping):
+        return True
+    if node.get("type") == "object" or "properties" in node:
+        properties = node.get("properties") or {}
+        if node.get("additionalProperties") is not False:
+            return False
+        if not isinstance(properties, Mapping) or set(node.get("required") or ()) != set(
+            properties
+        ):
+            return False
+    for key, value in node.items():
+        if key in _NOT_SUBSCHEMAS:
+            continue
+        if key in ("properties", "$defs", "definitions") and isinstance(value, Mapping):
+            # Maps of names to subschemas: a property may itself be called "type".
+            if not all(_strict_compatible(sub) for sub in value.values()):
+                return False
+        elif not _strict_compatible(value):
+            return False
+    return True
+
+
+@dataclass(slots=True)
+class _PendingCall:
+    """One streamed tool call being joined from its fragments."""
+
+    id: str | None = None
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+    def add(self, fragment: ChoiceDeltaToolCall) -> None:
+        # Some compatible servers repeat the id or name in later fragments: the first wins.
+        self.id = self.id or fragment.id
+        function = fragment.function
+        if function is None:
+            return
+        self.name = self.name or function.name or ""
+        arguments: object = function.arguments
+        if isinstance(arguments, str):
+            self.arguments.append(arguments)
+        elif arguments is not None:
+            # A server that sends the arguments as an object rather than JSON text.
+            self.arguments.append(json.dumps(arguments))
+
+    def finish(self, index: int) -> ToolCallEvent:
+        return tool_call_event(self.id or f"call_{index}", self.name, "".join(self.arguments))
+
+
+def _join_fragments(
+    pending: dict[int, _PendingCall], fragments: Sequence[ChoiceDeltaToolCall]
+) -> None:
+    for fragment in fragments:
+        index: object = fragment.index
+        if not isinstance(index, int):
+            # A server that leaves out the index: a new id starts a call, the rest continue
+            # the latest.
+            last = max(pending, default=-1)
+            starts = fragment.id is not None and (last < 0 or pending[last].id != fragment.id)
+            index = last + 1 if starts or last < 0 else last
+        pending.setdefault(index, _PendingCall()).add(fragment)
 
 
 def openai_usage(usage: CompletionUsage | None) -> Usage:
@@ -132,6 +300,13 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         if request.max_tokens is not None:
             kwargs[self._max_tokens_param] = request.max_tokens
         kwargs["stream_options"] = {**(kwargs.get("stream_options") or {}), "include_usage": True}
+        if request.tools:
+            kwargs["tools"] = [*(kwargs.get("tools") or ()), *openai_tools(request.tools)]
+        choice = offered_tool_choice(request)
+        if choice is not None:
+            kwargs["tool_choice"] = openai_tool_choice(choice)
+        if request.response_format is not None:
+            kwargs["response_format"] = openai_response_format(request.response_format)
         kwargs["model"] = self._config.model
         kwargs["messages"] = openai_messages(request.messages)
         kwargs["stream"] = True
@@ -144,6 +319,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         )
         async with stream:
             thinking: list[str] = []
+            calls: dict[int, _PendingCall] = {}
             finish_reason: str | None = None
             usage: CompletionUsage | None = None
             model: str | None = None
@@ -161,11 +337,13 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                         thinking.append(reasoning)
                         yield TokenDelta(reasoning, "thinking")
                 text = delta.content or delta.refusal
+                if (text or delta.tool_calls) and thinking:
+                    yield ThinkingBlock("".join(thinking))
+                    thinking = []
                 if text:
-                    if thinking:
-                        yield ThinkingBlock("".join(thinking))
-                        thinking = []
                     yield TokenDelta(text)
+                if delta.tool_calls:
+                    _join_fragments(calls, delta.tool_calls)
                 if choice.finish_reason is not None:
                     finish_reason = choice.finish_reason
                     model = chunk.model
@@ -188,6 +366,9 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             self._server_sends_usage = True
         if thinking:
             yield ThinkingBlock("".join(thinking))
+        # Only now that the attempt is known to be whole: a retried one yields no calls.
+        for index, call in sorted(calls.items()):
+            yield call.finish(index)
         yield StreamMetadata(
             usage=openai_usage(usage), model=model or self.model, stop_reason=finish_reason
         )

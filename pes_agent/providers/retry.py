@@ -15,7 +15,8 @@ itself dropped). `retrying_stream` runs the attempts under tenacity:
   end past `RetryPolicy.max_elapsed_s` after the first attempt started.
 
 When an attempt fails after it had already yielded tokens, the next attempt starts by yielding
-`StreamRestart(reason, attempt)` so the consumer can discard the partial answer, and the tokens
+`StreamRestart(reason, attempt)` so the consumer can discard the partial answer (text, thinking
+and any `ToolCallEvent`s: the next attempt yields its own calls afresh), and the tokens
 that attempt cost are added to the final usage as `retried_input_tokens` /
 `retried_output_tokens` (see `pes_agent.usage.Usage`).
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import math
 import random
 import time
@@ -49,6 +51,7 @@ from pes_agent.providers.base import (
     StreamMetadata,
     StreamRestart,
     TokenDelta,
+    ToolCallEvent,
 )
 
 __all__ = [
@@ -238,6 +241,10 @@ async def retrying_stream(
                                 if event.__class__ is TokenDelta:
                                     pieces += 1
                                     chars += len(event.text)
+                                elif event.__class__ is ToolCallEvent:
+                                    # A finished call streamed its name and arguments too.
+                                    pieces += 1
+                                    chars += _call_chars(event)
                                 yield event
                 except AttemptFailure as exc:
                     failure = exc
@@ -300,6 +307,12 @@ class _WastedAttempts:
                 }
             ),
         )
+
+
+def _call_chars(event: ToolCallEvent) -> int:
+    call = event.call
+    arguments = event.raw if event.raw is not None else json.dumps(call.arguments, default=str)
+    return len(call.name) + len(arguments)
 
 
 def _timed(meta: StreamMetadata, started: float, first_token: float | None) -> StreamMetadata:

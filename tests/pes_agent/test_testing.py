@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from pes_agent import ScriptExhaustedError, UsageError
+from pes_agent import (
+    AgentProps,
+    PlanningContext,
+    PlanningOutput,
+    ScriptExhaustedError,
+    UsageError,
+    create_agent,
+)
+from pes_agent.protocols import LLMResponse
 from pes_agent.providers.base import (
     LLMProvider,
     LLMRequest,
@@ -13,8 +21,11 @@ from pes_agent.providers.base import (
     StreamMetadata,
     ThinkingBlock,
     TokenDelta,
+    ToolCallEvent,
 )
 from pes_agent.testing import ScriptedProvider, ScriptedResponse
+from pes_agent.tools.base import ToolSchema
+from pes_agent.tools.calls import ToolCall
 from pes_agent.usage import Usage
 
 
@@ -122,3 +133,77 @@ async def test_a_function_returning_the_wrong_type_is_a_usage_error() -> None:
     provider = ScriptedProvider([lambda r: 42])  # type: ignore[list-item, return-value]
     with pytest.raises(UsageError, match="must return a str or ScriptedResponse"):
         await _collect(provider, _request())
+
+
+async def test_tool_calls_stream_after_the_text_with_stop_reason_tool_calls() -> None:
+    """Scripted tool calls come as ToolCallEvents after the text; the stop reason says so."""
+    calls = [ToolCall("call_1", "add", {"a": 1, "b": 2}), ToolCall("call_2", "clock")]
+    response = ScriptedResponse("Adding.", tool_calls=calls)
+    events = await _collect(ScriptedProvider([response], chunk_size=4), _request())
+
+    assert [type(e).__name__ for e in events] == [
+        "TokenDelta",
+        "TokenDelta",
+        "ToolCallEvent",
+        "ToolCallEvent",
+        "StreamMetadata",
+    ]
+    assert events[2:4] == [ToolCallEvent(calls[0]), ToolCallEvent(calls[1])]
+    meta = events[-1]
+    assert isinstance(meta, StreamMetadata)
+    assert meta.stop_reason == "tool_calls"
+    assert meta.usage.output_tokens > 2, "the calls count as output, not only the text"
+
+
+async def test_an_explicit_stop_reason_wins_over_tool_calls() -> None:
+    """A scripted stop_reason is reported as given, even with tool calls."""
+    response = ScriptedResponse(tool_calls=[ToolCall("c", "clock")], stop_reason="length")
+    events = await _collect(ScriptedProvider([response]), _request())
+    meta = events[-1]
+    assert isinstance(meta, StreamMetadata)
+    assert meta.stop_reason == "length"
+
+
+async def test_scripted_tool_calls_are_fresh_copies_each_time() -> None:
+    """Changing a streamed call's arguments leaves the script as written for the next call."""
+    script = ScriptedResponse(tool_calls=[ToolCall("c", "add", {"nums": [1, 2]})])
+    provider = ScriptedProvider([script], repeat=True)
+    first = [e for e in await _collect(provider, _request()) if isinstance(e, ToolCallEvent)]
+    first[0].call.arguments["nums"].append(3)
+    second = [e for e in await _collect(provider, _request()) if isinstance(e, ToolCallEvent)]
+    assert second[0].call.arguments == {"nums": [1, 2]}
+
+
+class _NativePlanner:
+    """Makes one planning call offering the run's tools and keeps what the caller returns."""
+
+    def __init__(self) -> None:
+        self.response: LLMResponse | None = None
+
+    async def plan(self, ctx: PlanningContext) -> PlanningOutput:
+        self.response = await ctx.llm(
+            [PromptMessage("user", ctx.props.query)],
+            phase="planning",
+            tools=[ToolSchema(name="clock", description="The time.")],
+            tool_choice="clock",
+        )
+        return PlanningOutput(intent="tell the time", tool_calls=[])
+
+
+async def test_the_model_caller_returns_scripted_tool_calls() -> None:
+    """A planner's model call gets the scripted calls in LLMResponse.tool_calls, text apart."""
+    call = ToolCall("call_7", "clock", {"zone": "UTC"})
+    model = ScriptedProvider([ScriptedResponse("One moment.", tool_calls=[call]), "It is noon."])
+    planner = _NativePlanner()
+    agent = create_agent(provider=model, planner=planner)
+    result = await agent.process(AgentProps("What time is it?", "t"))
+
+    assert result.metadata.status == "success"
+    assert planner.response is not None
+    assert planner.response.text == "One moment."
+    assert planner.response.tool_calls == (ToolCallEvent(call),)
+    assert planner.response.metadata is not None
+    assert planner.response.metadata.stop_reason == "tool_calls"
+    request = model.requests[0]
+    assert [tool.name for tool in request.tools] == ["clock"]
+    assert request.tool_choice == "clock"

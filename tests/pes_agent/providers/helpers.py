@@ -12,6 +12,7 @@ from pes_agent.providers.base import (
     StreamRestart,
     ThinkingBlock,
     TokenDelta,
+    ToolCallEvent,
 )
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "request",
     "restarts",
     "thinking",
+    "tool_calls",
 ]
 
 # Shaped like a real key, so a leak is also caught by anything that scans for "sk-".
@@ -58,9 +60,21 @@ async def collect(provider: LLMProvider, req: LLMRequest | None = None) -> list[
 def content(events: list[ProviderEvent], *, after_last_restart: bool = True) -> str:
     """The answer text a consumer would keep (discarding what came before a restart)."""
     if after_last_restart:
-        starts = [i for i, e in enumerate(events) if isinstance(e, StreamRestart)]
-        events = events[starts[-1] + 1 :] if starts else events
+        events = _after_last_restart(events)
     return "".join(e.text for e in events if isinstance(e, TokenDelta) and e.kind == "content")
+
+
+def _after_last_restart(events: list[ProviderEvent]) -> list[ProviderEvent]:
+    starts = [i for i, e in enumerate(events) if isinstance(e, StreamRestart)]
+    return events[starts[-1] + 1 :] if starts else events
+
+
+def tool_calls(
+    events: list[ProviderEvent], *, after_last_restart: bool = True
+) -> list[ToolCallEvent]:
+    """The tool-call events a consumer would keep (discarding what came before a restart)."""
+    kept = _after_last_restart(events) if after_last_restart else events
+    return [e for e in kept if isinstance(e, ToolCallEvent)]
 
 
 def thinking(events: list[ProviderEvent]) -> list[str]:

@@ -11,6 +11,11 @@ async with ModelServer() as server:
     assert len(server.requests) == 2
 ```
 
+A `Reply` may also stream native tool calls (`Reply(tool_calls=(Call("add", {"a": 1}),))`):
+OpenAI `delta.tool_calls` fragments by index (optionally interleaved between calls), Anthropic
+`tool_use` blocks with `input_json_delta` pieces, the arguments split across several fragments
+either way, and sent exactly as scripted (so invalid JSON can be tested).
+
 Each request takes the next step of the script (`Reply`, `Fault`, `Slow`, `CutStream`,
 `MidStreamError`, `Garbled`, or a function of the `RecordedRequest` returning one); when the
 script is empty the `default` step answers, and without one the server answers 400 naming the
@@ -43,6 +48,7 @@ import pytest
 from aiohttp import web
 
 __all__ = [
+    "Call",
     "CutStream",
     "Fault",
     "Garbled",
@@ -61,12 +67,41 @@ Api = Literal["openai", "anthropic"]
 
 
 @dataclass(frozen=True, slots=True)
+class Call:
+    """A native tool call in a `Reply`, its arguments streamed in `fragments` pieces.
+
+    `arguments` is a dict (sent as JSON) or text sent exactly as given (invalid JSON, say).
+    `id` defaults to `call_<n>` (OpenAI) or `toolu_<n>` (Anthropic), `n` counting from 1 in
+    the reply.
+    """
+
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    id: str | None = None
+    fragments: int = 3
+
+    def arguments_text(self) -> str:
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, separators=(",", ":"))
+
+    def pieces(self) -> list[str]:
+        """The argument text in `fragments` nearly equal pieces (fewer if it is shorter)."""
+        text = self.arguments_text()
+        size = max(1, -(-len(text) // max(1, self.fragments)))
+        return _pieces(text, size)
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     """A successful answer: text (and optional thinking) streamed in `chunk_chars` pieces.
 
     `thinking` is sent as `reasoning_content` deltas (OpenAI; `reasoning_field` picks the
     field name) or as thinking blocks with a signature (Anthropic; a tuple gives several
-    blocks). `output_tokens` defaults to the number of streamed pieces.
+    blocks). `tool_calls` follow the text (OpenAI: with `interleave_calls`, the fragments of
+    the calls alternate, told apart only by their index); the finish reason is then
+    `tool_calls` / `tool_use` unless given. `output_tokens` defaults to the number of streamed
+    pieces.
     """
 
     text: str = ""
@@ -82,6 +117,19 @@ class Reply:
     first_byte_delay_s: float = 0.0
     reasoning_field: Literal["reasoning_content", "reasoning"] = "reasoning_content"
     model: str | None = None
+    tool_calls: tuple[Call, ...] = ()
+    interleave_calls: bool = False
+
+    def call_id(self, api: Api, position: int) -> str:
+        call = self.tool_calls[position]
+        return call.id or (f"call_{position + 1}" if api == "openai" else f"toolu_{position + 1}")
+
+    def stop_reason(self, api: Api) -> str:
+        if self.finish_reason:
+            return self.finish_reason
+        if self.tool_calls:
+            return "tool_calls" if api == "openai" else "tool_use"
+        return "stop" if api == "openai" else "end_turn"
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,7 +445,8 @@ class ModelServer:
         if reply.output_tokens is not None:
             return reply.output_tokens
         thinking = sum(len(_pieces(t, reply.chunk_chars)) for t in self._thinking_blocks(reply))
-        return thinking + len(_pieces(reply.text, reply.chunk_chars))
+        calls = sum(1 + len(call.pieces()) for call in reply.tool_calls)
+        return thinking + len(_pieces(reply.text, reply.chunk_chars)) + calls
 
     def _openai_usage(self, reply: Reply) -> dict[str, Any]:
         output = self._output_tokens(reply)
@@ -428,6 +477,15 @@ class ModelServer:
             message: dict[str, Any] = {"role": "assistant", "content": reply.text}
             if reply.thinking is not None:
                 message[reply.reasoning_field] = "".join(self._thinking_blocks(reply))
+            if reply.tool_calls:
+                message["tool_calls"] = [
+                    {
+                        "id": reply.call_id(api, i),
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments_text()},
+                    }
+                    for i, call in enumerate(reply.tool_calls)
+                ]
             return {
                 "id": f"chatcmpl-{n}",
                 "object": "chat.completion",
@@ -437,7 +495,7 @@ class ModelServer:
                     {
                         "index": 0,
                         "message": message,
-                        "finish_reason": reply.finish_reason or "stop",
+                        "finish_reason": reply.stop_reason(api),
                     }
                 ],
                 "usage": self._openai_usage(reply),
@@ -446,14 +504,24 @@ class ModelServer:
             {"type": "thinking", "thinking": t, "signature": f"sig-{i}"}
             for i, t in enumerate(self._thinking_blocks(reply))
         ]
-        content.append({"type": "text", "text": reply.text})
+        if reply.text or not reply.tool_calls:
+            content.append({"type": "text", "text": reply.text})
+        content += [
+            {
+                "type": "tool_use",
+                "id": reply.call_id(api, i),
+                "name": call.name,
+                "input": call.arguments if isinstance(call.arguments, dict) else {},
+            }
+            for i, call in enumerate(reply.tool_calls)
+        ]
         return {
             "id": f"msg_{n}",
             "type": "message",
             "role": "assistant",
             "model": model,
             "content": content,
-            "stop_reason": reply.finish_reason or "end_turn",
+            "stop_reason": reply.stop_reason(api),
             "stop_sequence": None,
             "usage": self._anthropic_usage(reply),
         }
@@ -482,7 +550,28 @@ class ModelServer:
                 events.append(chunk({reply.reasoning_field: piece}))
         for piece in _pieces(reply.text, reply.chunk_chars):
             events.append(chunk({"content": piece}))
-        events.append(chunk({}, reply.finish_reason or "stop"))
+        per_call: list[list[dict[str, Any]]] = []
+        for i, call in enumerate(reply.tool_calls):
+            first = {
+                "index": i,
+                "id": reply.call_id("openai", i),
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
+            rest = [{"index": i, "function": {"arguments": piece}} for piece in call.pieces()]
+            per_call.append([first, *rest])
+        if reply.interleave_calls:
+            fragments = [
+                fragment
+                for round_ in itertools.zip_longest(*per_call)
+                for fragment in round_
+                if fragment is not None
+            ]
+        else:
+            fragments = [fragment for call_fragments in per_call for fragment in call_fragments]
+        for fragment in fragments:
+            events.append(chunk({"tool_calls": [fragment]}))
+        events.append(chunk({}, reply.stop_reason("openai")))
         options = recorded.body.get("stream_options") or {}
         if options.get("include_usage"):
             events.append(
@@ -561,7 +650,31 @@ class ModelServer:
                 _sse({"type": "content_block_stop", "index": index}, "content_block_stop")
             )
             index += 1
+        if reply.text or not reply.tool_calls:
+            events += self._anthropic_text_block(reply, index)
+            index += 1
+        for i, call in enumerate(reply.tool_calls):
+            events += self._anthropic_tool_use_block(reply.call_id("anthropic", i), call, index)
+            index += 1
         events.append(
+            _sse(
+                {
+                    "type": "message_delta",
+                    "delta": {
+                        "stop_reason": reply.stop_reason("anthropic"),
+                        "stop_sequence": None,
+                    },
+                    "usage": {"output_tokens": usage["output_tokens"]},
+                },
+                "message_delta",
+            )
+        )
+        events.append(_sse({"type": "message_stop"}, "message_stop"))
+        return events, first_piece
+
+    @staticmethod
+    def _anthropic_text_block(reply: Reply, index: int) -> list[bytes]:
+        events = [
             _sse(
                 {
                     "type": "content_block_start",
@@ -570,7 +683,7 @@ class ModelServer:
                 },
                 "content_block_start",
             )
-        )
+        ]
         for piece in _pieces(reply.text, reply.chunk_chars):
             events.append(
                 _sse(
@@ -583,21 +696,39 @@ class ModelServer:
                 )
             )
         events.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
-        events.append(
+        return events
+
+    @staticmethod
+    def _anthropic_tool_use_block(call_id: str, call: Call, index: int) -> list[bytes]:
+        events = [
             _sse(
                 {
-                    "type": "message_delta",
-                    "delta": {
-                        "stop_reason": reply.finish_reason or "end_turn",
-                        "stop_sequence": None,
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": call_id,
+                        "name": call.name,
+                        "input": {},
                     },
-                    "usage": {"output_tokens": usage["output_tokens"]},
                 },
-                "message_delta",
+                "content_block_start",
             )
-        )
-        events.append(_sse({"type": "message_stop"}, "message_stop"))
-        return events, first_piece
+        ]
+        # Anthropic opens every tool_use block with an empty partial_json.
+        for piece in ["", *call.pieces()]:
+            events.append(
+                _sse(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece},
+                    },
+                    "content_block_delta",
+                )
+            )
+        events.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+        return events
 
     async def _stream(
         self,

@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from .helpers import API_KEY
-from .model_server import Fault, ModelServer, RecordedRequest, Reply, Step
+from .model_server import Call, Fault, ModelServer, RecordedRequest, Reply, Step
 
 
 async def test_openai_sdk_parses_a_json_completion(model_server: ModelServer) -> None:
@@ -98,3 +98,51 @@ async def test_faults_carry_status_headers_and_echoed_credential(
     (recorded,) = model_server.requests_for("anthropic")
     assert recorded.credential == API_KEY
     assert recorded.body["max_tokens"] == 10
+
+
+async def test_openai_tool_call_fragments_interleave_by_index(model_server: ModelServer) -> None:
+    """With interleave_calls the SDK sees the calls' fragments alternate, id and name first."""
+    model_server.script(
+        Reply(
+            tool_calls=(Call("a", {"x": 1}, fragments=2), Call("b", {"y": 2}, fragments=2)),
+            interleave_calls=True,
+        )
+    )
+    async with openai.AsyncOpenAI(
+        api_key=API_KEY, base_url=model_server.openai_base_url, max_retries=0
+    ) as client:
+        stream = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}], stream=True
+        )
+        fragments = [
+            fragment
+            async for chunk in stream
+            if chunk.choices
+            for fragment in chunk.choices[0].delta.tool_calls or ()
+        ]
+    assert [f.index for f in fragments] == [0, 1, 0, 1, 0, 1]
+    assert [(f.id, f.function.name if f.function else None) for f in fragments[:2]] == [
+        ("call_1", "a"),
+        ("call_2", "b"),
+    ]
+    assert all(f.id is None for f in fragments[2:])
+    joined = [
+        "".join(f.function.arguments or "" for f in fragments[i::2] if f.function) for i in (0, 1)
+    ]
+    assert joined == ['{"x":1}', '{"y":2}']
+
+
+async def test_anthropic_sdk_parses_tool_use_in_a_json_message(model_server: ModelServer) -> None:
+    """A non-streaming message carries the scripted calls as tool_use blocks, stop tool_use."""
+    model_server.script(Reply("Calling.", tool_calls=(Call("add", {"a": 1, "b": 2}),)))
+    async with anthropic.AsyncAnthropic(
+        api_key=API_KEY, base_url=model_server.anthropic_base_url, max_retries=0
+    ) as client:
+        message = await client.messages.create(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "1+2"}]
+        )
+    assert [block.type for block in message.content] == ["text", "tool_use"]
+    block = message.content[1]
+    assert block.type == "tool_use"
+    assert (block.id, block.name, block.input) == ("toolu_1", "add", {"a": 1, "b": 2})
+    assert message.stop_reason == "tool_use"
