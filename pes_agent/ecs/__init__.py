@@ -1,0 +1,184 @@
+"""Composable ECS agents: the reference framework's agent systems on `ecs_core.World`.
+
+An entity with an `LLMComponent`, a `ConversationComponent` and a `ToolRegistryComponent` is a
+ReAct agent; adding components switches more systems on for that entity alone.
+
+```python
+from ecs_core import Runner, World
+from pes_agent.ecs import (ConversationComponent, ChatMessage, LLMComponent, ReasoningSystem,
+                           ToolExecutionSystem, ToolRegistryComponent, ErrorHandlingSystem)
+
+world = World()
+world.register_system(ReasoningSystem(), priority=0)
+world.register_system(ToolExecutionSystem(), priority=5)
+world.register_system(ErrorHandlingSystem(), priority=99)
+agent = world.create_entity(
+    LLMComponent("openai:gpt-4o-mini"),
+    ConversationComponent([ChatMessage("user", "What is 12 * 7?")]),
+    ToolRegistryComponent([multiply]),
+)
+await Runner().run(world, until=agent, max_ticks=20)
+await close_services(world)       # closes the SDK clients the world's provider pool opened
+```
+
+| system [priority]         | switched on by            | does                                  |
+|---------------------------|---------------------------|---------------------------------------|
+| UserInputSystem [-10]     | UserInputComponent        | asks a person; answer -> user message |
+| PermissionSystem [-5]     | PermissionComponent       | refuses calls to tools not allowed    |
+| ToolApprovalSystem [-5]   | ToolApprovalComponent     | approves, denies or asks a person     |
+| ReasoningSystem [0]       | LLMComponent              | one model turn with native tools      |
+| TerminalCleanupSystem [1] | TerminalComponent         | lifts chosen ends: chat loops go on   |
+| ToolExecutionSystem [5]   | PendingToolCallsComponent | runs the calls every gate cleared     |
+| MemorySystem [10]         | ConversationComponent     | keeps max_messages, tool pairs whole  |
+| CompactionSystem [20]     | CompactionComponent       | folds older history into a summary    |
+| ErrorHandlingSystem [99]  | ErrorComponent            | logs, records, publishes, removes it  |
+
+Register each at its priority (`world.register_system(system, priority)`); systems keep no
+per-entity state (it lives in components), so one instance serves every entity.
+
+Providers and observations: `LLMComponent.provider` takes whatever `create_agent(provider=...)`
+takes; names and `ProviderConfig`s resolve through the world's one `ProviderPool`, kept with the
+world's observation recorder in an `AgentServicesComponent` (`attach_services`, `close_services`).
+With observations attached, model calls, tool calls and errors are recorded as in PES runs
+(LLM_STREAM_*, THOUGHTS, TOOL_CALL, TOOL_EXECUTION, ERROR), per entity under its
+`AgentIdentityComponent` thread (default ``"entity-<id>"``).
+
+Gates cannot be bypassed: a tool call runs only once every gate component on its entity has
+cleared it, whatever the tick order; every refused call is still answered with a tool message.
+"""
+
+from pes_agent.ecs.compaction import CompactionSystem
+from pes_agent.ecs.components import (
+    AgentIdentityComponent,
+    ApprovalPolicy,
+    CheckpointComponent,
+    CollaborationComponent,
+    CompactionComponent,
+    ConversationComponent,
+    EmbeddingComponent,
+    ErrorComponent,
+    LLMComponent,
+    MessageBusComponent,
+    PendingToolCallsComponent,
+    PermissionComponent,
+    PlanComponent,
+    PlanSearchComponent,
+    RAGTriggerComponent,
+    ReasoningFailuresComponent,
+    ReplanningComponent,
+    StreamingComponent,
+    SystemPromptComponent,
+    TerminalComponent,
+    ToolApprovalComponent,
+    ToolRegistryComponent,
+    ToolResultsComponent,
+    UserInputComponent,
+    VectorStoreComponent,
+)
+from pes_agent.ecs.events import (
+    CheckpointCreatedEvent,
+    CheckpointRestoredEvent,
+    CompactionCompleteEvent,
+    ConversationTruncatedEvent,
+    ErrorOccurredEvent,
+    MCTSNodeScoredEvent,
+    MessageBusDeliveredEvent,
+    MessageBusPublishedEvent,
+    MessageBusResponseEvent,
+    MessageBusTimeoutEvent,
+    MessageDeliveredEvent,
+    PlanRevisedEvent,
+    PlanStepCompletedEvent,
+    RAGRetrievalCompletedEvent,
+    StreamContentDeltaEvent,
+    StreamContentStartEvent,
+    StreamEndEvent,
+    StreamReasoningDeltaEvent,
+    StreamReasoningEndEvent,
+    StreamStartEvent,
+    ToolApprovalRequestedEvent,
+    ToolApprovedEvent,
+    ToolDeniedEvent,
+    UserInputRequestedEvent,
+)
+from pes_agent.ecs.gates import PermissionSystem, ToolApprovalSystem
+from pes_agent.ecs.lifecycle import ErrorHandlingSystem, TerminalCleanupSystem
+from pes_agent.ecs.memory import MemorySystem
+from pes_agent.ecs.messages import ChatMessage, ChatRole, ToolCall
+from pes_agent.ecs.reasoning import ReasoningSystem
+from pes_agent.ecs.services import (
+    AgentServicesComponent,
+    attach_services,
+    close_services,
+    services_of,
+)
+from pes_agent.ecs.tool_execution import ToolExecutionSystem
+from pes_agent.ecs.user_input import UserInputSystem
+
+__all__ = [
+    "AgentIdentityComponent",
+    "AgentServicesComponent",
+    "ApprovalPolicy",
+    "ChatMessage",
+    "ChatRole",
+    "CheckpointComponent",
+    "CheckpointCreatedEvent",
+    "CheckpointRestoredEvent",
+    "CollaborationComponent",
+    "CompactionCompleteEvent",
+    "CompactionComponent",
+    "CompactionSystem",
+    "ConversationComponent",
+    "ConversationTruncatedEvent",
+    "EmbeddingComponent",
+    "ErrorComponent",
+    "ErrorHandlingSystem",
+    "ErrorOccurredEvent",
+    "LLMComponent",
+    "MCTSNodeScoredEvent",
+    "MemorySystem",
+    "MessageBusComponent",
+    "MessageBusDeliveredEvent",
+    "MessageBusPublishedEvent",
+    "MessageBusResponseEvent",
+    "MessageBusTimeoutEvent",
+    "MessageDeliveredEvent",
+    "PendingToolCallsComponent",
+    "PermissionComponent",
+    "PermissionSystem",
+    "PlanComponent",
+    "PlanRevisedEvent",
+    "PlanSearchComponent",
+    "PlanStepCompletedEvent",
+    "RAGRetrievalCompletedEvent",
+    "RAGTriggerComponent",
+    "ReasoningFailuresComponent",
+    "ReasoningSystem",
+    "ReplanningComponent",
+    "StreamContentDeltaEvent",
+    "StreamContentStartEvent",
+    "StreamEndEvent",
+    "StreamReasoningDeltaEvent",
+    "StreamReasoningEndEvent",
+    "StreamStartEvent",
+    "StreamingComponent",
+    "SystemPromptComponent",
+    "TerminalCleanupSystem",
+    "TerminalComponent",
+    "ToolApprovalComponent",
+    "ToolApprovalRequestedEvent",
+    "ToolApprovalSystem",
+    "ToolApprovedEvent",
+    "ToolCall",
+    "ToolDeniedEvent",
+    "ToolExecutionSystem",
+    "ToolRegistryComponent",
+    "ToolResultsComponent",
+    "UserInputComponent",
+    "UserInputRequestedEvent",
+    "UserInputSystem",
+    "VectorStoreComponent",
+    "attach_services",
+    "close_services",
+    "services_of",
+]
