@@ -24,6 +24,8 @@ def test_example_runs_offline_and_exits_cleanly(script: Path) -> None:
         env.setdefault("PES_EXAMPLES_POSTGRES_URL", os.environ["PES_TEST_POSTGRES_URL"])
     completed = subprocess.run(
         [sys.executable, str(script)],
+        # Not the terminal pytest may run in: interactive examples then answer on their own.
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=120,
