@@ -29,6 +29,7 @@ await close_services(world)       # closes the SDK clients the world's provider 
 | ReasoningSystem [0]       | LLMComponent              | one model turn with native tools      |
 | TerminalCleanupSystem [1] | TerminalComponent         | lifts chosen ends: chat loops go on   |
 | ToolExecutionSystem [5]   | PendingToolCallsComponent | runs the calls every gate cleared     |
+| CollaborationSystem [5]   | CollaborationComponent    | inbox -> "From <sender>: ..." turns   |
 | MemorySystem [10]         | ConversationComponent     | keeps max_messages, tool pairs whole  |
 | CompactionSystem [20]     | CompactionComponent       | folds older history into a summary    |
 | ErrorHandlingSystem [99]  | ErrorComponent            | logs, records, publishes, removes it  |
@@ -47,6 +48,7 @@ Gates cannot be bypassed: a tool call runs only once every gate component on its
 cleared it, whatever the tick order; every refused call is still answered with a tool message.
 """
 
+from pes_agent.ecs.collaboration import CollaborationSystem, message_peer_tool, send_message
 from pes_agent.ecs.compaction import CompactionSystem
 from pes_agent.ecs.components import (
     AgentIdentityComponent,
@@ -125,6 +127,7 @@ __all__ = [
     "CheckpointCreatedEvent",
     "CheckpointRestoredEvent",
     "CollaborationComponent",
+    "CollaborationSystem",
     "CompactionCompleteEvent",
     "CompactionComponent",
     "CompactionSystem",
@@ -180,5 +183,7 @@ __all__ = [
     "VectorStoreComponent",
     "attach_services",
     "close_services",
+    "message_peer_tool",
+    "send_message",
     "services_of",
 ]
