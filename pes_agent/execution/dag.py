@@ -1,7 +1,8 @@
 """The dependency graph of a plan's tool calls, and the plan errors that make it unusable.
 
-A call depends on every step its arguments reference with a ``{step_N_result}`` placeholder
-and on every call id listed in its ``dependsOn``. `plan_errors(calls)` lists what is wrong with
+A call depends on every step its arguments (or a language step's instruction) reference with a
+``{step_N_result}`` placeholder and on every call id listed in its ``dependsOn``; a language step
+is a node like any tool call. `plan_errors(calls)` lists what is wrong with
 a plan in sentences meant for the model (they are quoted back to it in the repair round-trip);
 `CallGraph.build(calls)` gives the executor each call's dependencies and marks the calls that
 cannot run because of such an error, so even an unrepaired plan never deadlocks.
@@ -15,7 +16,16 @@ from dataclasses import dataclass
 from pes_agent.execution.placeholders import find_references
 from pes_agent.planning.plan import ParsedToolCall
 
-__all__ = ["CallGraph", "plan_errors"]
+__all__ = ["CallGraph", "call_references", "plan_errors"]
+
+
+def call_references(call: ParsedToolCall) -> set[int]:
+    """The step numbers a call's placeholders refer to: in its arguments, or in the
+    instruction of a language step."""
+    found = find_references(call.arguments)
+    if call.instruction is not None:
+        found |= find_references(call.instruction)
+    return found
 
 
 def plan_errors(calls: Sequence[ParsedToolCall]) -> list[str]:
@@ -65,7 +75,7 @@ class CallGraph:
 
         for index, call in enumerate(calls):
             label = _label(calls, index)
-            for step in sorted(find_references(call.arguments)):
+            for step in sorted(call_references(call)):
                 target = step - 1
                 if step == 0:
                     problems[index].append(

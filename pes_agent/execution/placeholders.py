@@ -16,6 +16,9 @@ of its arguments. N is the 1-based position of that call in the plan's tool-call
   models (``json.dumps(..., ensure_ascii=False, default=str)``) and by ``str(value)`` for
   anything else (so ``None`` reads ``None`` and ``True`` reads ``True``).
 
+A language step's instruction is filled by `resolve_text`, where every placeholder, even one
+that is the whole text, becomes text as inside a longer string.
+
 Placeholders are found in dict values and list items at any depth, never in dict keys. Model
 text is only ever matched against one regular expression: it is never evaluated or passed to
 `str.format`, so ``{__import__('os')}`` or ``{0}`` stay literally as written. Resolution builds
@@ -36,7 +39,7 @@ from pydantic import BaseModel
 
 from pes_agent.errors import ToolExecutionError
 
-__all__ = ["PlaceholderError", "find_references", "resolve_placeholders"]
+__all__ = ["PlaceholderError", "find_references", "resolve_placeholders", "resolve_text"]
 
 _ACCESS = r"(?:\.[\w-]+|\[\s*-?\d+\s*\])*"
 _PLACEHOLDER = re.compile(
@@ -84,6 +87,18 @@ def resolve_placeholders(
     when a referenced step is not in `results` or a field or index does not exist.
     """
     return {key: _resolve(value, results) for key, value in arguments.items()}
+
+
+def resolve_text(text: str, results: Mapping[int, Any]) -> str:
+    """Return `text` with every placeholder replaced by its result rendered as text.
+
+    For a language step's instruction: unlike `resolve_placeholders`, a text that is exactly
+    one placeholder is still text (JSON for dicts and lists, `str()` otherwise). Raises
+    `PlaceholderError` like `resolve_placeholders`.
+    """
+    if "step_" not in text:
+        return text
+    return _PLACEHOLDER.sub(lambda match: _embed(_lookup(match, results)), text)
 
 
 def _collect(value: Any, found: set[int]) -> None:

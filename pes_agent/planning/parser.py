@@ -2,7 +2,9 @@
 
 The planning prompt asks for one JSON object
 (`{"title", "intent", "plan", "toolCalls": [...], "thoughts"?}`); ART's section format
-(`Intent:` / `Plan:` / `Tool Calls:` labels) is read as well. The parser never raises: a section
+(`Intent:` / `Plan:` / `Tool Calls:` labels) is read as well. A call with an `"instruction"` and
+no `"toolName"` (or `"toolName": "language_step"`) is a language step; one with both, or a
+language step with arguments, is an error for the model to fix. The parser never raises: a section
 that is present but unusable becomes `tool_calls=[]` plus a sentence in `PlanningOutput.errors`
 that quotes the problem, because that text is sent back to the model in the repair round-trip.
 
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from pes_agent.observing.logs import get_logger
-from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
+from pes_agent.planning.plan import LANGUAGE_STEP, ParsedToolCall, PlanningOutput
 
 __all__ = ["OutputParser"]
 
@@ -277,34 +279,105 @@ def _tool_call(entry: object, position: int) -> ParsedToolCall | str:
         inner = {"name": function}
 
     name = _first(inner, fields, keys=("toolname", "name", "tool"))
+    instruction = _first(inner, fields, keys=("instruction",))
+    if instruction is not _MISSING and instruction is not None:
+        return _language_step(entry, fields, inner, name, instruction, position)
     if not isinstance(name, str) or not name.strip():
         detail = (
             "no tool name" if name is _MISSING or name is None else "a tool name that is not text"
         )
-        return f'Tool call {position} has {detail} (expected "toolName"): {_quote(entry)}.'
+        return (
+            f'Tool call {position} has {detail} (expected "toolName", or "instruction" for a '
+            f"language step): {_quote(entry)}."
+        )
     tool_name = name.strip()
     label = f'Tool call {position} ("{tool_name}")'
+    if tool_name == LANGUAGE_STEP:
+        return (
+            f'{label} is a language step without an "instruction": {_quote(entry)}. Give it '
+            'an "instruction", or name a tool from the list.'
+        )
 
-    raw_id = _first(inner, fields, keys=("callid", "id", "toolcallid"))
-    if raw_id is _MISSING or raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
-        call_id = f"call_{position}"
-    elif isinstance(raw_id, str):
-        call_id = raw_id.strip()
-    elif isinstance(raw_id, int) and not isinstance(raw_id, bool):
-        call_id = str(raw_id)
-    else:
-        return f"{label} has a callId that is not text: {_quote(raw_id)}."
-
+    call_id = _call_id(inner, fields, position, label)
+    if isinstance(call_id, _Problem):
+        return call_id.message
     arguments = _arguments(_first(inner, fields, keys=_ARGUMENT_KEYS), label)
     if isinstance(arguments, str):
         return arguments
+    depends_on = _depends_on_or_error(inner, fields, label)
+    if isinstance(depends_on, str):
+        return depends_on
+    return ParsedToolCall(
+        call_id=call_id, tool_name=tool_name, arguments=arguments, depends_on=depends_on
+    )
+
+
+def _language_step(
+    entry: dict[Any, Any],
+    fields: dict[str, object],
+    inner: dict[str, object],
+    name: object,
+    instruction: object,
+    position: int,
+) -> ParsedToolCall | str:
+    """Build a language step (a call with an "instruction"), or say why it cannot be one."""
+    label = f"Tool call {position} (a language step)"
+    if not isinstance(instruction, str) or not instruction.strip():
+        return f'{label} has an "instruction" that is not a non-empty text: {_quote(instruction)}.'
+    named = isinstance(name, str) and name.strip() and name.strip() != LANGUAGE_STEP
+    if named or (name is not _MISSING and name is not None and not isinstance(name, str)):
+        # Guessing whether the tool or the instruction was meant could do the wrong thing.
+        return (
+            f'{label} has both "toolName" and "instruction": {_quote(entry)}. A call either '
+            'runs a tool ("toolName" and "arguments") or is a language step ("instruction" '
+            "only); write one of them."
+        )
+    call_id = _call_id(inner, fields, position, label)
+    if isinstance(call_id, _Problem):
+        return call_id.message
+    arguments = _arguments(_first(inner, fields, keys=_ARGUMENT_KEYS), label)
+    if isinstance(arguments, str):
+        return arguments
+    if arguments:
+        return (
+            f"{label} has arguments {_quote(arguments)}; a language step takes none. Write "
+            "what it needs into the instruction, with placeholders such as {step_1_result}."
+        )
+    depends_on = _depends_on_or_error(inner, fields, label)
+    if isinstance(depends_on, str):
+        return depends_on
+    return ParsedToolCall(call_id=call_id, instruction=instruction.strip(), depends_on=depends_on)
+
+
+@dataclass(slots=True, frozen=True)
+class _Problem:
+    """Why part of a call cannot be read (a sentence for the model)."""
+
+    message: str
+
+
+def _call_id(
+    inner: dict[str, object], fields: dict[str, object], position: int, label: str
+) -> str | _Problem:
+    """The call's id (`call_<position>` when it has none), or why it cannot be one."""
+    raw_id = _first(inner, fields, keys=("callid", "id", "toolcallid"))
+    if raw_id is _MISSING or raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
+        return f"call_{position}"
+    if isinstance(raw_id, str):
+        return raw_id.strip()
+    if isinstance(raw_id, int) and not isinstance(raw_id, bool):
+        return str(raw_id)
+    return _Problem(f"{label} has a callId that is not text: {_quote(raw_id)}.")
+
+
+def _depends_on_or_error(
+    inner: dict[str, object], fields: dict[str, object], label: str
+) -> list[str] | str:
     raw_depends_on = _first(inner, fields, keys=("dependson", "depends", "dependencies"))
     depends_on = _depends_on(raw_depends_on)
     if depends_on is None:
         return f"{label} has dependsOn that is not a list of callIds: {_quote(raw_depends_on)}."
-    return ParsedToolCall(
-        call_id=call_id, tool_name=tool_name, arguments=arguments, depends_on=depends_on
-    )
+    return depends_on
 
 
 _ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "input", "params")

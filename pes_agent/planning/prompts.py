@@ -16,6 +16,7 @@ from pes_agent.tools.base import ToolSchema
 __all__ = [
     "build_planning_messages",
     "build_repair_messages",
+    "render_tools",
 ]
 
 _PLANNING_PROTOCOL = """\
@@ -28,7 +29,8 @@ First decide what the user wants and how to get it. Reply with ONE JSON object a
  "toolCalls": [
    {"callId": "call_1", "toolName": "<tool name>", "arguments": {<arguments matching its schema>}},
    {"callId": "call_2", "toolName": "<tool name>", "arguments": {"text": "{step_1_result}"},
-    "dependsOn": ["call_1"]}
+    "dependsOn": ["call_1"]},
+   {"callId": "call_3", "instruction": "Compare {step_1_result} and {step_2_result} briefly."}
  ]}
 
 Rules:
@@ -41,10 +43,16 @@ Rules:
   the value is inserted as text. A call may only refer to calls listed before it.
 - Calls that do not depend on each other run at the same time; add "dependsOn" only for an
   ordering the placeholders do not already imply.
+- A call with "instruction" instead of "toolName" and "arguments" is a language step: a
+  model carries out the instruction (summarise, compare, translate, extract, draft) and
+  its text is that step's result, which later calls can use like any other. Placeholders in
+  the instruction are filled in as text. Make the instruction self-contained. Use language
+  steps for intermediate text work only: the final answer is written in a later step.
 """
 
 
-def _render_tools(tools: Sequence[ToolSchema]) -> str:
+def render_tools(tools: Sequence[ToolSchema]) -> str:
+    """The "# Tools" section of a prompt: each tool's name, description and argument schema."""
     if not tools:
         return '# Tools\nNo tools are available: answer with "toolCalls": [].'
     lines = ["# Tools"]
@@ -63,7 +71,7 @@ def build_planning_messages(
     tools: Sequence[ToolSchema],
 ) -> list[PromptMessage]:
     """The messages of the planning call: instructions and tools, history, then the query."""
-    system = "\n\n".join([system_prompt, _PLANNING_PROTOCOL, _render_tools(tools)])
+    system = "\n\n".join([system_prompt, _PLANNING_PROTOCOL, render_tools(tools)])
     return [
         PromptMessage(role="system", content=system),
         *history_prompt(history),

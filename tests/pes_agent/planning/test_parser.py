@@ -422,7 +422,8 @@ def test_invalid_entries_are_reported_and_valid_ones_kept() -> None:
     output = parse(json.dumps({"intent": "x", "toolCalls": entries}))
     assert [call[0] for call in calls(output)] == ["ok1", "ok3"]
     assert output.errors[0] == (
-        'Tool call 2 has no tool name (expected "toolName"): {"wrongField": "wrongValue"}.'
+        'Tool call 2 has no tool name (expected "toolName", or "instruction" for a language '
+        'step): {"wrongField": "wrongValue"}.'
     )
     assert output.errors[1] == 'Tool call 3 must be a JSON object, got a string: "search".'
     assert output.errors[2].startswith(
