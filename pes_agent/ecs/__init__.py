@@ -30,6 +30,7 @@ await close_services(world)       # closes the SDK clients the world's provider 
 | TerminalCleanupSystem [1] | TerminalComponent         | lifts chosen ends: chat loops go on   |
 | ToolExecutionSystem [5]   | PendingToolCallsComponent | runs the calls every gate cleared     |
 | CollaborationSystem [5]   | CollaborationComponent    | inbox -> "From <sender>: ..." turns   |
+| MessageBusSystem [5]      | MessageBusComponent       | topics, bounded queues, requests      |
 | MemorySystem [10]         | ConversationComponent     | keeps max_messages, tool pairs whole  |
 | CompactionSystem [20]     | CompactionComponent       | folds older history into a summary    |
 | ErrorHandlingSystem [99]  | ErrorComponent            | logs, records, publishes, removes it  |
@@ -78,6 +79,7 @@ from pes_agent.ecs.components import (
     VectorStoreComponent,
 )
 from pes_agent.ecs.events import (
+    BusMessageKind,
     CheckpointCreatedEvent,
     CheckpointRestoredEvent,
     CompactionCompleteEvent,
@@ -106,6 +108,13 @@ from pes_agent.ecs.events import (
 from pes_agent.ecs.gates import PermissionSystem, ToolApprovalSystem
 from pes_agent.ecs.lifecycle import ErrorHandlingSystem, TerminalCleanupSystem
 from pes_agent.ecs.memory import MemorySystem
+from pes_agent.ecs.message_bus import (
+    BusMessage,
+    MessageBus,
+    MessageBusStateComponent,
+    MessageBusSystem,
+    message_bus_tools,
+)
 from pes_agent.ecs.messages import ChatMessage, ChatRole, ToolCall
 from pes_agent.ecs.reasoning import ReasoningSystem
 from pes_agent.ecs.services import (
@@ -121,6 +130,8 @@ __all__ = [
     "AgentIdentityComponent",
     "AgentServicesComponent",
     "ApprovalPolicy",
+    "BusMessage",
+    "BusMessageKind",
     "ChatMessage",
     "ChatRole",
     "CheckpointComponent",
@@ -140,10 +151,13 @@ __all__ = [
     "LLMComponent",
     "MCTSNodeScoredEvent",
     "MemorySystem",
+    "MessageBus",
     "MessageBusComponent",
     "MessageBusDeliveredEvent",
     "MessageBusPublishedEvent",
     "MessageBusResponseEvent",
+    "MessageBusStateComponent",
+    "MessageBusSystem",
     "MessageBusTimeoutEvent",
     "MessageDeliveredEvent",
     "PendingToolCallsComponent",
@@ -183,6 +197,7 @@ __all__ = [
     "VectorStoreComponent",
     "attach_services",
     "close_services",
+    "message_bus_tools",
     "message_peer_tool",
     "send_message",
     "services_of",

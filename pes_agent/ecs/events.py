@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ecs_core import EntityId
 from pes_agent.tools.calls import ToolCall
 
 __all__ = [
+    "BusMessageKind",
     "CheckpointCreatedEvent",
     "CheckpointRestoredEvent",
     "CompactionCompleteEvent",
@@ -44,6 +45,11 @@ __all__ = [
     "ToolDeniedEvent",
     "UserInputRequestedEvent",
 ]
+
+
+BusMessageKind = Literal["message", "request", "response", "timeout"]
+"""What a message on the bus is: published to a topic, a request, its response, or the notice
+that a request of the recipient's got no response in time."""
 
 
 # Waiting for a person ------------------------------------------------------------------------
@@ -167,10 +173,19 @@ class MessageBusPublishedEvent:
 
 @dataclass(frozen=True, slots=True)
 class MessageBusDeliveredEvent:
+    """A bus message reached `recipient`'s conversation, or code took it with `receive`.
+
+    `kind` tells a plain message from a request (to answer by `correlation_id`), a response,
+    or a notice that the recipient's own request timed out; `sender` is who sent it (the
+    requester itself for a timeout notice).
+    """
+
     recipient: EntityId
     topic: str
     payload: Any
     correlation_id: str | None = None
+    sender: EntityId | None = None
+    kind: BusMessageKind = "message"
 
 
 @dataclass(frozen=True, slots=True)
