@@ -77,6 +77,11 @@ def _mark(pending: PendingToolCallsComponent, call: ToolCall, gate: str) -> None
     pending.approved_by.setdefault(call.id, set()).add(gate)
 
 
+def _still_pending(pending: PendingToolCallsComponent, call: ToolCall) -> bool:
+    # The other gate runs concurrently and may have refused the call while this one awaited.
+    return any(queued is call for queued in pending.tool_calls)
+
+
 class PermissionSystem:
     """Refuses pending calls to tools the entity's `PermissionComponent` does not allow.
 
@@ -91,6 +96,8 @@ class PermissionSystem:
         ):
             try:
                 for call in list(pending.tool_calls):
+                    if not _still_pending(pending, call):
+                        continue
                     if PERMISSION_GATE in pending.approved_by.get(call.id, ()):
                         continue
                     reason = _forbidden(permission, call.name)
@@ -140,6 +147,8 @@ class ToolApprovalSystem:
     ) -> None:
         ask_after_permission = world.has_component(entity, PermissionComponent)
         for call in list(pending.tool_calls):
+            if not _still_pending(pending, call):
+                continue
             marks = pending.approved_by.get(call.id, ())
             if APPROVAL_GATE in marks:
                 continue

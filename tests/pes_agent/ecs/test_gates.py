@@ -310,3 +310,29 @@ async def test_an_approved_call_made_this_tick_waits_for_the_next_gate_pass(
     assert calls.log == []
     await world.process()
     assert calls.log == [("add", {"a": 1, "b": 2})]
+
+
+@pytest.mark.usefixtures("systems")
+async def test_a_call_both_gates_would_refuse_is_answered_once(
+    world: World, add_tool: Any, calls: Calls
+) -> None:
+    """Two refusing gates answer each call exactly once (a second answer breaks the model API)."""
+    other = ToolCall("c2", "search", {"q": "x"})
+    entity = world.create_entity(
+        ConversationComponent(
+            [ChatMessage("user", "go"), ChatMessage("assistant", tool_calls=[ADD, other])]
+        ),
+        ToolRegistryComponent([add_tool]),
+        PendingToolCallsComponent([ADD, other]),
+        PermissionComponent(denied={"search"}),
+        ToolApprovalComponent(ApprovalPolicy.ALWAYS_DENY),
+    )
+    for _ in range(3):
+        await world.process()
+    answers = [
+        m.tool_call_id
+        for m in world.require_component(entity, ConversationComponent).messages
+        if m.role == "tool"
+    ]
+    assert sorted(answers) == ["c1", "c2"]
+    assert calls.log == []
