@@ -10,6 +10,7 @@ import pytest
 from ecs_core import World
 from pes_agent import InMemoryStorage, ObservationManager, tool
 from pes_agent.ecs.services import attach_services, close_services
+from pes_agent.providers.base import LLMRequest, ProviderEvent
 
 
 class EventLog:
@@ -66,3 +67,20 @@ def add_tool(calls: Calls) -> Any:
         return a + b
 
     return add
+
+
+class RawEvents:
+    """A provider that streams exactly the given events (what real adapters may send)."""
+
+    name = "raw"
+    model = "raw-model"
+
+    def __init__(self, *events: ProviderEvent) -> None:
+        self.events = events
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[ProviderEvent]:
+        for event in self.events:
+            yield event
+
+    async def aclose(self) -> None:
+        """Nothing to release."""

@@ -25,10 +25,12 @@ from pes_agent.ecs.events import (
 from pes_agent.ecs.messages import ChatMessage, ToolCall
 from pes_agent.ecs.services import attach_services, close_services, services_of
 from pes_agent.errors import UsageError
+from pes_agent.providers.base import StreamMetadata, StreamRestart, TokenDelta
 from pes_agent.providers.registry import ProviderPool, register_provider
 from pes_agent.testing import ScriptedProvider, ScriptedResponse
+from pes_agent.usage import Usage
 
-from .conftest import EventLog
+from .conftest import EventLog, RawEvents
 
 STREAM_EVENTS = (
     StreamStartEvent,
@@ -209,3 +211,33 @@ async def test_default_identity_is_derived_from_the_entity(
     recorded = await observations.get_observations(f"entity-{entity}")
     assert len(recorded) == 3
     assert recorded[0].trace_id == f"entity-{entity}"
+
+
+async def test_a_provider_retry_ends_the_shown_stream_and_starts_anew(world: World) -> None:
+    """A restart mid-stream ends what was shown with an error and starts a fresh stream."""
+    model = RawEvents(
+        TokenDelta("Hel"),
+        StreamRestart("connection dropped", 1),
+        TokenDelta("Hello"),
+        StreamMetadata(Usage()),
+    )
+    entity = world.create_entity(LLMComponent(model))
+    log = EventLog(world, *STREAM_EVENTS)
+    response = await call_model(
+        world, entity, [ChatMessage("user", "hi")], phase="reasoning", stream_events=True
+    )
+    assert response.text == "Hello"
+    assert log.kinds() == [
+        "StreamStartEvent",
+        "StreamContentStartEvent",
+        "StreamContentDeltaEvent",
+        "StreamEndEvent",
+        "StreamStartEvent",
+        "StreamContentStartEvent",
+        "StreamContentDeltaEvent",
+        "StreamEndEvent",
+    ]
+    interrupted, finished = log.of(StreamEndEvent)
+    assert interrupted.content == "Hel"
+    assert "connection dropped" in (interrupted.error or "")
+    assert (finished.content, finished.error) == ("Hello", None)

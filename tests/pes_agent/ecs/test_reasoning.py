@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -28,12 +27,12 @@ from pes_agent.ecs.events import StreamContentDeltaEvent, StreamEndEvent, Stream
 from pes_agent.ecs.messages import ChatMessage, ToolCall
 from pes_agent.ecs.reasoning import ReasoningSystem
 from pes_agent.errors import UsageError
-from pes_agent.providers.base import LLMRequest, ProviderEvent, StreamMetadata, ToolCallEvent
+from pes_agent.providers.base import LLMRequest, StreamMetadata, ToolCallEvent
 from pes_agent.testing import ScriptedProvider, ScriptedResponse
 from pes_agent.tools.registry import ToolRegistry
 from pes_agent.usage import Usage
 
-from .conftest import EventLog
+from .conftest import EventLog, RawEvents
 
 
 def agent(world: World, model: ScriptedProvider, *extra: object, text: str = "What is 1+2?") -> int:
@@ -235,23 +234,6 @@ async def test_entities_are_called_concurrently(world: World) -> None:
     started = time.perf_counter()
     await world.process()
     assert time.perf_counter() - started < 0.6
-
-
-class RawEvents:
-    """A provider that streams exactly the given events (what real adapters may send)."""
-
-    name = "raw"
-    model = "raw-model"
-
-    def __init__(self, *events: ProviderEvent) -> None:
-        self.events = events
-
-    async def stream(self, request: LLMRequest) -> AsyncIterator[ProviderEvent]:
-        for event in self.events:
-            yield event
-
-    async def aclose(self) -> None:
-        """Nothing to release."""
 
 
 @pytest.mark.usefixtures("reasoning")
