@@ -17,6 +17,7 @@ print(result.response.content, result.metadata.status)
 from pes_agent.config import (
     AgentState,
     LLMParams,
+    PlanningMode,
     ProviderConfig,
     RunOptions,
     StateSaving,
@@ -115,6 +116,7 @@ __all__ = [
     "PlanParseError",
     "Planner",
     "PlanningContext",
+    "PlanningMode",
     "PlanningOutput",
     "PromptMessage",
     "ProviderConfig",

@@ -13,6 +13,7 @@ __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
     "AgentState",
     "LLMParams",
+    "PlanningMode",
     "ProviderConfig",
     "RunOptions",
     "StateSaving",
@@ -21,6 +22,10 @@ __all__ = [
 ]
 
 StateSaving = Literal["explicit", "implicit"]
+#: How the default planner asks for the plan: `"structured"` through the provider's structured
+#: output (a JSON Schema), `"text"` through the prompt alone, `"auto"` structured where the
+#: provider supports it and text otherwise (`pes_agent.planning.structured`).
+PlanningMode = Literal["auto", "structured", "text"]
 
 
 #: The system prompt of an agent created without one.
@@ -171,6 +176,9 @@ class RunOptions(BaseModel):
     history_limit: int | None = None
     max_tool_calls: int | None = None
     tool_timeout_s: float | None = None
+    #: The default planner's `planning_mode` for this call (`LLMPlanner`; other planners
+    #: ignore it).
+    planning_mode: PlanningMode | None = None
 
     @field_validator("history_limit")
     @classmethod

@@ -6,12 +6,23 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pes_agent._closing import AsyncCloseable
-from pes_agent.config import DEFAULT_SYSTEM_PROMPT, LLMParams, ProviderConfig, StateSaving
+from pes_agent.config import (
+    DEFAULT_SYSTEM_PROMPT,
+    LLMParams,
+    PlanningMode,
+    ProviderConfig,
+    StateSaving,
+)
 from pes_agent.core import AgentCore
 from pes_agent.errors import UsageError
 from pes_agent.execution.executors import ConcurrentExecutor
 from pes_agent.observing.manager import ObservationManager
 from pes_agent.planning.planner import LLMPlanner
+from pes_agent.planning.structured import (
+    check_planning_mode,
+    structured_mode_error,
+    structured_output_of,
+)
 from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesizer
 from pes_agent.providers.base import LLMProvider
 from pes_agent.providers.registry import DEFAULT_POOL_SIZE, ProviderPool, create_provider
@@ -59,6 +70,7 @@ def create_agent(
     retry_policy: RetryPolicy | None = None,
     sync_tool_threads: int = DEFAULT_SYNC_TOOL_THREADS,
     max_providers: int = DEFAULT_POOL_SIZE,
+    planning_mode: PlanningMode = "auto",
 ) -> AgentCore:
     """Build an agent: `create_agent(provider="openai:gpt-4o-mini", tools=[get_weather])`.
 
@@ -70,7 +82,11 @@ def create_agent(
     Retry-After cap). `sync_tool_threads` bounds the agent's own threads for sync tools (a
     hung tool holds one; once all are held, new sync calls fail fast with an error result).
     `max_providers` bounds the provider clients kept for per-thread and per-call provider
-    overrides (least recently used ones close once their calls end). Every argument is checked
+    overrides (least recently used ones close once their calls end). `planning_mode` is how the
+    default planner asks for the plan: `"structured"` through the provider's structured output
+    (OpenAI `json_schema`, Anthropic a forced `submit_plan` tool), `"text"` through the prompt
+    alone, `"auto"` structured where the provider supports it and text otherwise, or once its
+    server refuses the option (see `pes_agent.planning.structured`). Every argument is checked
     here, so a mistake fails now with the fix in the message.
 
     `aclose()` closes only what is built here from a string or a config; a provider or
@@ -94,6 +110,12 @@ def create_agent(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UsageError(f"{name} must be an int >= 1 (default {default}), got {value!r}")
     _check_protocol("planner", planner, "plan", "Planner")
+    check_planning_mode(planning_mode)
+    if planner is not None and planning_mode != "auto":
+        raise UsageError(
+            "planning_mode configures the default planner; with planner=... leave it out, or "
+            f"pass LLMPlanner(planning_mode={planning_mode!r}) as the planner"
+        )
     _check_protocol("executor", executor, "execute", "Executor")
     _check_protocol("synthesizer", synthesizer, "synthesize", "Synthesizer")
     if system_prompt is not None and not isinstance(system_prompt, str):
@@ -124,6 +146,9 @@ def create_agent(
             f"got {type(provider).__name__}"
         )
 
+    if planning_mode == "structured" and structured_output_of(default_provider) is None:
+        raise structured_mode_error(default_provider)
+
     store = open_storage(storage)
     if store is not storage:
         owned.append(store)
@@ -135,7 +160,7 @@ def create_agent(
         tools=registry,
         storage=store,
         observations=observations,
-        planner=planner or LLMPlanner(),
+        planner=planner or LLMPlanner(planning_mode=planning_mode),
         executor=executor or ConcurrentExecutor(),
         synthesizer=synthesizer or LLMSynthesizer(),
         system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,

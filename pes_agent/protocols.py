@@ -21,6 +21,7 @@ from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
 from pes_agent.providers.base import (
     LLMPhase,
+    LLMProvider,
     PromptMessage,
     StreamMetadata,
     ToolCallEvent,
@@ -40,6 +41,7 @@ __all__ = [
     "ObservationRecorder",
     "Planner",
     "PlanningContext",
+    "RecordObservation",
     "SynthesisContext",
     "Synthesizer",
 ]
@@ -72,9 +74,18 @@ class ModelCaller(Protocol):
     ) -> LLMResponse: ...
 
 
+#: Records one observation of the run: `await record(ObservationType.PLAN, "title", {...})`.
+RecordObservation = Callable[[ObservationType, str, dict[str, Any]], Awaitable[object]]
+
+
 @dataclass(frozen=True, slots=True)
 class PlanningContext:
-    """Everything a planner may use to decide what to do."""
+    """Everything a planner may use to decide what to do.
+
+    `provider` is the model `llm` calls (so a planner can see what it supports, e.g. its
+    `structured_output`); `record` adds an observation to the run. Both are `None` when the
+    context is built outside an agent run.
+    """
 
     props: AgentProps
     thread_id: str
@@ -85,6 +96,8 @@ class PlanningContext:
     state: AgentState
     llm: ModelCaller
     llm_params: LLMParams = field(default_factory=LLMParams)
+    provider: LLMProvider | None = None
+    record: RecordObservation | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,8 @@ class PlanningSystem(PhaseSystem):
                 state=spec.thread.state,
                 llm=run.llm,
                 llm_params=spec.llm_params,
+                provider=run.llm.provider,
+                record=run.record,
             )
         )
         output = returned(planned, PlanningOutput, self._planner, "plan")

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
-from pes_agent.errors import PlanParseError
+from pes_agent.config import PlanningMode
+from pes_agent.errors import PlanParseError, ProviderError
 from pes_agent.execution.dag import plan_errors
+from pes_agent.observing.logs import get_logger
+from pes_agent.observing.types import ObservationType
 from pes_agent.planning.parser import OutputParser
 from pes_agent.planning.plan import PlanningOutput
-from pes_agent.planning.prompts import build_planning_messages, build_repair_messages
+from pes_agent.planning.prompts import build_planning_messages
+from pes_agent.planning.structured import (
+    PlanChannel,
+    StructuredRefusals,
+    check_planning_mode,
+    refused_structured_output,
+    structured_mode_error,
+    structured_output_of,
+    thinking_enabled,
+)
 from pes_agent.protocols import PlanningContext
 
 __all__ = ["LLMPlanner"]
+
+_log = get_logger("pes_agent.planning")
 
 
 def _problems(output: PlanningOutput) -> list[str]:
@@ -26,36 +40,110 @@ def _problems(output: PlanningOutput) -> list[str]:
 class LLMPlanner:
     """Asks the model for intent, plan and tool calls; repairs an unusable answer once.
 
+    `planning_mode` (`"auto"`, `"structured"`, `"text"`; per call `RunOptions.planning_mode`)
+    chooses between the provider's structured output and the prompt alone — see
+    `pes_agent.planning.structured`. In `"auto"`, a server that refuses structured output
+    is asked again in text at once, and in text from then on; the planner remembers this per
+    provider object and records a PLAN observation with status `"structured_fallback"`.
+
     Raises `PlanParseError` (with the raw output and the problems) when the repaired answer is
     still unusable; the run then ends with status `error`.
     """
 
-    def __init__(self, parser: OutputParser | None = None) -> None:
+    def __init__(
+        self, parser: OutputParser | None = None, *, planning_mode: PlanningMode = "auto"
+    ) -> None:
         self._parser = parser or OutputParser()
+        self.planning_mode: PlanningMode = check_planning_mode(planning_mode)
+        self._refusals = StructuredRefusals()
+
+    def _channel(self, ctx: PlanningContext, mode: PlanningMode) -> PlanChannel:
+        if mode == "text":
+            return PlanChannel()
+        provider = ctx.provider
+        output = structured_output_of(provider)
+        if output is None:
+            if mode == "structured":
+                raise structured_mode_error(provider)
+            return PlanChannel()
+        if mode == "auto" and self._refusals.refused(provider):
+            return PlanChannel()
+        names = tuple(schema.name for schema in ctx.tools)
+        if output == "response_format":
+            return PlanChannel("response_format", names)
+        return PlanChannel(
+            "forced_tool",
+            names,
+            optional_tool=thinking_enabled(provider, ctx.llm_params.extra),
+        )
 
     async def plan(self, ctx: PlanningContext) -> PlanningOutput:
         """Plan the run described by `ctx`."""
-        messages = build_planning_messages(
+        options = ctx.props.options
+        mode = self.planning_mode
+        if options is not None and options.planning_mode is not None:
+            mode = options.planning_mode
+        channel = self._channel(ctx, mode)
+        base = build_planning_messages(
             system_prompt=ctx.system_prompt,
             history=ctx.history,
             query=ctx.props.query,
             tools=ctx.tools,
         )
-        response = await ctx.llm(messages, phase="planning")
-        output = self._parser.parse_planning_output(response.text)
+        messages = channel.prompt(base)
+        try:
+            reply = await channel.ask(ctx.llm, messages, phase="planning")
+        except ProviderError as error:
+            if not (mode == "auto" and channel.structured and refused_structured_output(error)):
+                raise
+            await self._fall_back(ctx, channel, error)
+            channel = PlanChannel()
+            messages = base
+            reply = await channel.ask(ctx.llm, messages, phase="planning")
+        output = self._parser.parse_planning_output(reply.text)
         problems = _problems(output)
         if not problems:
             return output
-        repair = build_repair_messages(messages, response.text, problems)
-        response = await ctx.llm(repair, phase="repair")
-        output = self._parser.parse_planning_output(response.text)
+        repair = channel.repair(messages, reply, problems)
+        reply = await channel.ask(ctx.llm, repair, phase="repair")
+        output = self._parser.parse_planning_output(reply.text)
         problems = _problems(output)
         if problems:
             raise PlanParseError(
                 "the model's plan was unusable after one repair attempt: " + "; ".join(problems),
-                raw_output=response.text,
+                raw_output=reply.text,
                 errors=problems,
                 thread_id=ctx.thread_id,
                 trace_id=ctx.trace_id,
             )
         return output
+
+    async def _fall_back(
+        self, ctx: PlanningContext, channel: PlanChannel, error: ProviderError
+    ) -> None:
+        """Remember that `ctx.provider` refused structured output; log and record it."""
+        provider = ctx.provider
+        self._refusals.remember(provider)
+        name = getattr(provider, "name", None)
+        model = getattr(provider, "model", None)
+        _log.warning(
+            "structured_planning_refused",
+            thread_id=ctx.thread_id,
+            trace_id=ctx.trace_id,
+            provider=name,
+            model=model,
+            structured_output=channel.kind,
+            error=error.message,
+        )
+        if ctx.record is not None:
+            await ctx.record(
+                ObservationType.PLAN,
+                "Structured planning refused; planning in text",
+                {
+                    "status": "structured_fallback",
+                    "structured_output": channel.kind,
+                    "provider": name,
+                    "model": model,
+                    "reason": error.message,
+                },
+            )

@@ -33,7 +33,7 @@ import inspect
 import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import anthropic
 from anthropic.resources.messages import AsyncMessages
@@ -69,6 +69,7 @@ from pes_agent.providers.base import (
     PromptMessage,
     ProviderEvent,
     StreamMetadata,
+    StructuredOutput,
     ThinkingBlock,
     TokenDelta,
     ToolCallEvent,
@@ -256,6 +257,9 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
     label = "Anthropic"
     key_env_var = "ANTHROPIC_API_KEY"
     errors = SdkErrorTypes.of(anthropic)
+    #: Structured PES planning forces a `submit_plan` tool: every tool-capable model has it,
+    #: while `output_config.format` is refused by models without structured outputs.
+    structured_output: ClassVar[StructuredOutput] = "forced_tool"
 
     def __init__(
         self,

@@ -14,6 +14,12 @@ A provider turns an `LLMRequest` into an async stream of `ProviderEvent`s:
 
 A stream that raises is a failed call; providers raise `ProviderError` with a message that
 never contains an API key.
+
+A provider may also declare how it constrains an answer to a JSON Schema, in a
+`structured_output` attribute (a `StructuredOutput`): `"response_format"` when it honours
+`LLMRequest.response_format` (OpenAI and OpenAI-compatible servers), `"forced_tool"` when the
+way is one tool whose input is the answer, forced by `tool_choice` (Anthropic). Structured PES
+planning uses it (`pes_agent.planning.structured`); a provider without it is asked in text.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ __all__ = [
     "ProviderEvent",
     "StreamMetadata",
     "StreamRestart",
+    "StructuredOutput",
     "ThinkingBlock",
     "TokenDelta",
     "TokenKind",
@@ -62,6 +69,10 @@ LLMPhase = Literal[
 #: tool's name forces that tool.
 ToolChoice = Literal["auto", "none", "required"] | str
 TokenKind = Literal["content", "thinking"]
+#: How a provider constrains an answer to a JSON Schema (its optional `structured_output`
+#: attribute): `"response_format"` honours `LLMRequest.response_format`; `"forced_tool"` offers
+#: one tool whose `input_schema` is the schema and forces it with `tool_choice`.
+StructuredOutput = Literal["response_format", "forced_tool"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ import json
 import re
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import openai
 from openai.resources.chat.completions import AsyncCompletions
@@ -51,6 +51,7 @@ from pes_agent.providers.base import (
     PromptMessage,
     ProviderEvent,
     StreamMetadata,
+    StructuredOutput,
     ThinkingBlock,
     TokenDelta,
     ToolCallEvent,
@@ -271,6 +272,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
     label = "OpenAI"
     key_env_var = "OPENAI_API_KEY"
     errors = SdkErrorTypes.of(openai)
+    #: Structured PES planning sends the plan's schema as `response_format` (`json_schema`).
+    structured_output: ClassVar[StructuredOutput] = "response_format"
 
     def __init__(self, config: ProviderConfig, *, retry_policy: RetryPolicy | None = None) -> None:
         self._base_url = self._resolve_base_url(config)
