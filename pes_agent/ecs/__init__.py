@@ -27,10 +27,13 @@ await close_services(world)       # closes the SDK clients the world's provider 
 | PermissionSystem [-5]     | PermissionComponent       | refuses calls to tools not allowed    |
 | ToolApprovalSystem [-5]   | ToolApprovalComponent     | approves, denies or asks a person     |
 | ReasoningSystem [0]       | LLMComponent              | one model turn with native tools      |
+| PlanningSystem [0]        | PlanComponent             | one "Step k/n" answer per plan step   |
+| TreeSearchSystem [0]      | PlanSearchComponent       | MCTS over plans -> best_plan          |
 | TerminalCleanupSystem [1] | TerminalComponent         | lifts chosen ends: chat loops go on   |
 | ToolExecutionSystem [5]   | PendingToolCallsComponent | runs the calls every gate cleared     |
 | CollaborationSystem [5]   | CollaborationComponent    | inbox -> "From <sender>: ..." turns   |
 | MessageBusSystem [5]      | MessageBusComponent       | topics, bounded queues, requests      |
+| ReplanningSystem [7]      | ReplanningComponent       | revises a plan's remaining steps      |
 | MemorySystem [10]         | ConversationComponent     | keeps max_messages, tool pairs whole  |
 | CompactionSystem [20]     | CompactionComponent       | folds older history into a summary    |
 | ErrorHandlingSystem [99]  | ErrorComponent            | logs, records, publishes, removes it  |
@@ -116,7 +119,9 @@ from pes_agent.ecs.message_bus import (
     message_bus_tools,
 )
 from pes_agent.ecs.messages import ChatMessage, ChatRole, ToolCall
+from pes_agent.ecs.planning import PlanFailuresComponent, PlanningSystem
 from pes_agent.ecs.reasoning import ReasoningSystem
+from pes_agent.ecs.replanning import ReplanningSystem
 from pes_agent.ecs.services import (
     AgentServicesComponent,
     attach_services,
@@ -124,6 +129,7 @@ from pes_agent.ecs.services import (
     services_of,
 )
 from pes_agent.ecs.tool_execution import ToolExecutionSystem
+from pes_agent.ecs.tree_search import TreeSearchSystem, query_with_plan, seed_plan
 from pes_agent.ecs.user_input import UserInputSystem
 
 __all__ = [
@@ -164,14 +170,17 @@ __all__ = [
     "PermissionComponent",
     "PermissionSystem",
     "PlanComponent",
+    "PlanFailuresComponent",
     "PlanRevisedEvent",
     "PlanSearchComponent",
     "PlanStepCompletedEvent",
+    "PlanningSystem",
     "RAGRetrievalCompletedEvent",
     "RAGTriggerComponent",
     "ReasoningFailuresComponent",
     "ReasoningSystem",
     "ReplanningComponent",
+    "ReplanningSystem",
     "StreamContentDeltaEvent",
     "StreamContentStartEvent",
     "StreamEndEvent",
@@ -191,6 +200,7 @@ __all__ = [
     "ToolExecutionSystem",
     "ToolRegistryComponent",
     "ToolResultsComponent",
+    "TreeSearchSystem",
     "UserInputComponent",
     "UserInputRequestedEvent",
     "UserInputSystem",
@@ -199,6 +209,8 @@ __all__ = [
     "close_services",
     "message_bus_tools",
     "message_peer_tool",
+    "query_with_plan",
+    "seed_plan",
     "send_message",
     "services_of",
 ]
