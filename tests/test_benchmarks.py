@@ -62,3 +62,43 @@ def test_soak_on_postgres_loses_and_interleaves_nothing() -> None:
         "--runs", "200", "--threads", "10", "--seed", "7", "--storage", "postgres", env=env
     )
     check_verdict(match, "postgres")
+
+
+PES_VS_REACT = Path(__file__).resolve().parents[1] / "benchmarks" / "pes_vs_react.py"
+PES_VS_REACT_LINE = re.compile(
+    r"pes_vs_react: tasks (\d+), model calls (\d+)/(\d+) = [\d.]+, "
+    r"prompt tokens (\d+)/(\d+) = [\d.]+, wall ms \d+/\d+ = [\d.]+ "
+    r"\(tokens: (tiktoken o200k_base|~4 chars/token)\)"
+)
+
+
+# Two tasks, one run, an instant model and tools at 5% of their latency: seconds, not a minute.
+TINY = ("--tasks", "2", "--repeats", "1", "--ttft-ms", "0", "--ms-per-token", "0")
+TINY += ("--tool-scale", "0.05")
+
+
+def run_pes_vs_react(*args: str) -> re.Match[str]:
+    completed = subprocess.run(
+        [sys.executable, str(PES_VS_REACT), *TINY, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    lines = completed.stdout.strip().splitlines()
+    assert "calls/levels" in completed.stdout
+    match = PES_VS_REACT_LINE.fullmatch(lines[-1])
+    assert match, f"unexpected last line {lines[-1]!r}"
+    return match
+
+
+@pytest.mark.slow
+def test_pes_vs_react_counts_calls_per_architecture() -> None:
+    """On two tasks PES makes two model calls each, ReAct one per dependency level plus the
+    answer (one per tool call plus the answer when sequential), with more prompt tokens."""
+    tasks, pes_calls, react_calls, pes_tokens, react_tokens, _ = run_pes_vs_react().groups()
+    assert (tasks, pes_calls, react_calls) == ("2", "4", "7")  # levels 2 and 3, +1 answer each
+    assert int(pes_tokens) < int(react_tokens)
+    sequential = run_pes_vs_react("--react-sequential")
+    assert sequential.group(3) == "9"  # 4 and 3 tool calls, +1 answer each
