@@ -35,6 +35,7 @@ await close_services(world)       # closes the SDK clients the world's provider 
 | MessageBusSystem [5]      | MessageBusComponent       | topics, bounded queues, requests      |
 | ReplanningSystem [7]      | ReplanningComponent       | revises a plan's remaining steps      |
 | MemorySystem [10]         | ConversationComponent     | keeps max_messages, tool pairs whole  |
+| CheckpointSystem [15]     | CheckpointComponent       | snapshots; `checkpoints.restore/undo` |
 | CompactionSystem [20]     | CompactionComponent       | folds older history into a summary    |
 | ErrorHandlingSystem [99]  | ErrorComponent            | logs, records, publishes, removes it  |
 
@@ -52,6 +53,8 @@ Gates cannot be bypassed: a tool call runs only once every gate component on its
 cleared it, whatever the tick order; every refused call is still answered with a tool message.
 """
 
+from pes_agent.ecs import checkpoints
+from pes_agent.ecs.checkpoints import CheckpointSystem
 from pes_agent.ecs.collaboration import CollaborationSystem, message_peer_tool, send_message
 from pes_agent.ecs.compaction import CompactionSystem
 from pes_agent.ecs.components import (
@@ -143,6 +146,7 @@ __all__ = [
     "CheckpointComponent",
     "CheckpointCreatedEvent",
     "CheckpointRestoredEvent",
+    "CheckpointSystem",
     "CollaborationComponent",
     "CollaborationSystem",
     "CompactionCompleteEvent",
@@ -206,6 +210,7 @@ __all__ = [
     "UserInputSystem",
     "VectorStoreComponent",
     "attach_services",
+    "checkpoints",
     "close_services",
     "message_bus_tools",
     "message_peer_tool",
