@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, assert_never
 
@@ -30,6 +31,24 @@ from pes_agent.usage import Usage
 __all__ = ["RunModelCaller"]
 
 _log = get_logger("pes_agent.llm")
+
+
+def _calls_text(calls: Sequence[ToolCallEvent]) -> str:
+    """Native tool calls as JSON text (unusable arguments as they were sent); "" for none."""
+    if not calls:
+        return ""
+    return json.dumps(
+        [
+            {
+                "id": event.call.id,
+                "name": event.call.name,
+                "arguments": event.call.arguments if event.error is None else event.raw,
+            }
+            for event in calls
+        ],
+        ensure_ascii=False,
+        default=str,
+    )
 
 
 class RunModelCaller:
@@ -150,7 +169,9 @@ class RunModelCaller:
         usage = metadata.usage if metadata is not None else Usage(requests=1)
         self.usage = self.usage + usage
         answer = "".join(text)
-        self.outputs.append((phase, answer))
+        # A turn that only calls tools (a plan sent through submit_plan) is kept as its calls,
+        # so what the model sent still shows, e.g. as the PLAN observation's raw output.
+        self.outputs.append((phase, answer or _calls_text(calls)))
         await self._record(
             ObservationType.LLM_STREAM_METADATA,
             f"{phase} call usage",

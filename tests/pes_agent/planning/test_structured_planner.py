@@ -231,6 +231,19 @@ async def test_forced_tool_offers_only_submit_plan_and_forces_it() -> None:
     assert ran == ["Paris"]
 
 
+async def test_the_plan_observation_shows_the_submit_plan_call_as_raw_output() -> None:
+    """A plan that came only as a tool call is still shown as what the model sent."""
+    model = Structured([submit(PLAN), "Sunny."], "forced_tool")
+    async with create_agent(provider=model, tools=[get_weather]) as agent:
+        seen: list[Any] = []
+        agent.observations.subscribe(seen.append, types=[ObservationType.PLAN])
+        result = await agent.process(AgentProps("Weather in Paris?", "t"))
+    assert result.metadata.status == "success", result.metadata.error
+    (ready,) = [o for o in seen if o.content.get("status") == "ready"]
+    (sent,) = json.loads(ready.content["raw"])
+    assert (sent["name"], sent["arguments"]) == (SUBMIT_PLAN, PLAN)
+
+
 async def test_the_plan_is_read_from_the_submit_plan_call_not_the_text() -> None:
     """Text beside the submit_plan call (here a different plan) is not what runs."""
     decoy = {**PLAN, "toolCalls": [{"toolName": "get_weather", "arguments": {"city": "Oslo"}}]}
