@@ -19,6 +19,7 @@ from pes_agent.config import (
     LLMParams,
     PlanningMode,
     ProviderConfig,
+    Reevaluate,
     RunOptions,
     StateSaving,
     ThreadConfig,
@@ -37,14 +38,16 @@ from pes_agent.errors import (
     UsageError,
 )
 from pes_agent.execution.executors import ConcurrentExecutor, SequentialExecutor
+from pes_agent.execution.revision import PlanProgress, PlanRevision
 from pes_agent.factory import create_agent
 from pes_agent.observing.logs import configure_logging
 from pes_agent.observing.manager import ObservationManager
 from pes_agent.observing.streams import StreamEvent, StreamSocket
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.planning.parser import OutputParser
-from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
+from pes_agent.planning.plan import LANGUAGE_STEP, ParsedToolCall, PlanningOutput
 from pes_agent.planning.planner import LLMPlanner
+from pes_agent.planning.reviser import LLMPlanReviser
 from pes_agent.protocols import (
     ExecutionContext,
     Executor,
@@ -53,6 +56,8 @@ from pes_agent.protocols import (
     ObservationRecorder,
     Planner,
     PlanningContext,
+    PlanReviser,
+    Reevaluation,
     SynthesisContext,
     Synthesizer,
 )
@@ -84,6 +89,7 @@ from pes_agent.usage import Usage
 __version__ = "0.1.0"
 
 __all__ = [
+    "LANGUAGE_STEP",
     "AgentCore",
     "AgentFinalResponse",
     "AgentProps",
@@ -98,6 +104,7 @@ __all__ = [
     "FunctionTool",
     "InMemoryStorage",
     "LLMParams",
+    "LLMPlanReviser",
     "LLMPlanner",
     "LLMProvider",
     "LLMRequest",
@@ -114,6 +121,9 @@ __all__ = [
     "ParsedToolCall",
     "PhaseDurations",
     "PlanParseError",
+    "PlanProgress",
+    "PlanReviser",
+    "PlanRevision",
     "Planner",
     "PlanningContext",
     "PlanningMode",
@@ -121,6 +131,8 @@ __all__ = [
     "PromptMessage",
     "ProviderConfig",
     "ProviderError",
+    "Reevaluate",
+    "Reevaluation",
     "RetryPolicy",
     "RunError",
     "RunOptions",

@@ -15,6 +15,7 @@ __all__ = [
     "LLMParams",
     "PlanningMode",
     "ProviderConfig",
+    "Reevaluate",
     "RunOptions",
     "StateSaving",
     "ThreadConfig",
@@ -22,6 +23,9 @@ __all__ = [
 ]
 
 StateSaving = Literal["explicit", "implicit"]
+#: When a running plan is re-evaluated (`pes_agent.execution.revision`): `"never"`, after a
+#: wave with a failed call (`"on_failure"`), or after every wave (`"each_wave"`).
+Reevaluate = Literal["never", "on_failure", "each_wave"]
 #: How the default planner asks for the plan: `"structured"` through the provider's structured
 #: output (a JSON Schema), `"text"` through the prompt alone, `"auto"` structured where the
 #: provider supports it and text otherwise (`pes_agent.planning.structured`).
@@ -176,6 +180,9 @@ class RunOptions(BaseModel):
     history_limit: int | None = None
     max_tool_calls: int | None = None
     tool_timeout_s: float | None = None
+    #: `create_agent(reevaluate=..., max_revisions=...)` for this call.
+    reevaluate: Reevaluate | None = None
+    max_revisions: int | None = None
     #: The default planner's `planning_mode` for this call (`LLMPlanner`; other planners
     #: ignore it).
     planning_mode: PlanningMode | None = None
@@ -192,6 +199,13 @@ class RunOptions(BaseModel):
     def _max_calls(cls, value: int | None) -> int | None:
         if value is not None and value < 1:
             raise ValueError("max_tool_calls must be >= 1")
+        return value
+
+    @field_validator("max_revisions")
+    @classmethod
+    def _revisions(cls, value: int | None) -> int | None:
+        if value is not None and value < 0:
+            raise ValueError("max_revisions must be >= 0 (0: the plan is never revised)")
         return value
 
     @field_validator("tool_timeout_s")

@@ -12,7 +12,7 @@ from typing import Any, Protocol, TypeVar
 
 from ecs_core import EntityId, TerminalComponent, World
 from pes_agent._closing import AsyncCloseable, ClosedOnExit, close_all
-from pes_agent.config import LLMParams, ProviderConfig, StateSaving
+from pes_agent.config import LLMParams, ProviderConfig, Reevaluate, StateSaving
 from pes_agent.errors import RunError, UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.streams import StreamSocket
@@ -105,6 +105,8 @@ class AgentCore(ClosedOnExit):
         max_tool_calls: int,
         llm_params: LLMParams,
         owned: Sequence[AsyncCloseable] = (),
+        reevaluate: Reevaluate = "never",
+        max_revisions: int = 2,
     ) -> None:
         self.tools = tools
         self.state = StateManager(storage, observations=observations)
@@ -122,6 +124,8 @@ class AgentCore(ClosedOnExit):
         self._max_concurrency = max_concurrency
         self._tool_timeout_s = tool_timeout_s
         self._max_tool_calls = max_tool_calls
+        self._reevaluate: Reevaluate = reevaluate
+        self._max_revisions = max_revisions
         self._llm_params = llm_params
         # The live services of each run; the systems find them by run entity.
         self._resources = ResourceTable()
@@ -308,6 +312,8 @@ class AgentCore(ClosedOnExit):
             ),
             max_concurrency=self._max_concurrency,
             state_snapshot=context.state.model_copy(deep=True).data,
+            reevaluate=_first(options.reevaluate if options else None, self._reevaluate),
+            max_revisions=_first(options.max_revisions if options else None, self._max_revisions),
         )
         world = self._take_world()
         entity = world.create_entity(spec, timings)

@@ -11,6 +11,7 @@ from pes_agent.config import (
     LLMParams,
     PlanningMode,
     ProviderConfig,
+    Reevaluate,
     StateSaving,
 )
 from pes_agent.core import AgentCore
@@ -71,6 +72,8 @@ def create_agent(
     sync_tool_threads: int = DEFAULT_SYNC_TOOL_THREADS,
     max_providers: int = DEFAULT_POOL_SIZE,
     planning_mode: PlanningMode = "auto",
+    reevaluate: Reevaluate = "never",
+    max_revisions: int = 2,
 ) -> AgentCore:
     """Build an agent: `create_agent(provider="openai:gpt-4o-mini", tools=[get_weather])`.
 
@@ -86,8 +89,11 @@ def create_agent(
     default planner asks for the plan: `"structured"` through the provider's structured output
     (OpenAI `json_schema`, Anthropic a forced `submit_plan` tool), `"text"` through the prompt
     alone, `"auto"` structured where the provider supports it and text otherwise, or once its
-    server refuses the option (see `pes_agent.planning.structured`). Every argument is checked
-    here, so a mistake fails now with the fix in the message.
+    server refuses the option (see `pes_agent.planning.structured`). `reevaluate` has the model
+    re-evaluate the calls not yet run while the plan executes: `"on_failure"` after a wave in
+    which a call failed, `"each_wave"` after every wave, at most `max_revisions` revisions a run
+    (see `pes_agent.execution.revision`; `"never"`, the default, runs the DAG untouched).
+    Every argument is checked here, so a mistake fails now with the fix in the message.
 
     `aclose()` closes only what is built here from a string or a config; a provider or
     storage object passed in stays open, so several agents may share it (close it yourself).
@@ -116,6 +122,12 @@ def create_agent(
             "planning_mode configures the default planner; with planner=... leave it out, or "
             f"pass LLMPlanner(planning_mode={planning_mode!r}) as the planner"
         )
+    if reevaluate not in ("never", "on_failure", "each_wave"):
+        raise UsageError(
+            f"reevaluate must be 'never', 'on_failure' or 'each_wave', got {reevaluate!r}"
+        )
+    if isinstance(max_revisions, bool) or not isinstance(max_revisions, int) or max_revisions < 0:
+        raise UsageError(f"max_revisions must be an int >= 0 (default 2), got {max_revisions!r}")
     _check_protocol("executor", executor, "execute", "Executor")
     _check_protocol("synthesizer", synthesizer, "synthesize", "Synthesizer")
     if system_prompt is not None and not isinstance(system_prompt, str):
@@ -169,5 +181,7 @@ def create_agent(
         max_concurrency=max_concurrency,
         tool_timeout_s=float(tool_timeout_s),
         max_tool_calls=max_tool_calls,
+        reevaluate=reevaluate,
+        max_revisions=max_revisions,
         llm_params=LLMParams(temperature=temperature, max_tokens=max_tokens),
     )

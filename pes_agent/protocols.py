@@ -5,7 +5,9 @@ Swap a phase by passing an object of the right shape to `create_agent`:
 - `Planner.plan(ctx) -> PlanningOutput` — decides intent, plan and tool calls;
 - `Executor.execute(calls, ctx) -> list[ToolResult]` — runs the calls (the default runs them as
   a concurrent DAG; `SequentialExecutor` runs them one by one);
-- `Synthesizer.synthesize(ctx) -> str` — writes the final answer.
+- `Synthesizer.synthesize(ctx) -> str` — writes the final answer;
+- `PlanReviser.revise(progress) -> calls | None` — re-evaluates the calls not yet run after a
+  wave (`create_agent(reevaluate=...)`; see `pes_agent.execution.revision`).
 
 The default implementations use nothing but these contracts.
 """
@@ -16,7 +18,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pes_agent.config import AgentState, LLMParams
+from pes_agent.config import AgentState, LLMParams, Reevaluate
+from pes_agent.execution.revision import PlanProgress, PlanRevision
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
 from pes_agent.providers.base import (
@@ -39,9 +42,12 @@ __all__ = [
     "LLMResponse",
     "ModelCaller",
     "ObservationRecorder",
+    "PlanReviser",
+    "PlanRevisionHooks",
     "Planner",
     "PlanningContext",
     "RecordObservation",
+    "Reevaluation",
     "SynthesisContext",
     "Synthesizer",
 ]
@@ -123,9 +129,49 @@ class ExecutionHooks(Protocol):
     async def on_call_end(self, call: ParsedToolCall, result: ToolResult) -> None: ...
 
 
+@runtime_checkable
+class PlanRevisionHooks(Protocol):
+    """Hooks that are also told the outcome of each re-evaluation (optional beside
+    `ExecutionHooks`: an executor calls this only on hooks that have it); must not raise."""
+
+    async def on_plan_revision(self, outcome: PlanRevision) -> None: ...
+
+
+@runtime_checkable
+class PlanReviser(Protocol):
+    """Re-evaluates a running plan at the end of a wave.
+
+    Returns the calls to run instead of the calls not yet run (`progress.pending`; `[]` drops
+    them), numbered from `progress.next_step`, or `None` to keep them. Raises
+    `PlanParseError` when the answer it got cannot be used; the plan is then kept. The
+    executor checks the calls (`execution.revision.revision_errors`) before adopting them.
+    """
+
+    async def revise(self, progress: PlanProgress) -> Sequence[ParsedToolCall] | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reevaluation:
+    """When and by whom an executor has its plan re-evaluated (`ExecutionContext.reevaluation`).
+
+    `mode` is `"on_failure"` or `"each_wave"` (`"never"` is the same as no `Reevaluation`);
+    at most `max_revisions` revisions are adopted per `execute`, after which the reviser is not
+    asked again.
+    """
+
+    mode: Reevaluate
+    reviser: PlanReviser
+    max_revisions: int = 2
+
+
 @dataclass(frozen=True, slots=True)
 class ExecutionContext:
-    """What an executor needs: the tools, which of them this run may use, and its limits."""
+    """What an executor needs: the tools, which of them this run may use, and its limits.
+
+    `llm` is the model caller language steps use (without one a language step is an error
+    result); `reevaluation`, when set, has the plan re-evaluated as it runs. Executors that
+    support neither may ignore both.
+    """
 
     thread_id: str
     trace_id: str
@@ -138,6 +184,8 @@ class ExecutionContext:
     session_id: str | None = None
     hooks: ExecutionHooks | None = None
     state: AgentState | None = None
+    llm: ModelCaller | None = None
+    reevaluation: Reevaluation | None = None
 
 
 @runtime_checkable

@@ -6,7 +6,10 @@ Both views are fed the run's observations and stream events and keep a `RunState
   the thinking and the plan as they stream, a table of tool calls whose rows update (a
   spinner while a call runs, its status and duration when done, and a timeline column where
   calls that run side by side show as overlapping bars), the answer as it streams, and the
-  status, tokens and time at the end.
+  status, tokens and time at the end. A language step shows as a call whose tool is
+  "language step" and whose argument is its instruction; a revision of the plan
+  (`create_agent(reevaluate=...)`) adds a "plan revised (N)" row above its new calls and marks
+  the calls it replaced, and a re-evaluation that kept the plan is a line saying so.
 - `PlainView` (a pipe or file): the same run as plain lines, one per event, with the answer
   streamed as text — readable in a log and in CI.
 
@@ -40,6 +43,7 @@ from pes_agent.run import AgentFinalResponse, ExecutionMetadata
 __all__ = [
     "LiveView",
     "PlainView",
+    "RevisionNote",
     "RunHeader",
     "RunState",
     "RunView",
@@ -50,7 +54,7 @@ __all__ = [
     "summary_text",
 ]
 
-RowStatus = Literal["waiting", "running", "success", "error", "cancelled"]
+RowStatus = Literal["waiting", "running", "success", "error", "cancelled", "replaced"]
 Stage = Literal["starting", "planning", "executing", "synthesizing", "finishing", "done"]
 
 _REFRESH_S = 1 / 12
@@ -64,7 +68,12 @@ _ROW_STYLE: dict[RowStatus, str] = {
     "success": "green",
     "error": "red",
     "cancelled": "dim red",
+    "replaced": "dim strike",
 }
+# Phases whose streamed tokens are the plan being written (shown while planning).
+_PLAN_PHASES = frozenset({"planning", "repair"})
+# Model calls made while the tools run: they do not move the run back to planning.
+_EXECUTION_PHASES = frozenset({"reevaluation", "language_step"})
 
 
 def compact_json(value: Any, limit: int | None = None) -> str:
@@ -118,7 +127,10 @@ class RunHeader:
 
 @dataclass(slots=True)
 class ToolRow:
-    """One planned tool call as the view shows it."""
+    """One planned call as the view shows it (a language step has `kind == "language"`).
+
+    `revision` is the plan revision that added the call (0: the first plan).
+    """
 
     call_id: str
     tool_name: str
@@ -130,6 +142,23 @@ class ToolRow:
     duration_ms: float | None = None
     output: Any = None
     error: str | None = None
+    kind: Literal["tool", "language"] = "tool"
+    revision: int = 0
+
+    @property
+    def label(self) -> str:
+        """What the call runs: its tool's name, or "language step"."""
+        return "language step" if self.kind == "language" else self.tool_name
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionNote:
+    """A re-evaluation of the plan as the view shows it: a revision, or a plan kept."""
+
+    status: str
+    revision: int
+    replaced: tuple[str, ...] = ()
+    reason: str | None = None
 
 
 class RunState:
@@ -153,6 +182,10 @@ class RunState:
         self.plan: str | None = None
         self.planned_at: float | None = None
         self.rows: list[ToolRow] = []
+        # Call ids by step number (index + 1): placeholders name steps, rows are found by id.
+        self.steps: list[str] = []
+        self.revisions: list[RevisionNote] = []
+        self.reevaluating = False
         self.answer = ""
         self.errors: list[str] = []
         self.result: AgentFinalResponse | None = None
@@ -179,6 +212,9 @@ class RunState:
         if kind is ObservationType.LLM_STREAM_START:
             phase = content.get("phase")
             self.model = f"{content.get('provider')}:{content.get('model')}"
+            if phase in _EXECUTION_PHASES:
+                self.reevaluating = phase == "reevaluation" or self.reevaluating
+                return None
             if phase == "synthesis":
                 self.stage = "synthesizing"
                 self.answer = ""
@@ -200,27 +236,21 @@ class RunState:
             self.plan = content.get("plan")
             self.planned_at = self.now()
             self.stage = "executing"
-            calls = list(content.get("toolCalls") or ())
-            ids = [str(call.get("call_id", "?")) for call in calls]
-            for call_id, call in zip(ids, calls, strict=True):
-                arguments = call.get("arguments", {})
-                after = list(call.get("depends_on") or ())
-                for step in _PLACEHOLDER.findall(compact_json(arguments)):
-                    index = int(step) - 1
-                    if 0 <= index < len(ids) and ids[index] not in after:
-                        after.append(ids[index])
-                self.rows.append(
-                    ToolRow(
-                        call_id=call_id,
-                        tool_name=str(call.get("tool_name", "?")),
-                        arguments=arguments,
-                        depends_on=after,
-                    )
-                )
+            self._add_rows(list(content.get("toolCalls") or ()), revision=0)
+        elif kind is ObservationType.PLAN and content.get("status") in (
+            "revised",
+            "kept",
+            "unusable",
+            "failed",
+        ):
+            self.reevaluating = False
+            self._revise(content)
         elif kind is ObservationType.TOOL_CALL:
             row = self.row(str(content.get("callId")), str(content.get("toolName")))
             row.status = "running"
             row.arguments = content.get("arguments", row.arguments)
+            if content.get("kind") == "language":
+                row.kind = "language"
             row.started_at = self.now()
             return row
         elif kind is ObservationType.TOOL_EXECUTION:
@@ -239,12 +269,53 @@ class RunState:
             self.stage = "finishing"
         return None
 
+    def _add_rows(self, calls: list[dict[str, Any]], *, revision: int) -> None:
+        """Rows for planned calls (as PLAN observations dump them), numbered on as steps."""
+        first = len(self.steps)
+        self.steps.extend(str(call.get("call_id", "?")) for call in calls)
+        for offset, call in enumerate(calls):
+            arguments = call.get("arguments", {})
+            instruction = call.get("instruction")
+            if instruction is not None:
+                arguments = {"instruction": instruction}
+            after = list(call.get("depends_on") or ())
+            for step in _PLACEHOLDER.findall(compact_json(arguments)):
+                index = int(step) - 1
+                known = 0 <= index < len(self.steps) and index != first + offset
+                if known and self.steps[index] not in after:
+                    after.append(self.steps[index])
+            self.rows.append(
+                ToolRow(
+                    call_id=self.steps[first + offset],
+                    tool_name=str(call.get("tool_name", "?")),
+                    arguments=arguments,
+                    depends_on=after,
+                    kind="language" if instruction is not None else "tool",
+                    revision=revision,
+                )
+            )
+
+    def _revise(self, content: dict[str, Any]) -> None:
+        """A re-evaluation ended: mark the replaced calls and add the new ones, or note it."""
+        status = str(content.get("status"))
+        revision = int(content.get("revision") or 0)
+        replaced = tuple(str(call_id) for call_id in content.get("replaced") or ())
+        self.revisions.append(
+            RevisionNote(status, revision, replaced, content.get("reason") or None)
+        )
+        if status != "revised":
+            return
+        for row in self.rows:
+            if row.call_id in replaced and row.status == "waiting":
+                row.status = "replaced"
+        self._add_rows(list(content.get("toolCalls") or ()), revision=revision)
+
     def apply_stream(self, event: StreamEvent) -> None:
         """Add a streamed piece of text (or drop what a restarted stream had sent)."""
         if event.kind == "restart":
             if event.phase == "synthesis":
                 self.answer = ""
-            else:
+            elif event.phase in _PLAN_PHASES:
                 self.plan_stream = ""
             self.thinking_stream = ""
         elif event.kind == "thinking":
@@ -252,7 +323,7 @@ class RunState:
         elif event.kind == "token":
             if event.phase == "synthesis":
                 self.answer += event.text
-            else:
+            elif event.phase in _PLAN_PHASES:
                 self.plan_stream += event.text
 
     def cancel(self) -> None:
@@ -403,6 +474,9 @@ class LiveView(_ViewBase):
         if state.rows:
             parts.append(Text())
             parts.append(self._tool_table())
+        for note in state.revisions:
+            if note.status != "revised":
+                parts.append(Text(f"↺ {_kept_text(note)}", style="dim"))
         if state.stage in ("synthesizing", "finishing", "done") and (
             state.answer or state.stage == "synthesizing"
         ):
@@ -463,8 +537,12 @@ class LiveView(_ViewBase):
         table.add_column("status", no_wrap=True, min_width=11)
         table.add_column("time", no_wrap=True, justify="right", min_width=6)
         table.add_column("timeline", no_wrap=True, width=timeline_width)
+        shown_revision = 0
         for row in state.rows:
-            detail = Text(row.tool_name + " ", style="bold")
+            if row.revision != shown_revision:
+                shown_revision = row.revision
+                table.add_row("", _revision_text(state, row.revision), "", "", "")
+            detail = Text(row.label + " ", style="bold")
             detail.append(
                 compact_json(row.arguments, 200), style="dim" if row.status == "waiting" else ""
             )
@@ -480,6 +558,8 @@ class LiveView(_ViewBase):
             elif row.status == "waiting":
                 after = ", ".join(row.depends_on)
                 status = Text(f"after {after}" if after else "waiting", style="dim")
+            elif row.status == "replaced":
+                status = Text("⊘ replaced", style="dim")
             else:
                 mark = {"success": "✓", "error": "✗"}.get(row.status, "⊘")
                 status = Text(f"{mark} {row.status}", style=_ROW_STYLE[row.status])
@@ -510,7 +590,7 @@ class LiveView(_ViewBase):
         label = {
             "starting": "starting",
             "planning": "planning",
-            "executing": "running tools",
+            "executing": "re-evaluating the plan" if state.reevaluating else "running tools",
             "synthesizing": "writing the answer",
             "finishing": "saving",
             "done": "done",
@@ -530,6 +610,27 @@ def _bar(row: ToolRow, origin: float, span: float, now: float, width: int) -> Te
     bar = Text(" " * first)
     bar.append("━" * (last - first), style=_ROW_STYLE[row.status])
     return bar
+
+
+def _revision_text(state: RunState, revision: int) -> Text:
+    """The row above a revision's calls: "plan revised (N)" and what it replaced."""
+    text = Text(f"↻ plan revised ({revision})", style="bold magenta")
+    note = next(
+        (n for n in state.revisions if n.status == "revised" and n.revision == revision), None
+    )
+    if note is not None and note.replaced:
+        text.append(" · replaced " + ", ".join(note.replaced), style="magenta")
+    return text
+
+
+def _kept_text(note: RevisionNote) -> str:
+    """A re-evaluation that kept the plan, in words."""
+    what = {
+        "kept": "plan kept",
+        "unusable": "plan kept (the revision could not be used)",
+        "failed": "plan kept (the re-evaluation failed)",
+    }.get(note.status, "plan kept")
+    return f"{what}: {note.reason}" if note.reason and note.status != "kept" else what
 
 
 def _tail(text: str, limit: int) -> str:
@@ -579,6 +680,8 @@ class PlainView(_ViewBase):
         kind = observation.type
         if kind is ObservationType.LLM_STREAM_START and content.get("phase") == "repair":
             self._line("the plan was unusable; asking the model to repair it…", "yellow")
+        elif kind is ObservationType.LLM_STREAM_START and content.get("phase") == "reevaluation":
+            self._line("re-evaluating the plan…", "dim")
         elif kind is ObservationType.THOUGHTS:
             self._line(f"thinking: {_cut(str(content.get('text', '')), 400)}", "italic")
         elif kind is ObservationType.PLAN and content.get("status") == "ready":
@@ -591,20 +694,36 @@ class PlainView(_ViewBase):
             for planned in state.rows:
                 after = f"  (after {', '.join(planned.depends_on)})" if planned.depends_on else ""
                 self._print(
-                    f"         · {planned.call_id} {planned.tool_name} "
+                    f"         · {planned.call_id} {planned.label} "
                     f"{compact_json(planned.arguments, 200)}{after}"
                 )
+        elif kind is ObservationType.PLAN and content.get("status") == "revised":
+            note = state.revisions[-1]
+            replaced = f"; replaced {', '.join(note.replaced)}" if note.replaced else ""
+            self._line(Text(f"plan revised ({note.revision}){replaced}", style="bold magenta"))
+            for planned in state.rows:
+                if planned.revision == note.revision:
+                    self._print(
+                        f"         · {planned.call_id} {planned.label} "
+                        f"{compact_json(planned.arguments, 200)}"
+                    )
+        elif kind is ObservationType.PLAN and content.get("status") in (
+            "kept",
+            "unusable",
+            "failed",
+        ):
+            self._line(_kept_text(state.revisions[-1]), "dim")
         elif kind is ObservationType.TOOL_CALL and row is not None:
-            self._line(f"▶ {row.call_id} {row.tool_name} {compact_json(row.arguments, 200)}")
+            self._line(f"▶ {row.call_id} {row.label} {compact_json(row.arguments, 200)}")
         elif kind is ObservationType.TOOL_EXECUTION and row is not None:
             took = format_duration(row.duration_ms)
             if row.status == "success":
                 self._line(
-                    f"✓ {row.call_id} {row.tool_name} in {took} → {compact_json(row.output, 200)}",
+                    f"✓ {row.call_id} {row.label} in {took} → {compact_json(row.output, 200)}",
                     "green",
                 )
             else:
-                self._line(f"✗ {row.call_id} {row.tool_name} failed: {row.error}", "red")
+                self._line(f"✗ {row.call_id} {row.label} failed: {row.error}", "red")
         elif kind is ObservationType.LLM_STREAM_START and content.get("phase") == "synthesis":
             self._line("answer:", "bold")
         elif kind is ObservationType.ERROR:

@@ -5,7 +5,12 @@
 - an LLM call runs from `LLM_STREAM_START` to `LLM_STREAM_END` (an `LLM_STREAM_ERROR` ends it as
   `error`, or as `retried` when the provider tried again, which starts a new span);
 - a tool call runs from `TOOL_CALL` to the `TOOL_EXECUTION` whose `parent_id` is that call (a
-  call refused or skipped before it started has only its `TOOL_EXECUTION`).
+  call refused or skipped before it started has only its `TOOL_EXECUTION`). A language step is
+  such a span too, labelled "language step" with its instruction in the details; the model call
+  it made is its own LLM span (phase `language_step`).
+- each re-evaluation of the plan (`create_agent(reevaluate=...)`) is a `revision` marker on the
+  axis and an entry of `Timeline.revisions`: the page lists each revision with the calls it
+  replaced (struck through: they never ran) and the calls it added, and each plan kept.
 
 `render_html(timeline)` draws the spans as bars on a shared time axis, so calls that ran side by
 side overlap at a glance; hovering a bar shows a summary, clicking it shows its arguments and
@@ -29,6 +34,7 @@ from pes_agent.threads.messages import ConversationMessage, MessageRole
 
 __all__ = [
     "Marker",
+    "Revision",
     "Span",
     "SpanKind",
     "SpanStatus",
@@ -63,12 +69,27 @@ class Span:
 
 @dataclass(slots=True)
 class Marker:
-    """A moment of the run worth a mark on the axis: an error, or the final response."""
+    """A moment of the run worth a mark on the axis: an error, a re-evaluation of the plan, or
+    the final response."""
 
     at_ms: float
-    kind: Literal["error", "final"]
+    kind: Literal["error", "final", "revision"]
     label: str
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Revision:
+    """One re-evaluation of the plan: `status` `"revised"` (revision `number`, the `replaced`
+    call ids that never ran, the `added` calls) or `"kept"`, `"unusable"`, `"failed"`."""
+
+    at_ms: float
+    status: str
+    number: int
+    label: str
+    replaced: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+    reason: str | None = None
 
 
 @dataclass(slots=True)
@@ -84,6 +105,7 @@ class Timeline:
     answer: str | None
     spans: list[Span]
     markers: list[Marker]
+    revisions: list[Revision] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The timeline as plain JSON data (spans carry their `duration_ms`)."""
@@ -111,7 +133,9 @@ def build_timeline(
     origin = run[0]
     spans: list[Span] = []
     markers: list[Marker] = []
-    open_llm: dict[str, Span] = {}
+    revisions: list[Revision] = []
+    # By the call's number (`llmCall`): language steps stream side by side in one phase.
+    open_llm: dict[object, Span] = {}
     open_tools: dict[str, Span] = {}
     last_llm: dict[str, Span] = {}
     status = "unfinished"
@@ -121,6 +145,7 @@ def build_timeline(
         content = observation.content
         kind = observation.type
         phase = str(content.get("phase", ""))
+        key = content.get("llmCall", phase)
         if kind is ObservationType.LLM_STREAM_START:
             llm_count += 1
             model = f"{content.get('provider')}:{content.get('model')}"
@@ -133,20 +158,20 @@ def build_timeline(
                 details={"phase": phase, "provider": content.get("provider"), "model": model},
             )
             spans.append(span)
-            open_llm[phase] = last_llm[phase] = span
-        elif kind is ObservationType.LLM_STREAM_METADATA and phase in open_llm:
-            open_llm[phase].details.update(
+            open_llm[key] = last_llm[phase] = span
+        elif kind is ObservationType.LLM_STREAM_METADATA and key in open_llm:
+            open_llm[key].details.update(
                 {
                     "usage": content.get("usage"),
                     "stop_reason": content.get("stop_reason"),
                     "time_to_first_token_ms": content.get("time_to_first_token_ms"),
                 }
             )
-        elif kind is ObservationType.LLM_STREAM_END and phase in open_llm:
-            span = open_llm.pop(phase)
+        elif kind is ObservationType.LLM_STREAM_END and key in open_llm:
+            span = open_llm.pop(key)
             span.end_ms, span.status = at, "success"
-        elif kind is ObservationType.LLM_STREAM_ERROR and phase in open_llm:
-            span = open_llm.pop(phase)
+        elif kind is ObservationType.LLM_STREAM_ERROR and key in open_llm:
+            span = open_llm.pop(key)
             span.end_ms = at
             span.status = "retried" if content.get("retrying") else "error"
             span.details["error"] = content.get("error")
@@ -162,6 +187,12 @@ def build_timeline(
                         "model_output": content.get("raw"),
                     }
                 )
+        elif kind is ObservationType.PLAN and content.get("status") in _REEVALUATED:
+            revision = _revision(at, content)
+            revisions.append(revision)
+            markers.append(Marker(at, "revision", revision.label, dict(content)))
+            if "reevaluation" in last_llm:
+                last_llm["reevaluation"].details["outcome"] = revision.label
         elif kind in (ObservationType.TITLE, ObservationType.INTENT):
             target = last_llm.get("repair") or last_llm.get("planning")
             if target is not None:
@@ -169,15 +200,18 @@ def build_timeline(
                 target.details[key] = content.get(key)
         elif kind is ObservationType.TOOL_CALL:
             call_id = str(content.get("callId"))
+            name = _call_name(content)
             span = Span(
                 id=f"tool-{len(spans) + 1}",
                 kind="tool",
-                label=f"{call_id} · {content.get('toolName')}",
-                name=str(content.get("toolName")),
+                label=f"{call_id} · {name}",
+                name=name,
                 start_ms=at,
                 call_id=call_id,
                 details={"arguments": content.get("arguments")},
             )
+            if content.get("kind") == "language":
+                span.details.update({"kind": "language", "instruction": content.get("instruction")})
             spans.append(span)
             open_tools[observation.id] = span
         elif kind is ObservationType.TOOL_EXECUTION:
@@ -189,8 +223,8 @@ def build_timeline(
                 span_or_none = Span(
                     id=f"tool-{len(spans) + 1}",
                     kind="tool",
-                    label=f"{call_id} · {content.get('toolName')}",
-                    name=str(content.get("toolName")),
+                    label=f"{call_id} · {_call_name(content)}",
+                    name=_call_name(content),
                     start_ms=max(at - took, 0.0),
                     call_id=call_id,
                     details={"started": False},
@@ -236,7 +270,36 @@ def build_timeline(
         answer=answer,
         spans=spans,
         markers=markers,
+        revisions=revisions,
     )
+
+
+_REEVALUATED = frozenset({"revised", "kept", "unusable", "failed"})
+
+
+def _call_name(content: dict[str, Any]) -> str:
+    """What a call ran: its tool's name, or "language step"."""
+    return "language step" if content.get("kind") == "language" else str(content.get("toolName"))
+
+
+def _revision(at: float, content: dict[str, Any]) -> Revision:
+    status = str(content.get("status"))
+    number = int(content.get("revision") or 0)
+    if status == "revised":
+        replaced = [str(call_id) for call_id in content.get("replaced") or ()]
+        added = [
+            str(call.get("call_id"))
+            for call in content.get("toolCalls") or ()
+            if isinstance(call, dict)
+        ]
+        label = f"plan revised ({number})"
+        return Revision(at, status, number, label, replaced=replaced, added=added)
+    label = {
+        "kept": "plan kept",
+        "unusable": "plan kept: the revision could not be used",
+        "failed": "plan kept: the re-evaluation failed",
+    }[status]
+    return Revision(at, status, number, label, reason=content.get("reason"))
 
 
 def embed_json(data: Any) -> str:
@@ -285,7 +348,7 @@ def _summary(span: Span) -> str:
 
 _CSS = """
 :root { --llm: #4f7fd9; --ok: #2f9e5b; --err: #d64545; --retry: #e0892b; --muted: #6b7280;
-        --grid: #e5e7eb; --bg: #ffffff; --fg: #111827; --panel: #f9fafb; }
+        --grid: #e5e7eb; --bg: #ffffff; --fg: #111827; --panel: #f9fafb; --rev: #8b5cf6; }
 * { box-sizing: border-box; }
 body { margin: 0; padding: 24px 32px; font: 14px/1.45 system-ui, -apple-system, "Segoe UI",
        Roboto, sans-serif; color: var(--fg); background: var(--bg); }
@@ -317,6 +380,9 @@ h1 { font-size: 20px; margin: 0 0 4px; }
 .tick { position: absolute; transform: translateX(-50%); white-space: nowrap; }
 .marker { position: absolute; top: 0; bottom: 0; width: 2px; }
 .marker.error { background: var(--err); } .marker.final { background: var(--fg); }
+.marker.revision { background: var(--rev); }
+.revisions-title { font-size: 15px; margin: 8px 0 4px; }
+.revisions { margin: 0 0 16px; padding-left: 20px; } .revisions del { color: var(--muted); }
 .legend { margin: 8px 0 16px; color: var(--muted); font-size: 12px; }
 .legend span { display: inline-block; width: 12px; height: 10px; border-radius: 2px;
                margin: 0 4px 0 12px; vertical-align: middle; }
@@ -404,6 +470,24 @@ def render_html(timeline: Timeline) -> str:
             f'<div class="qa"><div>query</div><div>{esc(timeline.query or "")}</div>'
             f"<div>answer</div><div>{esc(timeline.answer or '')}</div></div>"
         )
+    revisions = ""
+    if timeline.revisions:
+        items = []
+        for revision in timeline.revisions:
+            text = f"<b>{esc(revision.label)}</b> at {esc(_duration(revision.at_ms))}"
+            if revision.replaced:
+                gone = ", ".join(f"<del>{esc(call_id)}</del>" for call_id in revision.replaced)
+                text += f" · replaced {gone} (never ran)"
+            if revision.added:
+                text += " · added " + esc(", ".join(revision.added))
+            if revision.reason and revision.status != "kept":
+                text += " · " + esc(revision.reason)
+            items.append(f"<li>{text}</li>")
+        revisions = (
+            '<h2 class="revisions-title">Plan revisions</h2><ul class="revisions">'
+            + "".join(items)
+            + "</ul>"
+        )
     tools = sum(1 for s in timeline.spans if s.kind == "tool")
     llms = len(timeline.spans) - tools
     status = timeline.status if timeline.status in ("success", "partial", "error") else "unfinished"
@@ -425,7 +509,9 @@ started {esc(timeline.started_at)} · {esc(_duration(timeline.duration_ms))} ·
 <span style="background:var(--llm)"></span>LLM call
 <span style="background:var(--ok)"></span>tool call
 <span style="background:var(--err)"></span>error
-<span style="background:var(--retry)"></span>retried</div>
+<span style="background:var(--retry)"></span>retried
+<span style="background:var(--rev)"></span>plan revision</div>
+{revisions}
 <div class="chart">
 {"".join(rows)}
 <div class="axis">{axis}</div>

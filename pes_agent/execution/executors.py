@@ -12,6 +12,18 @@ Both follow the same rules for every call (they share one per-call routine):
    tool against its JSON Schema), and the tool runs under its timeout (the tool's own
    `timeout_s`, else `ctx.tool_timeout_s`).
 
+A language step (a call with an `instruction`, see `pes_agent.execution.language`) follows the
+same rules, except that it needs no registered tool: it needs `ctx.llm`, its placeholders are
+filled into the instruction as text, and it is one model call (phase `"language_step"`, bounded
+by the provider's own timeout and retries rather than the tool timeout) whose text is its result.
+
+With `ctx.reevaluation` (`create_agent(reevaluate="on_failure" | "each_wave")`) both executors
+pause at the end of each wave and let the reviser replace the calls not yet run; the rules
+(what a wave is, numbering, what a revision may change) are in `pes_agent.execution.revision`.
+Results then come back for the calls of the final plan, in step order, replaced calls left out.
+Without it, nothing of this runs: the DAG starts each call the moment its last dependency
+finishes.
+
 Every failure is an error `ToolResult`, never an exception: ``Tool "x" timed out after 2s.``,
 ``ValueError: <message>`` for a tool that raised (the traceback goes to the log), or the message
 of a `ToolExecutionError` the tool raised on purpose. Results come back in call order.
@@ -38,12 +50,22 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from pes_agent.errors import ToolExecutionError, UsageError
+from pes_agent.errors import PlanParseError, RunError, ToolExecutionError, UsageError
 from pes_agent.execution.dag import CallGraph
-from pes_agent.execution.placeholders import resolve_placeholders
+from pes_agent.execution.language import build_language_step_messages
+from pes_agent.execution.placeholders import resolve_placeholders, resolve_text
+from pes_agent.execution.revision import (
+    PlanProgress,
+    PlanRevision,
+    RevisionStatus,
+    adopt_call_ids,
+    revision_errors,
+    same_calls,
+)
 from pes_agent.observing.logs import get_logger
+from pes_agent.planning.parser import OutputParser
 from pes_agent.planning.plan import ParsedToolCall
-from pes_agent.protocols import ExecutionContext
+from pes_agent.protocols import ExecutionContext, ModelCaller, PlanRevisionHooks, Reevaluation
 from pes_agent.tools.base import Tool, ToolContext, ToolResult
 from pes_agent.tools.decorator import FunctionTool
 from pes_agent.tools.threads import ToolThreadPool
@@ -52,6 +74,20 @@ from pes_agent.tools.validation import validate_arguments
 __all__ = ["ConcurrentExecutor", "SequentialExecutor"]
 
 _log = get_logger("pes_agent.execution.executors")
+_PARSER = OutputParser()
+
+
+def _reevaluation(ctx: ExecutionContext) -> Reevaluation | None:
+    """The context's re-evaluation settings when they can change anything, else None."""
+    reevaluation = ctx.reevaluation
+    if reevaluation is None or reevaluation.mode == "never":
+        return None
+    if reevaluation.mode not in ("on_failure", "each_wave"):
+        raise UsageError(
+            "Reevaluation.mode must be 'never', 'on_failure' or 'each_wave', got "
+            f"{reevaluation.mode!r}"
+        )
+    return reevaluation if reevaluation.max_revisions > 0 else None
 
 
 class ConcurrentExecutor:
@@ -69,6 +105,9 @@ class ConcurrentExecutor:
             raise UsageError(f"max_concurrency must be at least 1, got {ctx.max_concurrency}.")
         run = _PlanRun(calls, ctx)
         limiter = asyncio.Semaphore(ctx.max_concurrency)
+        reevaluation = _reevaluation(ctx)
+        if reevaluation is not None:
+            return await self._adaptive(run, limiter, _Schedule(run, reevaluation))
         refusals = [run.refusal(index) for index in range(run.size)]
         # A refused call waits for nothing: its result is known already.
         waiting = [
@@ -99,6 +138,38 @@ class ConcurrentExecutor:
                     start(index)
         return run.results()
 
+    async def _adaptive(
+        self, run: _PlanRun, limiter: asyncio.Semaphore, schedule: _Schedule
+    ) -> list[ToolResult]:
+        """The DAG with re-evaluation: at the end of each wave the reviser may be asked
+        (no call starts meanwhile; running ones go on), then the ready calls start."""
+        async with asyncio.TaskGroup() as group:
+
+            def advance() -> None:
+                if schedule.consulting:
+                    return  # the consultation advances when it ends
+                if schedule.should_consult():
+                    schedule.consulting = True
+                    group.create_task(consult(), name="pes-plan-reevaluation")
+                    return
+                for index in schedule.take_ready():
+                    group.create_task(step(index), name=f"pes-tool-call:{run.calls[index].call_id}")
+
+            async def consult() -> None:
+                await schedule.consult()
+                schedule.consulting = False
+                advance()
+
+            async def step(index: int) -> None:
+                result = run.refusal(index) or await run.run(index, limiter)
+                run.record(index, result)
+                schedule.finished(index)
+                advance()
+                await run.notify_end(index, result)
+
+            advance()
+        return run.results()
+
 
 class SequentialExecutor:
     """Run calls one at a time, in plan order (a call named in a `dependsOn` moves first).
@@ -111,17 +182,44 @@ class SequentialExecutor:
     ) -> list[ToolResult]:
         """Run `calls` and return one `ToolResult` per call, in call order."""
         run = _PlanRun(calls, ctx)
+        reevaluation = _reevaluation(ctx)
+        if reevaluation is not None:
+            return await self._adaptive(run, _Schedule(run, reevaluation))
         for index in run.graph.order():
             result = run.refusal(index) or await run.run(index, None)
             run.record(index, result)
             await run.notify_end(index, result)
         return run.results()
 
+    async def _adaptive(self, run: _PlanRun, schedule: _Schedule) -> list[ToolResult]:
+        """One call at a time; every finished call ends a wave."""
+        while True:
+            if schedule.should_consult():
+                await schedule.consult()
+            index = schedule.take_next()
+            if index is None:
+                return run.results()
+            result = run.refusal(index) or await run.run(index, None)
+            run.record(index, result)
+            schedule.finished(index)
+            await run.notify_end(index, result)
+
 
 class _PlanRun:
     """One `execute` call: the call graph, the results so far and the per-call routine."""
 
-    __slots__ = ("_outputs", "_results", "ctx", "graph", "size", "thread_pool")
+    __slots__ = (
+        "_outputs",
+        "_results",
+        "calls",
+        "ctx",
+        "graph",
+        "planned",
+        "replaced",
+        "size",
+        "skipped",
+        "thread_pool",
+    )
 
     def __init__(self, calls: Sequence[ParsedToolCall], ctx: ExecutionContext) -> None:
         self.ctx = ctx
@@ -130,9 +228,48 @@ class _PlanRun:
         pool = getattr(ctx.tools, "thread_pool", None)
         self.thread_pool = pool if isinstance(pool, ToolThreadPool) else None
         self.graph = CallGraph.build(calls)
-        self.size = len(self.graph.calls)
+        # Every call by step (index + 1); a revision appends, so numbers never change.
+        self.calls = list(self.graph.calls)
+        self.size = self.planned = len(self.calls)
+        self.replaced: set[int] = set()  # indices of calls a revision replaced: never run
+        self.skipped: set[int] = set()  # indices not run because a dependency failed
         self._results: list[ToolResult | None] = [None] * self.size
         self._outputs: dict[int, Any] = {}  # step number (1-based) → output, successes only
+
+    def progress(
+        self,
+        pending: Sequence[int],
+        running: Sequence[int],
+        wave: Sequence[int],
+        revisions: int,
+        max_revisions: int,
+    ) -> PlanProgress:
+        """The plan as it stands, for a reviser (all positions as 1-based step numbers)."""
+        return PlanProgress(
+            calls=tuple(self.calls),
+            results={
+                index + 1: result
+                for index, result in enumerate(self._results)
+                if result is not None
+            },
+            running=tuple(sorted(index + 1 for index in running)),
+            pending=tuple(sorted(index + 1 for index in pending)),
+            replaced=tuple(sorted(index + 1 for index in self.replaced)),
+            wave=tuple(index + 1 for index in wave),
+            revisions=revisions,
+            max_revisions=max_revisions,
+            max_tool_calls=self.ctx.max_tool_calls,
+        )
+
+    def adopt(self, pending: Sequence[int], calls: Sequence[ParsedToolCall]) -> range:
+        """Replace the calls at `pending` by `calls` (appended); returns their indices."""
+        first = self.size
+        self.replaced.update(pending)
+        self.calls.extend(calls)
+        self.graph = CallGraph.build(self.calls)
+        self.size = len(self.calls)
+        self._results.extend([None] * len(calls))
+        return range(first, self.size)
 
     def _logger(self) -> Any:
         # Bound only when something goes wrong: binding on every run costs more than the run.
@@ -140,17 +277,26 @@ class _PlanRun:
 
     def refusal(self, index: int) -> ToolResult | None:
         """Return the error result of a call that must not run at all, or None."""
-        call = self.graph.calls[index]
+        call = self.calls[index]
         ctx = self.ctx
-        if index >= ctx.max_tool_calls:
+        # Calls a revision adds were checked against the limit when it was adopted.
+        if ctx.max_tool_calls <= index < self.planned:
             return _error(
                 call,
-                f"Not run: the plan has {self.size} tool calls, more than the limit of "
+                f"Not run: the plan has {self.planned} tool calls, more than the limit of "
                 f"{ctx.max_tool_calls} per plan.",
             )
         problems = self.graph.problems[index]
         if problems:
             return _error(call, "Not run: " + " ".join(problems))
+        if call.instruction is not None:
+            if ctx.llm is None:
+                return _error(
+                    call,
+                    "Not run: this is a language step and the executor was given no model "
+                    "caller (ExecutionContext.llm).",
+                )
+            return None
         if call.tool_name not in ctx.tools:
             return _error(call, f'Tool "{call.tool_name}" is not registered.')
         if call.tool_name not in ctx.enabled_tools:
@@ -161,7 +307,7 @@ class _PlanRun:
 
     async def run(self, index: int, limiter: asyncio.Semaphore | None) -> ToolResult:
         """Run a call whose dependencies have all finished; every failure becomes a result."""
-        call = self.graph.calls[index]
+        call = self.calls[index]
         try:
             return await self._run(index, call, limiter)
         except Exception as exc:
@@ -180,13 +326,27 @@ class _PlanRun:
         hooks = self.ctx.hooks
         if hooks is None:
             return
-        call = self.graph.calls[index]
+        call = self.calls[index]
         try:
             await hooks.on_call_end(call, result)
         except Exception:
             self._logger().exception(
                 "execution_hook_failed", hook="on_call_end", call_id=call.call_id
             )
+
+    def result(self, index: int) -> ToolResult | None:
+        """The result of the call at `index`, once it finished."""
+        return self._results[index]
+
+    async def notify_revision(self, outcome: PlanRevision) -> None:
+        """Tell hooks that want it (`PlanRevisionHooks`) how a re-evaluation ended."""
+        hooks = self.ctx.hooks
+        if not isinstance(hooks, PlanRevisionHooks):
+            return
+        try:
+            await hooks.on_plan_revision(outcome)
+        except Exception:
+            self._logger().exception("execution_hook_failed", hook="on_plan_revision")
 
     def results(self) -> list[ToolResult]:
         """All results in call order, exactly one per call.
@@ -197,8 +357,10 @@ class _PlanRun:
         """
         finished: list[ToolResult] = []
         for index, result in enumerate(self._results):
+            if index in self.replaced:
+                continue  # replaced by a revision: never run, no result
             if result is None:
-                call = self.graph.calls[index]
+                call = self.calls[index]
                 self._logger().error("tool_call_never_scheduled", call_id=call.call_id)
                 result = _error(call, "Not run: internal error: the call was never scheduled.")
             finished.append(result)
@@ -213,9 +375,19 @@ class _PlanRun:
             if (done := self._results[dep]) is None or done.status != "success"
         ]
         if failed:
-            steps = " and ".join(f'{dep + 1} ("{self.graph.calls[dep].call_id}")' for dep in failed)
+            self.skipped.add(index)
+            steps = " and ".join(f'{dep + 1} ("{self.calls[dep].call_id}")' for dep in failed)
             noun = "step" if len(failed) == 1 else "steps"
             return _error(call, f"Not run: it depends on {noun} {steps}, which failed.")
+        if call.instruction is not None:
+            try:
+                instruction = resolve_text(call.instruction, self._outputs)
+            except ToolExecutionError as exc:
+                return _error(call, exc.message)
+            if limiter is None:
+                return await self._speak(call, instruction)
+            async with limiter:
+                return await self._speak(call, instruction)
         if not isinstance(call.arguments, dict):
             return _error(
                 call,
@@ -298,11 +470,203 @@ class _PlanRun:
             duration_ms=_elapsed_ms(started),
         )
 
+    async def _speak(self, call: ParsedToolCall, instruction: str) -> ToolResult:
+        """Do a language step: one model call on the filled instruction; its text is the result."""
+        llm: ModelCaller | None = self.ctx.llm
+        if llm is None:  # refused before it could get here; kept for custom callers
+            return _error(call, "Not run: the executor was given no model caller.")
+        hooks = self.ctx.hooks
+        if hooks is not None:
+            try:
+                await hooks.on_call_start(call, {"instruction": instruction})
+            except Exception:
+                self._logger().exception(
+                    "execution_hook_failed", hook="on_call_start", call_id=call.call_id
+                )
+        started = time.perf_counter()
+        try:
+            response = await llm(build_language_step_messages(instruction), phase="language_step")
+        except RunError as exc:
+            # The provider failed after its retries: an error result, so the run is partial.
+            return _error(call, f"Language step failed: {exc.message}", started)
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            return self._failure(call, exc, started)
+        except Exception as exc:
+            return self._failure(call, exc, started)
+        text = _PARSER.parse_synthesis_output(response.text)
+        if not text:
+            return _error(call, "Language step failed: the model answered with no text.", started)
+        return ToolResult(
+            call_id=call.call_id,
+            tool_name=call.tool_name,
+            status="success",
+            output=text,
+            duration_ms=_elapsed_ms(started),
+        )
+
     def _failure(self, call: ParsedToolCall, exc: BaseException, started: float) -> ToolResult:
         self._logger().warning(
             "tool_call_failed", call_id=call.call_id, tool=call.tool_name, exc_info=exc
         )
         return _error(call, _describe(exc), started)
+
+
+class _Schedule:
+    """The state of an adaptive (re-evaluated) run: which calls wait, are ready or run, the
+    current wave, and the revisions made; see `pes_agent.execution.revision` for the rules."""
+
+    __slots__ = (
+        "consulting",
+        "pending",
+        "ready",
+        "reevaluation",
+        "revisions",
+        "run",
+        "running",
+        "waiting",
+        "wave",
+    )
+
+    def __init__(self, run: _PlanRun, reevaluation: Reevaluation) -> None:
+        self.run = run
+        self.reevaluation = reevaluation
+        self.revisions = 0
+        self.consulting = False
+        self.pending: set[int] = set(range(run.size))  # not started, not replaced
+        self.running: set[int] = set()
+        self.wave: list[int] = []
+        self.waiting: dict[int, int] = {}
+        self.ready: list[int] = []
+        self._wait_for(range(run.size))
+
+    def _wait_for(self, indices: Sequence[int]) -> None:
+        """Count what each of `indices` still waits for; the ones waiting for nothing are ready."""
+        run = self.run
+        for index in indices:
+            # A refused call waits for nothing: its result is known already.
+            open_deps = [
+                dep
+                for dep in run.graph.dependencies[index]
+                if dep in self.pending or dep in self.running
+            ]
+            self.waiting[index] = 0 if run.refusal(index) else len(open_deps)
+            if self.waiting[index] == 0:
+                self.ready.append(index)
+
+    def take_ready(self) -> list[int]:
+        """Every ready call, in step order, now counted as running."""
+        ready = sorted(self.ready)
+        self.ready.clear()
+        for index in ready:
+            self.pending.discard(index)
+            self.running.add(index)
+        return ready
+
+    def take_next(self) -> int | None:
+        """The ready call with the lowest step number, now running; None when none is ready."""
+        if not self.ready:
+            return None
+        index = min(self.ready)
+        self.ready.remove(index)
+        self.pending.discard(index)
+        self.running.add(index)
+        return index
+
+    def finished(self, index: int) -> None:
+        """A call ended: it joins the wave (unless it was only skipped) and releases its
+        dependents."""
+        self.running.discard(index)
+        if index not in self.run.skipped:
+            self.wave.append(index)
+        for dependent in self.run.graph.dependents[index]:
+            if dependent in self.pending and dependent in self.waiting:
+                self.waiting[dependent] -= 1
+                if self.waiting[dependent] == 0:
+                    self.ready.append(dependent)
+
+    def should_consult(self) -> bool:
+        """Whether a wave ended that the reviser must see now."""
+        if not self.wave or (not self.ready and self.running):
+            return False  # no wave yet, or it goes on: nothing is about to start
+        if self.revisions >= self.reevaluation.max_revisions:
+            return False
+        failed = any(
+            (result := self.run.result(index)) is not None and result.status == "error"
+            for index in self.wave
+        )
+        if self.reevaluation.mode == "on_failure":
+            return failed
+        return failed or bool(self.pending)
+
+    async def consult(self) -> None:
+        """Ask the reviser about the calls not yet run and adopt a usable revision; never
+        raises (but for cancellation): whatever goes wrong keeps the plan."""
+        run = self.run
+        wave = list(self.wave)
+        self.wave.clear()
+        pending = sorted(self.pending)
+        progress = run.progress(
+            pending, sorted(self.running), wave, self.revisions, self.reevaluation.max_revisions
+        )
+        outcome = await self._ask(progress)
+        if outcome.status == "revised":
+            self.revisions += 1
+            added = run.adopt(pending, outcome.calls)
+            self.pending.difference_update(pending)
+            self.ready = [index for index in self.ready if index not in run.replaced]
+            for index in pending:
+                self.waiting.pop(index, None)
+            self.pending.update(added)
+            self._wait_for(added)
+        await run.notify_revision(outcome)
+
+    async def _ask(self, progress: PlanProgress) -> PlanRevision:
+        run = self.run
+        wave_ids = [progress.call(step).call_id for step in progress.wave]
+
+        def kept(status: RevisionStatus, reason: str, problems: Sequence[str] = ()) -> PlanRevision:
+            return PlanRevision(
+                status=status,
+                revision=self.revisions,
+                wave=wave_ids,
+                first_step=progress.next_step,
+                reason=reason,
+                problems=list(problems),
+            )
+
+        try:
+            proposed = await self.reevaluation.reviser.revise(progress)
+        except PlanParseError as exc:
+            return kept("unusable", "the re-evaluation answer could not be used", exc.errors)
+        except RunError as exc:
+            return kept("failed", f"the re-evaluation failed: {exc.message}")
+        except Exception as exc:
+            # A reviser's bug must not end the run: the plan goes on as it was.
+            run._logger().exception("plan_reviser_failed")
+            return kept("failed", f"the re-evaluation failed: {_describe(exc)}")
+        if proposed is None:
+            return kept("kept", "the model kept the remaining calls")
+        calls = list(proposed)
+        if not all(isinstance(call, ParsedToolCall) for call in calls):
+            return kept("unusable", "the reviser returned something other than ParsedToolCalls")
+        if same_calls(calls, progress):
+            return kept("kept", "the model proposed the same remaining calls")
+        calls = adopt_call_ids(calls, progress)
+        problems = revision_errors(progress, calls)
+        if problems:
+            return kept("unusable", "the revised calls could not be used", problems)
+        return PlanRevision(
+            status="revised",
+            revision=self.revisions + 1,
+            wave=wave_ids,
+            replaced=[progress.call(step).call_id for step in progress.pending],
+            replaced_steps=list(progress.pending),
+            calls=calls,
+            first_step=progress.next_step,
+        )
 
 
 def _describe(exc: BaseException) -> str:

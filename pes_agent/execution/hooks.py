@@ -3,12 +3,21 @@
 PES runs and ECS agents record tool calls alike, so the CLI trace pairs them the same way: a
 TOOL_CALL when a call starts (with its resolved arguments), a TOOL_EXECUTION when it ends whose
 `parent_id` is that TOOL_CALL (a call refused before it started has only its TOOL_EXECUTION).
+
+Both carry `"kind"`: `"tool"`, or `"language"` for a language step, whose `toolName` is
+`"language_step"` and whose TOOL_CALL has its filled-in `"instruction"` (also as
+`arguments.instruction`, so views that show arguments show it). Each re-evaluation of the plan
+is a PLAN observation (`on_plan_revision`): `"status"` is `"revised"` (with `"revision"`, the
+new `"toolCalls"`, the `"replaced"` call ids and their `"replacedSteps"`, and `"firstStep"`),
+or `"kept"`, `"unusable"` or `"failed"` (with the `"reason"` and `"problems"`); `"wave"` names
+the calls that ended the wave.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
+from pes_agent.execution.revision import PlanRevision
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.planning.plan import ParsedToolCall
 from pes_agent.tools.base import ToolResult
@@ -30,20 +39,27 @@ class ObservationSink(Protocol):
 
 
 class ObservingHooks:
-    """Records TOOL_CALL when a call starts and TOOL_EXECUTION when it ends; keeps results."""
+    """Records TOOL_CALL when a call starts and TOOL_EXECUTION when it ends, and a PLAN for each
+    re-evaluation; keeps the results and the revisions."""
 
     def __init__(self, sink: ObservationSink) -> None:
         self._sink = sink
         # Keyed by the call object itself: a bad plan may repeat a call id.
         self.finished: dict[int, ToolResult] = {}
+        self.revisions: list[PlanRevision] = []
         self._started: dict[int, Observation] = {}
 
     async def on_call_start(self, call: ParsedToolCall, arguments: dict[str, Any]) -> None:
-        self._started[id(call)] = await self._sink.record(
-            ObservationType.TOOL_CALL,
-            f"Calling {call.tool_name}",
-            {"callId": call.call_id, "toolName": call.tool_name, "arguments": arguments},
-        )
+        content: dict[str, Any] = {
+            "callId": call.call_id,
+            "toolName": call.tool_name,
+            "kind": call.kind,
+            "arguments": arguments,
+        }
+        if call.instruction is not None:
+            content["instruction"] = arguments.get("instruction", call.instruction)
+        title = "Language step" if call.instruction is not None else f"Calling {call.tool_name}"
+        self._started[id(call)] = await self._sink.record(ObservationType.TOOL_CALL, title, content)
 
     async def on_call_end(self, call: ParsedToolCall, result: ToolResult) -> None:
         self.finished[id(call)] = result
@@ -54,6 +70,7 @@ class ObservingHooks:
             {
                 "callId": result.call_id,
                 "toolName": result.tool_name,
+                "kind": call.kind,
                 "status": result.status,
                 "output": observable(result.output),
                 "error": result.error,
@@ -61,6 +78,30 @@ class ObservingHooks:
             },
             parent_id=started.id if started is not None else None,
         )
+
+    async def on_plan_revision(self, outcome: PlanRevision) -> None:
+        self.revisions.append(outcome)
+        content: dict[str, Any] = {
+            "status": outcome.status,
+            "revision": outcome.revision,
+            "wave": outcome.wave,
+        }
+        if outcome.status == "revised":
+            title = f"Plan revised ({outcome.revision})"
+            content.update(
+                {
+                    "replaced": outcome.replaced,
+                    "replacedSteps": outcome.replaced_steps,
+                    "toolCalls": [call.model_dump() for call in outcome.calls],
+                    "firstStep": outcome.first_step,
+                }
+            )
+        else:
+            title = "Plan kept" if outcome.status == "kept" else "Plan kept: revision unusable"
+            if outcome.status == "failed":
+                title = "Plan kept: re-evaluation failed"
+            content.update({"reason": outcome.reason, "problems": outcome.problems})
+        await self._sink.record(ObservationType.PLAN, title, content)
 
 
 def observable(output: Any) -> Any:

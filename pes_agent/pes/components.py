@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pes_agent.config import LLMParams
+from pes_agent.config import LLMParams, Reevaluate
 from pes_agent.planning.plan import PlanningOutput
 from pes_agent.run import AgentProps, PhaseDurations
 from pes_agent.threads.messages import ConversationMessage
@@ -55,6 +55,8 @@ class RunSpec:
     tool_timeout_s: float
     max_concurrency: int
     state_snapshot: dict[str, Any]
+    reevaluate: Reevaluate = "never"
+    max_revisions: int = 2
 
     @property
     def thread_id(self) -> str:

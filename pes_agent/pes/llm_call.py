@@ -113,6 +113,9 @@ class RunModelCaller:
             "phase": phase,
             "provider": provider.name,
             "model": provider.model,
+            # Language steps stream side by side in one phase: the number pairs each call's
+            # start with its end (the trace's LLM spans).
+            "llmCall": self.calls,
         }
         await self._record(ObservationType.LLM_STREAM_START, f"{phase} call started", label)
         text: list[str] = []

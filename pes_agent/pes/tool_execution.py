@@ -1,4 +1,10 @@
-"""ToolSystem [5]: the plan's tool calls run through the executor as a DAG."""
+"""ToolSystem [5]: the plan's tool calls run through the executor as a DAG.
+
+The executor gets the run's model caller (for language steps) and, with
+`reevaluate="on_failure" | "each_wave"`, an `LLMPlanReviser` that re-evaluates the calls not
+yet run after each wave. `Executed.results` then holds the results of the final plan: the
+planned calls a revision did not replace, then each revision's calls.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,9 @@ from pes_agent.execution.hooks import ObservingHooks
 from pes_agent.pes.base import PhaseRun, PhaseSystem
 from pes_agent.pes.components import Executed, Phase, Planned
 from pes_agent.pes.resources import ResourceTable
-from pes_agent.protocols import ExecutionContext, Executor
+from pes_agent.planning.plan import ParsedToolCall
+from pes_agent.planning.reviser import LLMPlanReviser
+from pes_agent.protocols import ExecutionContext, Executor, Reevaluation
 from pes_agent.tools.base import Tool, ToolResult
 
 __all__ = ["ToolSystem"]
@@ -39,6 +47,19 @@ class ToolSystem(PhaseSystem):
             return
         spec = run.spec
         hooks = ObservingHooks(run)
+        reevaluation = None
+        if spec.reevaluate != "never" and spec.max_revisions > 0:
+            reviser = LLMPlanReviser(
+                llm=run.llm,
+                query=spec.props.query,
+                intent=planned.output.intent,
+                plan=planned.output.plan,
+                tools=spec.tool_schemas,
+                system_prompt=spec.system_prompt,
+            )
+            reevaluation = Reevaluation(
+                mode=spec.reevaluate, reviser=reviser, max_revisions=spec.max_revisions
+            )
         context = ExecutionContext(
             thread_id=spec.thread_id,
             trace_id=spec.trace_id,
@@ -51,6 +72,8 @@ class ToolSystem(PhaseSystem):
             session_id=spec.props.session_id,
             hooks=hooks,
             state=spec.thread.state,
+            llm=run.llm,
+            reevaluation=reevaluation,
         )
         try:
             results = await self._executor.execute(calls, context)
@@ -58,12 +81,25 @@ class ToolSystem(PhaseSystem):
             # What finished is kept on the entity for whoever inspects the cancelled run.
             run.add(Executed(results=list(hooks.finished.values())))
             raise
-        if len(results) != len(calls) or not all(isinstance(r, ToolResult) for r in results):
+        final = _final_plan(calls, hooks)
+        if len(results) != len(final) or not all(isinstance(r, ToolResult) for r in results):
             raise ToolExecutionError(
                 f"the executor {type(self._executor).__name__} returned {len(results)} "
-                f"result(s) for {len(calls)} call(s); it must return one ToolResult per call, "
-                "in call order",
+                f"result(s) for {len(final)} call(s); it must return one ToolResult per call "
+                "of the final plan, in call order",
                 thread_id=spec.thread_id,
                 trace_id=spec.trace_id,
             )
         run.add(Executed(results=list(results)))
+
+
+def _final_plan(calls: list[ParsedToolCall], hooks: ObservingHooks) -> list[ParsedToolCall]:
+    """The calls the executor ended with: the planned ones, then each revision's, less the
+    replaced ones (by step number, which never changes)."""
+    every = list(calls)
+    replaced: set[int] = set()
+    for outcome in hooks.revisions:
+        if outcome.status == "revised":
+            replaced.update(outcome.replaced_steps)
+            every.extend(outcome.calls)
+    return [call for step, call in enumerate(every, start=1) if step not in replaced]
