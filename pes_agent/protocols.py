@@ -118,6 +118,9 @@ class SynthesisContext:
     planning: PlanningOutput
     results: Sequence[ToolResult]
     llm: ModelCaller
+    #: The step number of each result, as placeholders count them (they skip steps a plan
+    #: revision replaced); empty means 1, 2, 3, …
+    steps: Sequence[int] = ()
 
 
 @runtime_checkable

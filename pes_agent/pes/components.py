@@ -79,6 +79,9 @@ class Planned:
 @dataclass(slots=True)
 class Executed:
     results: list[ToolResult]
+    #: The step number of each result (1-based, as `{step_N_result}` counts); after a
+    #: re-evaluation replaced calls, numbers skip the replaced steps. Empty: 1, 2, 3, …
+    steps: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -38,6 +38,7 @@ class SynthesisSystem(PhaseSystem):
                 planning=planned.output,
                 results=executed.results,
                 llm=run.llm,
+                steps=executed.steps,
             )
         )
         text = returned(answer, str, self._synthesizer, "synthesize")

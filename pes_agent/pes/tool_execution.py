@@ -81,7 +81,7 @@ class ToolSystem(PhaseSystem):
             # What finished is kept on the entity for whoever inspects the cancelled run.
             run.add(Executed(results=list(hooks.finished.values())))
             raise
-        final = _final_plan(calls, hooks)
+        steps, final = _final_plan(calls, hooks)
         if len(results) != len(final) or not all(isinstance(r, ToolResult) for r in results):
             raise ToolExecutionError(
                 f"the executor {type(self._executor).__name__} returned {len(results)} "
@@ -90,16 +90,19 @@ class ToolSystem(PhaseSystem):
                 thread_id=spec.thread_id,
                 trace_id=spec.trace_id,
             )
-        run.add(Executed(results=list(results)))
+        run.add(Executed(results=list(results), steps=steps))
 
 
-def _final_plan(calls: list[ParsedToolCall], hooks: ObservingHooks) -> list[ParsedToolCall]:
-    """The calls the executor ended with: the planned ones, then each revision's, less the
-    replaced ones (by step number, which never changes)."""
+def _final_plan(
+    calls: list[ParsedToolCall], hooks: ObservingHooks
+) -> tuple[list[int], list[ParsedToolCall]]:
+    """The calls the executor ended with and their step numbers: the planned ones, then each
+    revision's, less the replaced ones (by step number, which never changes)."""
     every = list(calls)
     replaced: set[int] = set()
     for outcome in hooks.revisions:
         if outcome.status == "revised":
             replaced.update(outcome.replaced_steps)
             every.extend(outcome.calls)
-    return [call for step, call in enumerate(every, start=1) if step not in replaced]
+    kept = [(step, call) for step, call in enumerate(every, start=1) if step not in replaced]
+    return [step for step, _ in kept], [call for _, call in kept]

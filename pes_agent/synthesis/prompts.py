@@ -43,11 +43,12 @@ def render_tool_output(output: Any, *, limit: int = MAX_RESULT_CHARS) -> str:
     return text
 
 
-def _render_results(results: Sequence[ToolResult]) -> str:
+def _render_results(results: Sequence[ToolResult], steps: Sequence[int]) -> str:
     if not results:
         return "# Tool results\nNo tools were called."
+    numbers = list(steps) if len(steps) == len(results) else range(1, len(results) + 1)
     lines = ["# Tool results"]
-    for step, result in enumerate(results, start=1):
+    for step, result in zip(numbers, results, strict=True):
         head = f"## step {step}: {result.tool_name} ({result.call_id}) — {result.status}"
         lines.append(head)
         if result.status == "success":
@@ -64,14 +65,16 @@ def build_synthesis_messages(
     query: str,
     planning: PlanningOutput,
     results: Sequence[ToolResult],
+    steps: Sequence[int] = (),
 ) -> list[PromptMessage]:
-    """The messages of the synthesis call: the query, intent, plan and every tool result."""
+    """The messages of the synthesis call: the query, intent, plan and every tool result,
+    each labelled with its step number (`steps`, when a plan revision made them skip)."""
     body = "\n\n".join(
         [
             "# User query\n" + query,
             "# Intent\n" + (planning.intent or "(not stated)"),
             "# Plan\n" + (planning.plan or "(no plan)"),
-            _render_results(results),
+            _render_results(results, steps),
         ]
     )
     return [

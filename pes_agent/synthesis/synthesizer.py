@@ -23,6 +23,7 @@ class LLMSynthesizer:
             query=ctx.props.query,
             planning=ctx.planning,
             results=ctx.results,
+            steps=ctx.steps,
         )
         response = await ctx.llm(messages, phase="synthesis")
         return self._parser.parse_synthesis_output(response.text)
