@@ -124,12 +124,22 @@ def _transcript(messages: Sequence[ChatMessage]) -> str:
     return "\n".join(lines)
 
 
+def _may_try(compaction: CompactionComponent, conversation: ConversationComponent) -> bool:
+    """Whether a call may be made now: not after `max_failures` failures in a row, and after a
+    failure only once the conversation has grown (a retry on every tick would hammer a
+    broken model)."""
+    if compaction.failures >= compaction.max_failures:
+        return False
+    return compaction.failed_at is None or len(conversation.messages) > compaction.failed_at
+
+
 class CompactionSystem:
     """Summarises the older part of each conversation over its `CompactionComponent`'s
     `threshold_tokens` with one model call (phase ``"compaction"``) on the entity's model.
 
     Publishes `CompactionCompleteEvent(entity_id, removed_count, summary)`. A failed call (or
-    an empty summary) leaves an `ErrorComponent` on the entity and the history as it was.
+    an empty summary) leaves an `ErrorComponent` on the entity and the history as it was; the
+    next try waits for the conversation to grow, and `max_failures` failures in a row stop it.
     Finished entities (with a `TerminalComponent`) are skipped; entities are compacted
     concurrently.
     """
@@ -141,6 +151,7 @@ class CompactionSystem:
             (entity, compaction, conversation)
             for entity, (compaction, conversation) in rows
             if message_tokens(conversation.messages) > compaction.threshold_tokens
+            and _may_try(compaction, conversation)
         ]
         if not due:
             return
@@ -173,8 +184,12 @@ class CompactionSystem:
             if not summary:
                 raise RunError("the compaction call returned an empty summary")
         except Exception as error:
+            compaction.failures += 1
+            compaction.failed_at = len(messages)
             world.add_component(entity, ErrorComponent(error, type(self).__name__))
             return
+        compaction.failures = 0
+        compaction.failed_at = None
         summary = _clip(summary, budget)
         folded = [*split.head, *split.older]
         if (

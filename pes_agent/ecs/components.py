@@ -217,10 +217,18 @@ class MessageBusComponent:
 @dataclass(slots=True)
 class CompactionComponent:
     """Summarise the older part of the conversation once it exceeds `threshold_tokens`,
-    keeping the `keep_recent` newest messages as they are."""
+    keeping the `keep_recent` newest messages as they are.
+
+    After a failed summary call the system waits for the conversation to grow before trying
+    again (`failed_at` is its length then), and stops after `max_failures` failures in a row
+    (`failures`; a success resets it), so a broken model is not called on every tick.
+    """
 
     threshold_tokens: int
     keep_recent: int = 6
+    max_failures: int = 3
+    failures: int = 0
+    failed_at: int | None = None
 
 
 @dataclass(slots=True)

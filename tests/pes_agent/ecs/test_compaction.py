@@ -133,6 +133,30 @@ async def test_failed_call_leaves_error_and_history_intact(world: World) -> None
     assert events == []
 
 
+async def test_a_failing_model_is_not_called_again_until_the_history_grows(
+    world: World,
+) -> None:
+    """After a failure, idle ticks make no call; new messages allow one; three failures stop it."""
+
+    def broken(request: LLMRequest) -> str:
+        raise ConnectionError("model down")
+
+    entity, model, _ = agent(world, [SYSTEM, *turn(1), *turn(2), *turn(3)], [broken], threshold=60)
+    model.repeat = True
+    for _ in range(5):
+        await world.process()
+        world.try_remove_component(entity, ErrorComponent)
+    assert model.calls == 1
+    for n in range(4, 9):
+        history(world, entity).extend(turn(n))
+        await world.process()
+        world.try_remove_component(entity, ErrorComponent)
+    assert model.calls == 3  # the third failure in a row stops compaction
+    compaction = world.get_component(entity, CompactionComponent)
+    assert compaction is not None
+    assert compaction.failures == 3
+
+
 async def test_exhausted_script_is_an_error_not_a_crash(world: World) -> None:
     """A scripted model with no response left fails this entity only, history intact."""
     messages = [SYSTEM, *turn(1), *turn(2), *turn(3)]
