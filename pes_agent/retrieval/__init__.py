@@ -1,0 +1,40 @@
+"""Retrieval: embedding providers and vector stores (DESIGN section 10).
+
+```python
+from pes_agent.retrieval import HashingEmbeddings, InMemoryVectorStore
+
+embeddings = HashingEmbeddings(dimension=256)
+store = InMemoryVectorStore(dimension=embeddings.dimension)
+await store.add(["a"], await embeddings.embed(["Paris is in France"]), ["Paris is in France"])
+hits = await store.search((await embeddings.embed(["Where is Paris?"]))[0], top_k=4)
+```
+
+The contracts are `EmbeddingProvider` and `VectorStore` (`pes_agent.retrieval.base`). Optional
+dependencies are imported only when an implementation that needs them is created: NumPy and
+sqlite-vec (`pes-agent[retrieval]`), asyncpg (`pes-agent[postgres]`), the local model
+(`pes-agent[local]`).
+"""
+
+from __future__ import annotations
+
+from pes_agent.retrieval.base import (
+    DimensionMismatchError,
+    EmbeddingProvider,
+    Metadata,
+    MetadataValue,
+    ScoredDocument,
+    VectorStore,
+)
+from pes_agent.retrieval.hashing import HashingEmbeddings
+from pes_agent.retrieval.memory import InMemoryVectorStore
+
+__all__ = [
+    "DimensionMismatchError",
+    "EmbeddingProvider",
+    "HashingEmbeddings",
+    "InMemoryVectorStore",
+    "Metadata",
+    "MetadataValue",
+    "ScoredDocument",
+    "VectorStore",
+]

@@ -1,0 +1,191 @@
+"""What every vector store checks and computes the same way: rows, vectors, filters, NumPy.
+
+Kept in one place so a row refused by one store is refused by all, and a `where` filter
+matches the same rows everywhere (the rules are in `pes_agent.retrieval.base`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from pes_agent.errors import ConfigurationError, UsageError
+from pes_agent.retrieval.base import DimensionMismatchError, Metadata, MetadataValue
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = [
+    "Rows",
+    "check_dimension",
+    "check_rows",
+    "check_top_k",
+    "check_where",
+    "metadata_matches",
+    "query_vector",
+    "require_numpy",
+]
+
+
+def require_numpy() -> ModuleType:
+    """NumPy, or a `ConfigurationError` saying which extra installs it."""
+    try:
+        import numpy
+    except ImportError as exc:
+        raise ConfigurationError(
+            "the vector stores need NumPy: pip install 'pes-agent[retrieval]'"
+        ) from exc
+    return numpy
+
+
+def check_dimension(dimension: object, what: str) -> int:
+    """`dimension` as a positive int, or a `ConfigurationError` naming `what` has it."""
+    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+        raise ConfigurationError(f"{what}: dimension must be a positive int, got {dimension!r}")
+    return dimension
+
+
+def check_top_k(top_k: object) -> int:
+    """`top_k` as a positive int, or a `UsageError`."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise UsageError(f"top_k must be a positive int, got {top_k!r}")
+    return top_k
+
+
+def _check_value(key: object, value: object, what: str) -> MetadataValue:
+    if not isinstance(key, str):
+        raise UsageError(f"{what} keys must be strings, got {key!r}")
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise UsageError(f"{what}[{key!r}] must be a finite number, got {value!r}")
+        return value
+    raise UsageError(
+        f"{what}[{key!r}] must be a str, int, float, bool or None (a JSON scalar), "
+        f"got {type(value).__name__}; store structured values as JSON text"
+    )
+
+
+def check_metadata(metadata: object, what: str = "metadata") -> dict[str, MetadataValue]:
+    """A copy of `metadata` with every value checked to be a JSON scalar."""
+    if not isinstance(metadata, Mapping):
+        raise UsageError(f"{what} must be a mapping of str to scalars, got {metadata!r}")
+    return {key: _check_value(key, value, what) for key, value in metadata.items()}
+
+
+def check_where(where: Metadata | None) -> dict[str, MetadataValue] | None:
+    """The `where` filter checked like metadata; `None` or `{}` mean no filter."""
+    if where is None:
+        return None
+    checked = check_metadata(where, "where")
+    return checked or None
+
+
+def _same(stored: Any, wanted: MetadataValue) -> bool:
+    # A bool is not a number here, although Python says True == 1: JSON keeps them apart.
+    if isinstance(wanted, bool) or isinstance(stored, bool):
+        return isinstance(stored, bool) and isinstance(wanted, bool) and stored is wanted
+    if wanted is None:
+        return stored is None
+    if isinstance(wanted, str):
+        return isinstance(stored, str) and stored == wanted
+    return isinstance(stored, int | float) and stored == wanted
+
+
+def metadata_matches(metadata: Mapping[str, Any], where: Mapping[str, MetadataValue]) -> bool:
+    """Whether `metadata` has every key of `where` with an equal value (the shared rule)."""
+    return all(key in metadata and _same(metadata[key], value) for key, value in where.items())
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """Checked rows for one `add`: ids unique (the last of a repeated id wins), vectors as a
+    float32 matrix of the store's dimension, each with a norm > 0."""
+
+    ids: list[str]
+    vectors: npt.NDArray[np.float32]
+    documents: list[str]
+    metadata: list[dict[str, MetadataValue]]
+
+    def metadata_json(self) -> list[str]:
+        """Each row's metadata as compact JSON text (keys sorted, so equal dicts are equal)."""
+        return [json.dumps(meta, sort_keys=True, separators=(",", ":")) for meta in self.metadata]
+
+
+def _matrix(vectors: object, dimension: int, what: str) -> npt.NDArray[np.float32]:
+    np = require_numpy()
+    try:
+        matrix = np.asarray(vectors, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{what} must be sequences of numbers of length {dimension}") from exc
+    if matrix.ndim != 2:
+        if matrix.ndim == 1 and matrix.size == 0:
+            return np.zeros((0, dimension), dtype=np.float32)  # type: ignore[no-any-return]
+        raise UsageError(f"{what} must be sequences of numbers of length {dimension}")
+    if matrix.shape[1] != dimension:
+        raise DimensionMismatchError(
+            f"{what} have {matrix.shape[1]} numbers but the store holds vectors of dimension "
+            f"{dimension}; embed with a provider whose dimension is {dimension}, or build the "
+            f"store with dimension={matrix.shape[1]}",
+            expected=dimension,
+            actual=int(matrix.shape[1]),
+        )
+    if not np.isfinite(matrix).all():
+        raise UsageError(f"{what} must hold finite numbers (no NaN or infinity)")
+    norms = np.linalg.norm(matrix, axis=1)
+    if (norms == 0).any():
+        raise UsageError(
+            f"{what} must not be zero vectors: cosine similarity is undefined for them"
+        )
+    return matrix.astype(np.float32)  # type: ignore[no-any-return]
+
+
+def query_vector(vector: Sequence[float], dimension: int) -> npt.NDArray[np.float32]:
+    """The query as a float32 vector of `dimension`, checked like stored vectors."""
+    np = require_numpy()
+    flat = np.asarray(vector, dtype=np.float64)
+    if flat.ndim != 1:
+        raise UsageError(f"the query vector must be a flat sequence of {dimension} numbers")
+    return _matrix(flat.reshape(1, -1), dimension, "the query vector")[0]  # type: ignore[no-any-return]
+
+
+def check_rows(
+    ids: Sequence[str],
+    vectors: Sequence[Sequence[float]],
+    documents: Sequence[str],
+    metadata: Sequence[Metadata] | None,
+    dimension: int,
+) -> Rows:
+    """The arguments of `VectorStore.add`, checked and deduplicated (the last row of an id wins)."""
+    if isinstance(ids, str) or isinstance(documents, str):
+        raise UsageError("ids and documents must be sequences of strings, not one string")
+    count = len(ids)
+    metas: Sequence[Metadata] = [{}] * count if metadata is None else metadata
+    if not (len(vectors) == len(documents) == len(metas) == count):
+        raise UsageError(
+            f"add() needs one vector, document and metadata per id: got {count} ids, "
+            f"{len(vectors)} vectors, {len(documents)} documents, {len(metas)} metadata"
+        )
+    for row_id in ids:
+        if not isinstance(row_id, str) or not row_id:
+            raise UsageError(f"ids must be non-empty strings, got {row_id!r}")
+    for document in documents:
+        if not isinstance(document, str):
+            raise UsageError(f"documents must be strings, got {type(document).__name__}")
+    matrix = _matrix(vectors, dimension, "the vectors")
+    last: dict[str, int] = {row_id: index for index, row_id in enumerate(ids)}
+    keep = sorted(last.values())
+    if len(keep) != count:
+        matrix = matrix[keep]
+    return Rows(
+        ids=[ids[index] for index in keep],
+        vectors=matrix,
+        documents=[documents[index] for index in keep],
+        metadata=[check_metadata(metas[index]) for index in keep],
+    )

@@ -1,0 +1,162 @@
+"""`InMemoryVectorStore`: exact cosine search over a NumPy matrix in this process.
+
+Nothing is persisted. Search is brute force (one matrix-vector product), exact by
+construction; at 10,000 rows of 384 floats it takes a few milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pes_agent.errors import UsageError
+from pes_agent.retrieval._common import (
+    check_dimension,
+    check_rows,
+    check_top_k,
+    check_where,
+    metadata_matches,
+    query_vector,
+    require_numpy,
+)
+from pes_agent.retrieval.base import Metadata, MetadataValue, ScoredDocument
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["InMemoryVectorStore"]
+
+
+class InMemoryVectorStore:
+    """A vector store in a NumPy matrix: exact cosine search, upserts, `where` filters.
+
+    Needs NumPy (`pip install 'pes-agent[retrieval]'`). Rows are kept L2-normalised, so a
+    search is one matrix-vector product; deleting moves the last row into the gap.
+    """
+
+    def __init__(self, dimension: int) -> None:
+        self._np = require_numpy()
+        self._dimension = check_dimension(dimension, "InMemoryVectorStore")
+        self._matrix: npt.NDArray[np.float32] = self._np.zeros(
+            (16, self._dimension), dtype=self._np.float32
+        )
+        self._size = 0
+        self._row: dict[str, int] = {}
+        self._ids: list[str] = []
+        self._documents: list[str] = []
+        self._metadata: list[dict[str, MetadataValue]] = []
+        self._closed = False
+
+    @property
+    def dimension(self) -> int:
+        """The length of every vector this store keeps."""
+        return self._dimension
+
+    async def add(
+        self,
+        ids: Sequence[str],
+        vectors: Sequence[Sequence[float]],
+        documents: Sequence[str],
+        metadata: Sequence[Metadata] | None = None,
+    ) -> None:
+        """Insert the rows, replacing any row with the same id."""
+        self._check_open()
+        rows = check_rows(ids, vectors, documents, metadata, self._dimension)
+        np = self._np
+        normalised = rows.vectors / np.linalg.norm(rows.vectors, axis=1, keepdims=True)
+        for index, row_id in enumerate(rows.ids):
+            row = self._row.get(row_id)
+            if row is None:
+                row = self._append_row()
+                self._row[row_id] = row
+                self._ids.append(row_id)
+                self._documents.append(rows.documents[index])
+                self._metadata.append(rows.metadata[index])
+            else:
+                self._documents[row] = rows.documents[index]
+                self._metadata[row] = rows.metadata[index]
+            self._matrix[row] = normalised[index]
+
+    async def search(
+        self, vector: Sequence[float], top_k: int, where: Metadata | None = None
+    ) -> list[ScoredDocument]:
+        """The `top_k` rows matching `where` most similar to `vector` (cosine), highest first."""
+        self._check_open()
+        top_k = check_top_k(top_k)
+        query = query_vector(vector, self._dimension)
+        filters = check_where(where)
+        np = self._np
+        query = query / np.linalg.norm(query)
+        scores = self._matrix[: self._size] @ query
+        if filters is not None:
+            candidates = np.fromiter(
+                (i for i, meta in enumerate(self._metadata) if metadata_matches(meta, filters)),
+                dtype=np.intp,
+            )
+        else:
+            candidates = np.arange(self._size)
+        if candidates.size == 0:
+            return []
+        chosen = scores[candidates]
+        if candidates.size > top_k:
+            part = np.argpartition(-chosen, top_k - 1)[:top_k]
+            candidates, chosen = candidates[part], chosen[part]
+        order = np.argsort(-chosen, kind="stable")
+        return [self._hit(int(candidates[i]), float(chosen[i])) for i in order]
+
+    async def delete(self, ids: Sequence[str]) -> None:
+        """Remove the rows with these ids; unknown ids are ignored."""
+        self._check_open()
+        if isinstance(ids, str):
+            raise UsageError("delete() takes a sequence of ids, not one string")
+        for row_id in ids:
+            row = self._row.pop(row_id, None)
+            if row is None:
+                continue
+            last = self._size - 1
+            if row != last:
+                moved = self._ids[last]
+                self._matrix[row] = self._matrix[last]
+                self._ids[row] = moved
+                self._documents[row] = self._documents[last]
+                self._metadata[row] = self._metadata[last]
+                self._row[moved] = row
+            self._ids.pop()
+            self._documents.pop()
+            self._metadata.pop()
+            self._size = last
+
+    async def count(self) -> int:
+        """How many rows the store holds."""
+        self._check_open()
+        return self._size
+
+    async def aclose(self) -> None:
+        """Drop the rows; the store is not used after it."""
+        self._closed = True
+        self._row.clear()
+        self._ids.clear()
+        self._documents.clear()
+        self._metadata.clear()
+        self._size = 0
+
+    def _hit(self, row: int, score: float) -> ScoredDocument:
+        return ScoredDocument(
+            id=self._ids[row],
+            text=self._documents[row],
+            score=score,
+            metadata=dict(self._metadata[row]),
+        )
+
+    def _append_row(self) -> int:
+        if self._size == self._matrix.shape[0]:
+            grown = self._np.zeros((self._size * 2, self._dimension), dtype=self._np.float32)
+            grown[: self._size] = self._matrix
+            self._matrix = grown
+        self._size += 1
+        return self._size - 1
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError("this InMemoryVectorStore is closed; create a new one")
