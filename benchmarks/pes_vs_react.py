@@ -2,11 +2,17 @@
 
 Each task needs 3-8 tool calls, some independent, some fed by earlier results. It runs
 through the PES agent (`create_agent` + `process`: one planning call with every tool call,
-then one synthesis call) and through a ReAct entity (`pes_agent.ecs` ReasoningSystem +
-ToolExecutionSystem ticked by `ecs_core.Runner`). Both models are scripted and make the right
-moves; what differs is only how each architecture uses the model.
+then one synthesis call), through the PES agent with re-evaluation
+(`create_agent(reevaluate="each_wave")`: one more call after every wave that leaves calls to
+run), and through a ReAct entity (`pes_agent.ecs` ReasoningSystem + ToolExecutionSystem ticked
+by `ecs_core.Runner`). The models are scripted and make the right moves; what differs is only
+how each architecture uses the model.
 
 Assumptions, printed with the results:
+- PES with re-evaluation: the model reads each re-evaluation prompt (goal, plan, the results
+  so far, the calls not yet run) and keeps the plan (`{"keep": true}`), as it should when the
+  plan was right; the row is the price of asking: extra calls, their prompts and their latency.
+  How many waves a plan has depends on when its tools finish, so the count can vary per run.
 - ReAct at its best: each turn issues every call whose inputs are known, as parallel native
   tool calls, so it takes one turn per dependency level plus the final answer. It reads the
   actual results from its conversation to fill dependent arguments.
@@ -17,7 +23,7 @@ Assumptions, printed with the results:
   tiktoken o200k_base when installed, else about four characters a token (the output says
   which).
 
-Medians over `--repeats` interleaved repetitions (PES and ReAct alternate which goes first).
+Medians over `--repeats` interleaved repetitions (the order of the three rotates per run).
 
     python benchmarks/pes_vs_react.py [--repeats N] [--tasks N] [--ttft-ms MS]
                                       [--ms-per-token MS] [--tool-scale X] [--react-sequential]
@@ -33,7 +39,7 @@ import json
 import operator
 import statistics
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +47,7 @@ from _table import print_table
 
 from ecs_core import Runner, World
 from pes_agent import AgentProps, configure_logging, create_agent
+from pes_agent.config import Reevaluate
 from pes_agent.ecs import (
     ChatMessage,
     ConversationComponent,
@@ -377,11 +384,13 @@ TASKS = (
 @dataclass(slots=True)
 class PacedModel:
     """A scripted model that takes `ttft_s` before its first token and `s_per_token` for each
-    output token; it records every request for counting."""
+    output token; it records every request for counting. Re-evaluation requests (phase
+    `reevaluation`) take their answers from `reevaluation`, the others from `script`."""
 
     script: ScriptedProvider
     ttft_s: float
     s_per_token: float
+    reevaluation: ScriptedProvider | None = None
 
     @property
     def name(self) -> str:
@@ -393,11 +402,17 @@ class PacedModel:
 
     @property
     def requests(self) -> list[LLMRequest]:
-        return self.script.requests
+        extra = self.reevaluation.requests if self.reevaluation else []
+        return [*self.script.requests, *extra]
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[ProviderEvent]:
+        script = self.script
+        if request.phase == "reevaluation":
+            if self.reevaluation is None:
+                raise RuntimeError("a re-evaluation request to a model scripted without one")
+            script = self.reevaluation
         await asyncio.sleep(self.ttft_s)
-        async for event in self.script.stream(request):
+        async for event in script.stream(request):
             if isinstance(event, TokenDelta):
                 await asyncio.sleep(estimate_tokens(event.text) * self.s_per_token)
             elif isinstance(event, ToolCallEvent):
@@ -447,6 +462,14 @@ def pes_script(task: Task) -> list[ScriptEntry]:
     return [json.dumps(plan), task.answer]
 
 
+def keep_plan(request: LLMRequest) -> str:
+    """The re-evaluating model's move: the plan was right, so it keeps the calls not yet run."""
+    prompt = request.messages[-1].content
+    if "# Not run yet" not in prompt or "success:" not in prompt:
+        raise RuntimeError("the re-evaluation prompt lacks the results or the pending calls")
+    return '{"keep": true}'
+
+
 def react_script(task: Task, *, sequential: bool = False) -> list[ScriptEntry]:
     """The ReAct model's moves: per dependency level, every call whose inputs are known, with
     arguments filled from the tool results it has read; then the answer. `sequential`: one
@@ -483,21 +506,32 @@ class Measure:
     model_calls: int
     prompt_tokens: int
     wall_ms: float
+    reevaluations: int = 0
 
 
 REACT_SEQUENTIAL = False  # --react-sequential: one tool call per ReAct turn
 
 
-async def run_pes(task: Task, ttft_s: float, s_per_token: float) -> Measure:
-    model = PacedModel(ScriptedProvider(pes_script(task), chunk_size=32), ttft_s, s_per_token)
-    async with create_agent(provider=model, tools=TOOLS) as agent:
+async def run_pes(
+    task: Task, ttft_s: float, s_per_token: float, *, reevaluate: bool = False
+) -> Measure:
+    keep = ScriptedProvider([keep_plan], repeat=True) if reevaluate else None
+    script = ScriptedProvider(pes_script(task), chunk_size=32)
+    model = PacedModel(script, ttft_s, s_per_token, keep)
+    mode: Reevaluate = "each_wave" if reevaluate else "never"
+    async with create_agent(provider=model, tools=TOOLS, reevaluate=mode) as agent:
         started = time.perf_counter()
         result = await agent.process(AgentProps(task.query, "bench"))
         wall = (time.perf_counter() - started) * 1000
     meta = result.metadata
     if meta.status != "success" or meta.tool_calls != len(task.steps):
         raise RuntimeError(f"PES run of {task.name!r} failed: {meta.status} {meta.error}")
-    return Measure(len(model.requests), prompt_tokens(model.requests), wall)
+    reevaluations = len(keep.requests) if keep else 0
+    return Measure(len(model.requests), prompt_tokens(model.requests), wall, reevaluations)
+
+
+async def run_pes_reevaluating(task: Task, ttft_s: float, s_per_token: float) -> Measure:
+    return await run_pes(task, ttft_s, s_per_token, reevaluate=True)
 
 
 async def run_react(task: Task, ttft_s: float, s_per_token: float) -> Measure:
@@ -538,15 +572,18 @@ async def main(args: argparse.Namespace) -> None:
     configure_logging("WARNING")
     ttft_s, s_per_token = args.ttft_ms / 1000, args.ms_per_token / 1000
     tasks = TASKS[: args.tasks]
-    await run_pes(tasks[0], 0, 0)  # warm-up: imports, schema caches
-    await run_react(tasks[0], 0, 0)
+    kinds: list[tuple[str, Callable[[Task, float, float], Awaitable[Measure]]]] = [
+        ("pes", run_pes),
+        ("pes_re", run_pes_reevaluating),
+        ("react", run_react),
+    ]
+    for _, run in kinds:
+        await run(tasks[0], 0, 0)  # warm-up: imports, schema caches
     samples: dict[tuple[str, str], list[Measure]] = {}
     for repeat in range(args.repeats):
         for index, task in enumerate(tasks):
-            runners = [("pes", run_pes), ("react", run_react)]
-            if (repeat + index) % 2:
-                runners.reverse()  # interleaved: neither always goes first
-            for kind, run in runners:
+            shift = (repeat + index) % len(kinds)  # rotated: none always goes first
+            for kind, run in kinds[shift:] + kinds[:shift]:
                 samples.setdefault((task.name, kind), []).append(
                     await run(task, ttft_s, s_per_token)
                 )
@@ -554,22 +591,28 @@ async def main(args: argparse.Namespace) -> None:
     def median(task: Task, kind: str) -> Measure:
         runs = samples[(task.name, kind)]
         return Measure(
-            runs[0].model_calls,
-            runs[0].prompt_tokens,
+            round(statistics.median(m.model_calls for m in runs)),
+            round(statistics.median(m.prompt_tokens for m in runs)),
             statistics.median(m.wall_ms for m in runs),
+            round(statistics.median(m.reevaluations for m in runs)),
         )
 
     rows: list[list[object]] = []
-    totals = {"pes": Measure(0, 0, 0.0), "react": Measure(0, 0, 0.0)}
+    rows_re: list[list[object]] = []
+    totals = {kind: Measure(0, 0, 0.0) for kind, _ in kinds}
     for task in tasks:
-        pes, react = median(task, "pes"), median(task, "react")
-        for kind, measure in (("pes", pes), ("react", react)):
+        measures = {kind: median(task, kind) for kind, _ in kinds}
+        for kind, measure in measures.items():
             total = totals[kind]
             total.model_calls += measure.model_calls
             total.prompt_tokens += measure.prompt_tokens
             total.wall_ms += measure.wall_ms
-        rows.append(_row(task.name, f"{len(task.steps)}/{task.depth}", pes, react))
+            total.reevaluations += measure.reevaluations
+        shape = f"{len(task.steps)}/{task.depth}"
+        rows.append(_row(task.name, shape, measures["pes"], measures["react"]))
+        rows_re.append(_row_re(task.name, shape, measures["pes_re"], measures))
     rows.append(_row("all tasks", "", totals["pes"], totals["react"]))
+    rows_re.append(_row_re("all tasks", "", totals["pes_re"], totals))
     print_table(
         f"PES vs ReAct on {len(tasks)} tasks (medians of {args.repeats} interleaved runs; "
         f"model {args.ttft_ms:g} ms to first token + {args.ms_per_token:g} ms/output token; "
@@ -588,6 +631,23 @@ async def main(args: argparse.Namespace) -> None:
         ],
         rows,
     )
+    print_table(
+        "PES with re-evaluation after each wave (reevaluate='each_wave'; the model keeps the "
+        "plan), against PES without and ReAct",
+        [
+            "task",
+            "calls/levels",
+            "re-evals",
+            "calls",
+            "prompt tok",
+            "tok vs PES",
+            "tok vs ReAct",
+            "wall ms",
+            "wall vs PES",
+            "wall vs ReAct",
+        ],
+        rows_re,
+    )
     react_moves = (
         "one tool call per turn (classic ReAct), then the answer"
         if REACT_SEQUENTIAL
@@ -598,7 +658,15 @@ async def main(args: argparse.Namespace) -> None:
         f"\nReAct assumption: {react_moves}; PES: one plan with every call, then the answer. "
         "Prompt processing time is not modelled (it would add to ReAct's longer prompts)."
     )
-    pes, react = totals["pes"], totals["react"]
+    pes, pes_re, react = totals["pes"], totals["pes_re"], totals["react"]
+    print(
+        f"pes_reevaluate: re-evaluations {pes_re.reevaluations}, "
+        f"model calls {pes_re.model_calls}/{pes.model_calls} = "
+        f"{pes_re.model_calls / pes.model_calls:.2f}, "
+        f"prompt tokens {pes_re.prompt_tokens}/{pes.prompt_tokens} = "
+        f"{pes_re.prompt_tokens / pes.prompt_tokens:.2f}, "
+        f"wall ms {pes_re.wall_ms:.0f}/{pes.wall_ms:.0f} = {pes_re.wall_ms / pes.wall_ms:.2f}"
+    )
     print(
         f"pes_vs_react: tasks {len(tasks)}, "
         f"model calls {pes.model_calls}/{react.model_calls} = "
@@ -622,6 +690,22 @@ def _row(name: str, shape: str, pes: Measure, react: Measure) -> list[object]:
         round(pes.wall_ms, 1),
         round(react.wall_ms, 1),
         pes.wall_ms / react.wall_ms,
+    ]
+
+
+def _row_re(name: str, shape: str, pes_re: Measure, others: dict[str, Measure]) -> list[object]:
+    pes, react = others["pes"], others["react"]
+    return [
+        name,
+        shape,
+        pes_re.reevaluations,
+        pes_re.model_calls,
+        pes_re.prompt_tokens,
+        pes_re.prompt_tokens / pes.prompt_tokens,
+        pes_re.prompt_tokens / react.prompt_tokens,
+        round(pes_re.wall_ms, 1),
+        pes_re.wall_ms / pes.wall_ms,
+        pes_re.wall_ms / react.wall_ms,
     ]
 
 

@@ -70,6 +70,10 @@ PES_VS_REACT_LINE = re.compile(
     r"prompt tokens (\d+)/(\d+) = [\d.]+, wall ms \d+/\d+ = [\d.]+ "
     r"\(tokens: (tiktoken o200k_base|~4 chars/token)\)"
 )
+PES_REEVALUATE_LINE = re.compile(
+    r"pes_reevaluate: re-evaluations (\d+), model calls (\d+)/(\d+) = [\d.]+, "
+    r"prompt tokens (\d+)/(\d+) = [\d.]+, wall ms \d+/\d+ = [\d.]+"
+)
 
 
 # Two tasks, one run, an instant model and tools at 5% of their latency: seconds, not a minute.
@@ -77,7 +81,7 @@ TINY = ("--tasks", "2", "--repeats", "1", "--ttft-ms", "0", "--ms-per-token", "0
 TINY += ("--tool-scale", "0.05")
 
 
-def run_pes_vs_react(*args: str) -> re.Match[str]:
+def run_pes_vs_react(*args: str) -> tuple[re.Match[str], re.Match[str]]:
     completed = subprocess.run(
         [sys.executable, str(PES_VS_REACT), *TINY, *args],
         capture_output=True,
@@ -90,15 +94,28 @@ def run_pes_vs_react(*args: str) -> re.Match[str]:
     assert "calls/levels" in completed.stdout
     match = PES_VS_REACT_LINE.fullmatch(lines[-1])
     assert match, f"unexpected last line {lines[-1]!r}"
-    return match
+    reevaluating = PES_REEVALUATE_LINE.fullmatch(lines[-2])
+    assert reevaluating, f"unexpected line {lines[-2]!r}"
+    return match, reevaluating
 
 
 @pytest.mark.slow
 def test_pes_vs_react_counts_calls_per_architecture() -> None:
     """On two tasks PES makes two model calls each, ReAct one per dependency level plus the
     answer (one per tool call plus the answer when sequential), with more prompt tokens."""
-    tasks, pes_calls, react_calls, pes_tokens, react_tokens, _ = run_pes_vs_react().groups()
+    match, _ = run_pes_vs_react()
+    tasks, pes_calls, react_calls, pes_tokens, react_tokens, _ = match.groups()
     assert (tasks, pes_calls, react_calls) == ("2", "4", "7")  # levels 2 and 3, +1 answer each
     assert int(pes_tokens) < int(react_tokens)
-    sequential = run_pes_vs_react("--react-sequential")
+    sequential, _ = run_pes_vs_react("--react-sequential")
     assert sequential.group(3) == "9"  # 4 and 3 tool calls, +1 answer each
+
+
+@pytest.mark.slow
+def test_pes_vs_react_counts_reevaluation_calls() -> None:
+    """With reevaluate='each_wave' PES adds one model call per wave that leaves calls to run:
+    one for the two-level task, two for the three-level chain, each with a prompt of its own."""
+    _, reevaluating = run_pes_vs_react()
+    reevaluations, calls, pes_calls, tokens, pes_tokens = reevaluating.groups()
+    assert (reevaluations, calls, pes_calls) == ("3", "7", "4")
+    assert int(tokens) > int(pes_tokens)
