@@ -36,6 +36,7 @@ __all__ = [
     "PendingToolCallsComponent",
     "PermissionComponent",
     "PlanComponent",
+    "PlanFailuresComponent",
     "PlanSearchComponent",
     "RAGTriggerComponent",
     "ReasoningFailuresComponent",
@@ -119,6 +120,14 @@ class AgentIdentityComponent:
 class ReasoningFailuresComponent:
     """How many model calls of `ReasoningSystem` failed in a row on this entity (reset by a
     success); at the system's limit the entity ends with `"reasoning_failed"`."""
+
+    consecutive: int = 0
+
+
+@dataclass(slots=True)
+class PlanFailuresComponent:
+    """How many plan-step calls of `PlanningSystem` failed in a row on this entity (reset by a
+    success); at the system's `max_failures` the entity ends with ``"plan_failed"``."""
 
     consecutive: int = 0
 

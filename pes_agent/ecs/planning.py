@@ -44,39 +44,30 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from ecs_core import EntityId, ErrorComponent, TerminalComponent, World
+from ecs_core import EntityId, TerminalComponent, World
 from pes_agent.ecs._model import call_model, system_prompt_of
-from pes_agent.ecs._pending import answer_calls, error_result
 from pes_agent.ecs._tools import tool_schemas
+from pes_agent.ecs._turns import count_failure, record_answer
 from pes_agent.ecs.components import (
     ConversationComponent,
     LLMComponent,
     PendingToolCallsComponent,
     PlanComponent,
+    PlanFailuresComponent,
     StreamingComponent,
     ToolRegistryComponent,
-    ToolResultsComponent,
     UserInputComponent,
 )
 from pes_agent.ecs.events import PlanStepCompletedEvent
 from pes_agent.ecs.messages import ChatMessage
-from pes_agent.errors import RunError, ScriptExhaustedError, UsageError
+from pes_agent.errors import ScriptExhaustedError, UsageError
 from pes_agent.observing.logs import get_logger
-from pes_agent.protocols import LLMResponse
 
+# PlanFailuresComponent lives in components; it stays importable from here as it was.
 __all__ = ["PlanFailuresComponent", "PlanningSystem", "step_message"]
 
 _log = get_logger("pes_agent.ecs.planning")
-
-
-@dataclass(slots=True)
-class PlanFailuresComponent:
-    """How many plan-step calls of `PlanningSystem` failed in a row on this entity (reset by a
-    success); at the system's `max_failures` the entity ends with ``"plan_failed"``."""
-
-    consecutive: int = 0
 
 
 def step_message(plan: PlanComponent) -> ChatMessage:
@@ -160,7 +151,7 @@ class PlanningSystem:
         world.try_remove_component(entity, PlanFailuresComponent)
         if opening is not None:
             conversation.messages.append(opening)
-        if _record_answer(world, entity, conversation, response):
+        if record_answer(world, entity, conversation, response):
             return  # tool round: the step goes on once the calls are answered
         plan.current_step = index + 1
         await world.events.publish(PlanStepCompletedEvent(entity, index, step))
@@ -173,21 +164,17 @@ class PlanningSystem:
             world.add_component(entity, TerminalComponent(self.terminal_reason))
 
     def _failed(self, world: World, entity: EntityId, error: Exception) -> None:
-        failures = world.get_component(entity, PlanFailuresComponent)
-        if failures is None:
-            failures = PlanFailuresComponent()
-            world.add_component(entity, failures)
-        failures.consecutive += 1
-        _log.warning(
-            "plan_step_failed",
-            entity=entity,
-            consecutive=failures.consecutive,
-            error_type=type(error).__name__,
-            error=error.message if isinstance(error, RunError) else str(error),
+        count_failure(
+            world,
+            entity,
+            error,
+            counter=PlanFailuresComponent,
+            max_failures=self.max_failures,
+            terminal_reason="plan_failed",
+            source=type(self).__name__,
+            log=_log,
+            event="plan_step_failed",
         )
-        world.add_component(entity, ErrorComponent(error, type(self).__name__))
-        if failures.consecutive >= self.max_failures:
-            world.add_component(entity, TerminalComponent("plan_failed"))
 
 
 def _in_tool_round(messages: Sequence[ChatMessage]) -> bool:
@@ -196,28 +183,3 @@ def _in_tool_round(messages: Sequence[ChatMessage]) -> bool:
         return False
     last = messages[-1]
     return last.role == "tool" or (last.role == "assistant" and bool(last.tool_calls))
-
-
-def _record_answer(
-    world: World, entity: EntityId, conversation: ConversationComponent, response: LLMResponse
-) -> bool:
-    """Append the answer; queue its tool calls as a ReAct turn does. True when it made calls."""
-    calls = [event.call for event in response.tool_calls]
-    conversation.messages.append(ChatMessage("assistant", response.text, tool_calls=calls or None))
-    if not calls:
-        return False
-    world.add_component(entity, ToolResultsComponent())
-    runnable = [event.call for event in response.tool_calls if event.error is None]
-    if runnable:
-        world.add_component(entity, PendingToolCallsComponent(runnable))
-    # Calls whose arguments were not JSON never run, but the APIs need each one answered.
-    answer_calls(
-        world,
-        entity,
-        [
-            error_result(event.call, "Not run: " + event.error)
-            for event in response.tool_calls
-            if event.error is not None
-        ],
-    )
-    return True

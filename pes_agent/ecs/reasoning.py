@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from ecs_core import EntityId, ErrorComponent, TerminalComponent, World
+from ecs_core import EntityId, TerminalComponent, World
 from pes_agent.ecs._model import call_model, system_prompt_of
-from pes_agent.ecs._pending import answer_calls, error_result
 from pes_agent.ecs._tools import tool_schemas
+from pes_agent.ecs._turns import count_failure, record_answer
 from pes_agent.ecs.components import (
     ConversationComponent,
     LLMComponent,
@@ -17,11 +17,9 @@ from pes_agent.ecs.components import (
     ReasoningFailuresComponent,
     StreamingComponent,
     ToolRegistryComponent,
-    ToolResultsComponent,
     UserInputComponent,
 )
-from pes_agent.ecs.messages import ChatMessage
-from pes_agent.errors import RunError, ScriptExhaustedError, UsageError
+from pes_agent.errors import ScriptExhaustedError, UsageError
 from pes_agent.observing.logs import get_logger
 
 __all__ = ["ReasoningSystem"]
@@ -109,43 +107,21 @@ class ReasoningSystem:
         if not world.entity_exists(entity):
             return
         world.try_remove_component(entity, ReasoningFailuresComponent)
-        calls = [event.call for event in response.tool_calls]
-        conversation.messages.append(
-            ChatMessage("assistant", response.text, tool_calls=calls or None)
-        )
-        if not calls:
+        if not record_answer(world, entity, conversation, response):
             world.add_component(entity, TerminalComponent("reasoning_complete"))
-            return
-        world.add_component(entity, ToolResultsComponent())
-        runnable = [event.call for event in response.tool_calls if event.error is None]
-        if runnable:
-            world.add_component(entity, PendingToolCallsComponent(runnable))
-        answer_calls(
-            world,
-            entity,
-            [
-                error_result(event.call, f"Not run: {event.error}")
-                for event in response.tool_calls
-                if event.error is not None
-            ],
-        )
 
     def _failed(self, world: World, entity: EntityId, error: Exception) -> None:
-        failures = world.get_component(entity, ReasoningFailuresComponent)
-        if failures is None:
-            failures = ReasoningFailuresComponent()
-            world.add_component(entity, failures)
-        failures.consecutive += 1
-        _log.warning(
-            "reasoning_failed",
-            entity=entity,
-            consecutive=failures.consecutive,
-            error_type=type(error).__name__,
-            error=error.message if isinstance(error, RunError) else str(error),
+        count_failure(
+            world,
+            entity,
+            error,
+            counter=ReasoningFailuresComponent,
+            max_failures=self.max_failures,
+            terminal_reason="reasoning_failed",
+            source=type(self).__name__,
+            log=_log,
+            event="reasoning_failed",
         )
-        world.add_component(entity, ErrorComponent(error, type(self).__name__))
-        if failures.consecutive >= self.max_failures:
-            world.add_component(entity, TerminalComponent("reasoning_failed"))
 
 
 def _needs_turn(world: World, entity: EntityId, conversation: ConversationComponent) -> bool:

@@ -1,0 +1,95 @@
+"""What a model turn leaves on an entity: the answer and its tool calls, or a failure counted.
+
+`ReasoningSystem` and `PlanningSystem` ask the model with the entity's tools and take what
+comes back the same way:
+
+- `record_answer` appends the answer as an assistant message with its tool calls, queues the
+  runnable calls in a `PendingToolCallsComponent` (for the gates and `ToolExecutionSystem`)
+  with a fresh `ToolResultsComponent`, and answers each call whose arguments were not valid
+  JSON at once with an error tool message: it never runs, but the APIs need every call
+  answered.
+- `count_failure` counts a failed call in the entity's failures component (the system removes
+  it on a success), logs it, leaves an `ErrorComponent`, and ends the entity with the system's
+  terminal reason at `max_failures` failures in a row, so retries are bounded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeVar
+
+from ecs_core import EntityId, ErrorComponent, TerminalComponent, World
+from pes_agent.ecs._pending import answer_calls, error_result
+from pes_agent.ecs.components import (
+    ConversationComponent,
+    PendingToolCallsComponent,
+    ToolResultsComponent,
+)
+from pes_agent.ecs.messages import ChatMessage
+from pes_agent.errors import RunError
+from pes_agent.protocols import LLMResponse
+
+__all__ = ["FailureCounter", "count_failure", "record_answer"]
+
+
+class FailureCounter(Protocol):
+    """A component counting a system's failed calls in a row on one entity."""
+
+    consecutive: int
+
+
+_Counter = TypeVar("_Counter", bound=FailureCounter)
+
+
+def record_answer(
+    world: World, entity: EntityId, conversation: ConversationComponent, response: LLMResponse
+) -> bool:
+    """Append the answer and queue its tool calls; True when it made calls."""
+    calls = [event.call for event in response.tool_calls]
+    conversation.messages.append(ChatMessage("assistant", response.text, tool_calls=calls or None))
+    if not calls:
+        return False
+    world.add_component(entity, ToolResultsComponent())
+    runnable = [event.call for event in response.tool_calls if event.error is None]
+    if runnable:
+        world.add_component(entity, PendingToolCallsComponent(runnable))
+    answer_calls(
+        world,
+        entity,
+        [
+            error_result(event.call, "Not run: " + event.error)
+            for event in response.tool_calls
+            if event.error is not None
+        ],
+    )
+    return True
+
+
+def count_failure(
+    world: World,
+    entity: EntityId,
+    error: Exception,
+    *,
+    counter: type[_Counter],
+    max_failures: int,
+    terminal_reason: str,
+    source: str,
+    log: Any,
+    event: str,
+) -> None:
+    """Count `error` as one more failure in a row of `source` (a system's name) on `entity`,
+    logged as `event`; the `max_failures`-th ends the entity with `terminal_reason`."""
+    failures = world.get_component(entity, counter)
+    if failures is None:
+        failures = counter()
+        world.add_component(entity, failures)
+    failures.consecutive += 1
+    log.warning(
+        event,
+        entity=entity,
+        consecutive=failures.consecutive,
+        error_type=type(error).__name__,
+        error=error.message if isinstance(error, RunError) else str(error),
+    )
+    world.add_component(entity, ErrorComponent(error, source))
+    if failures.consecutive >= max_failures:
+        world.add_component(entity, TerminalComponent(terminal_reason))
