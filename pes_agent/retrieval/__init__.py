@@ -27,6 +27,8 @@ from pes_agent.retrieval.base import (
 )
 from pes_agent.retrieval.hashing import HashingEmbeddings
 from pes_agent.retrieval.memory import InMemoryVectorStore
+from pes_agent.retrieval.postgres import PostgresVectorStore, VectorBackend
+from pes_agent.retrieval.sqlite import SQLiteVectorStore
 
 __all__ = [
     "DimensionMismatchError",
@@ -35,6 +37,9 @@ __all__ = [
     "InMemoryVectorStore",
     "Metadata",
     "MetadataValue",
+    "PostgresVectorStore",
+    "SQLiteVectorStore",
     "ScoredDocument",
+    "VectorBackend",
     "VectorStore",
 ]

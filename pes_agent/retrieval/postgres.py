@@ -1,0 +1,431 @@
+"""`PostgresVectorStore`: vectors in PostgreSQL, for many processes sharing one collection.
+
+Two ways to store and rank, chosen when the table is created and recorded with it:
+
+- **pgvector** (when the server has the `vector` extension, or can create it): a
+  `vector(dimension)` column ranked by the server with `<=>` (cosine distance), exact
+  (no approximate index), `where` applied in the same query.
+- **arrays** (the plain-SQL fallback, for servers without pgvector): a `real[]` column of
+  L2-normalised vectors. Ranking in SQL would take close to a second per query at 10,000 rows,
+  so the store keeps a snapshot of (id, vector, metadata) in this process, reloaded whenever
+  the table's version (bumped by every write, in the write's transaction) has changed, and
+  ranks it with NumPy; each search reads the version and the hits' texts in one
+  repeatable-read transaction, so it never mixes two versions. Memory use is the collection's
+  size; install pgvector for collections that should not fit in each process.
+
+Tables, for `table="pes_vectors"` in `schema` (default `pes_agent`, the one `PostgresStorage`
+uses, so the store may share the agent's database): `pes_vectors` (id, text, metadata jsonb,
+embedding) and `pes_vectors_meta` (dimension, backend, version). Reopening a table with another
+dimension is a `DimensionMismatchError`. Needs asyncpg (`pes-agent[postgres]`) and NumPy
+(`pes-agent[retrieval]`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pes_agent.errors import ConfigurationError, UsageError
+from pes_agent.observing.logs import get_logger
+from pes_agent.retrieval._common import (
+    Rows,
+    check_dimension,
+    check_rows,
+    check_top_k,
+    check_where,
+    metadata_matches,
+    query_vector,
+    require_numpy,
+)
+from pes_agent.retrieval.base import (
+    DimensionMismatchError,
+    Metadata,
+    MetadataValue,
+    ScoredDocument,
+)
+from pes_agent.storage.postgres._pool import Connector, redact_url, take_schema
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["PostgresVectorStore", "VectorBackend"]
+
+_log = get_logger("pes_agent.retrieval")
+
+VectorBackend = Literal["pgvector", "arrays"]
+"""How a PostgreSQL table keeps its vectors: pgvector's `vector` type, or `real[]` arrays."""
+
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,50}")
+
+
+@dataclass(slots=True)
+class _Snapshot:
+    """The arrays backend's copy of a table at one version, for ranking in this process."""
+
+    version: int
+    ids: list[str]
+    matrix: npt.NDArray[np.float32]
+    metadata: list[dict[str, Any]]
+
+
+def _vector_text(values: Sequence[float]) -> str:
+    # pgvector's text input; repr() keeps every digit of a float32.
+    return "[" + ",".join(repr(float(value)) for value in values) + "]"
+
+
+class PostgresVectorStore:
+    """A vector store in PostgreSQL: pgvector when the server has it, plain SQL otherwise.
+
+    `url` is a `postgresql://` URL (`?schema=NAME` allowed); `table` a lower-case identifier.
+    `pgvector=None` uses pgvector when the extension is installed or can be created, `True`
+    requires it (a `ConfigurationError` otherwise), `False` uses the array fallback. A table
+    keeps the backend it was created with. See the module docstring for both backends.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        table: str = "pes_vectors",
+        dimension: int,
+        schema: str | None = None,
+        pgvector: bool | None = None,
+        min_pool_size: int = 1,
+        max_pool_size: int = 4,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        url, schema = take_schema(url, schema)
+        for what, name in (("schema", schema), ("table", table)):
+            if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+                raise ConfigurationError(
+                    f"{what} must be a lower-case SQL identifier (letters, digits, _; at most "
+                    f"51 characters), not {name!r}"
+                )
+        if not 1 <= min_pool_size <= max_pool_size:
+            raise UsageError("pool sizes need 1 <= min_pool_size <= max_pool_size")
+        self._np = require_numpy()
+        self._dimension = check_dimension(dimension, "PostgresVectorStore")
+        self._schema = schema
+        self._table = table
+        self._want_pgvector = pgvector
+        self._backend: VectorBackend | None = None
+        self._snapshot: _Snapshot | None = None
+        self._label = f"PostgresVectorStore({redact_url(url)!r}, table={schema}.{table})"
+        self._db = Connector(
+            url,
+            label=self._label,
+            min_pool_size=min_pool_size,
+            max_pool_size=max_pool_size,
+            connect_timeout_s=connect_timeout_s,
+            prepare=self._prepare,
+        )
+        self._rows = f'"{schema}"."{table}"'
+        self._meta = f'"{schema}"."{table}_meta"'
+
+    def __repr__(self) -> str:
+        return self._label
+
+    @property
+    def dimension(self) -> int:
+        """The length of every vector this store keeps."""
+        return self._dimension
+
+    async def backend(self) -> VectorBackend:
+        """How this table keeps its vectors (connects, and creates the table, if needed)."""
+        await self._db.pool()
+        assert self._backend is not None
+        return self._backend
+
+    # -- the contract ---------------------------------------------------------------------
+
+    async def add(
+        self,
+        ids: Sequence[str],
+        vectors: Sequence[Sequence[float]],
+        documents: Sequence[str],
+        metadata: Sequence[Metadata] | None = None,
+    ) -> None:
+        """Insert the rows, replacing any row with the same id, in one transaction."""
+        rows = check_rows(ids, vectors, documents, metadata, self._dimension)
+        if not rows.ids:
+            return
+        backend = await self.backend()
+        records = self._records(rows, backend)
+        cast = "vector" if backend == "pgvector" else "real[]"
+        pool = await self._db.pool()
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                await conn.executemany(
+                    f"INSERT INTO {self._rows} (id, text, metadata, embedding) "
+                    f"VALUES ($1, $2, $3::jsonb, $4::{cast}) ON CONFLICT (id) DO UPDATE SET "
+                    "text = excluded.text, metadata = excluded.metadata, "
+                    "embedding = excluded.embedding",
+                    records,
+                )
+                await self._bump_version(conn)
+        except self._db.db_errors as exc:
+            raise self._db.query_error(exc) from exc
+
+    async def search(
+        self, vector: Sequence[float], top_k: int, where: Metadata | None = None
+    ) -> list[ScoredDocument]:
+        """The `top_k` rows matching `where` most similar to `vector` (cosine), highest first."""
+        top_k = check_top_k(top_k)
+        query = query_vector(vector, self._dimension)
+        filters = check_where(where)
+        backend = await self.backend()
+        try:
+            if backend == "pgvector":
+                return await self._search_pgvector(query, top_k, filters)
+            return await self._search_arrays(query, top_k, filters)
+        except self._db.db_errors as exc:
+            raise self._db.query_error(exc) from exc
+
+    async def delete(self, ids: Sequence[str]) -> None:
+        """Remove the rows with these ids; unknown ids are ignored."""
+        if isinstance(ids, str):
+            raise UsageError("delete() takes a sequence of ids, not one string")
+        if not ids:
+            return
+        pool = await self._db.pool()
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                await conn.execute(
+                    f"DELETE FROM {self._rows} WHERE id = ANY($1::text[])", list(ids)
+                )
+                await self._bump_version(conn)
+        except self._db.db_errors as exc:
+            raise self._db.query_error(exc) from exc
+
+    async def count(self) -> int:
+        """How many rows the table holds."""
+        rows = await self._db.fetch(f"SELECT count(*) FROM {self._rows}")
+        return int(rows[0][0])
+
+    async def aclose(self) -> None:
+        """Close the pool and drop the snapshot; later calls raise a `UsageError`."""
+        self._snapshot = None
+        await self._db.aclose()
+
+    # -- creating and opening the table ---------------------------------------------------
+
+    async def _prepare(self, pool: Any) -> None:
+        async with pool.acquire() as conn:
+            try:
+                self._backend = await self._create_or_open(conn)
+            except self._db.db_errors as exc:
+                raise self._db.query_error(exc) from exc
+
+    async def _create_or_open(self, conn: Any) -> VectorBackend:
+        async with conn.transaction():
+            # Two processes creating the same table at once: one creates, the other opens.
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext($1))",
+                f"pes_vectors:{self._schema}.{self._table}",
+            )
+            await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self._schema}"')
+            exists = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", self._meta)
+            if exists:
+                return await self._open(conn)
+            backend = await self._choose_backend(conn)
+            column = f"vector({self._dimension})" if backend == "pgvector" else "real[]"
+            check = (
+                ""
+                if backend == "pgvector"
+                else f", CHECK (cardinality(embedding) = {self._dimension})"
+            )
+            await conn.execute(
+                f"CREATE TABLE {self._rows} (id text PRIMARY KEY, text text NOT NULL, "
+                f"metadata jsonb NOT NULL, embedding {column} NOT NULL{check})"
+            )
+            await conn.execute(
+                f"CREATE TABLE {self._meta} (key text PRIMARY KEY, value text NOT NULL)"
+            )
+            await conn.executemany(
+                f"INSERT INTO {self._meta} (key, value) VALUES ($1, $2)",
+                [("dimension", str(self._dimension)), ("backend", backend), ("version", "0")],
+            )
+            _log.info(
+                "retrieval.table_created",
+                table=f"{self._schema}.{self._table}",
+                backend=backend,
+                dimension=self._dimension,
+            )
+            return backend
+
+    async def _open(self, conn: Any) -> VectorBackend:
+        stored = dict(await conn.fetch(f"SELECT key, value FROM {self._meta}"))
+        dimension = int(stored.get("dimension", -1))
+        if dimension != self._dimension:
+            raise DimensionMismatchError(
+                f"table {self._schema}.{self._table} holds vectors of dimension {dimension}, "
+                f"not {self._dimension}; open it with dimension={dimension}, or use another "
+                "table for these embeddings",
+                expected=dimension,
+                actual=self._dimension,
+            )
+        backend = stored.get("backend")
+        if backend not in ("pgvector", "arrays"):
+            raise ConfigurationError(
+                f"table {self._schema}.{self._table}_meta names no known backend ({backend!r})"
+            )
+        if self._want_pgvector is True and backend != "pgvector":
+            raise ConfigurationError(
+                f"table {self._schema}.{self._table} was created without pgvector (arrays); "
+                "pass pgvector=None to use it, or another table"
+            )
+        return "pgvector" if backend == "pgvector" else "arrays"
+
+    async def _choose_backend(self, conn: Any) -> VectorBackend:
+        if self._want_pgvector is False:
+            return "arrays"
+        if await conn.fetchval("SELECT 1 FROM pg_extension WHERE extname = 'vector'"):
+            return "pgvector"
+        available = await conn.fetchval(
+            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+        )
+        if available:
+            try:
+                async with conn.transaction():  # a savepoint: a refusal must not end ours
+                    await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except self._db.asyncpg.PostgresError as exc:
+                if self._want_pgvector:
+                    raise ConfigurationError(
+                        f"pgvector is available but could not be created: {exc}; run "
+                        "CREATE EXTENSION vector as a superuser, or pass pgvector=None"
+                    ) from None
+                _log.warning("retrieval.pgvector_refused", reason=str(exc))
+                return "arrays"
+            return "pgvector"
+        if self._want_pgvector:
+            raise ConfigurationError(
+                "PostgreSQL has no pgvector extension (install the server package, e.g. "
+                "postgresql-16-pgvector), or pass pgvector=None to use the plain-SQL fallback"
+            )
+        return "arrays"
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _records(self, rows: Rows, backend: VectorBackend) -> list[tuple[Any, ...]]:
+        np = self._np
+        metadata = rows.metadata_json()
+        if backend == "pgvector":
+            vectors: list[Any] = [_vector_text(v) for v in rows.vectors.tolist()]
+        else:
+            normalised = rows.vectors / np.linalg.norm(rows.vectors, axis=1, keepdims=True)
+            vectors = normalised.tolist()
+        return list(zip(rows.ids, rows.documents, metadata, vectors, strict=True))
+
+    async def _bump_version(self, conn: Any) -> None:
+        await conn.execute(
+            f"UPDATE {self._meta} SET value = (value::bigint + 1)::text WHERE key = 'version'"
+        )
+
+    # -- searching --------------------------------------------------------------------------
+
+    async def _search_pgvector(
+        self,
+        query: npt.NDArray[np.float32],
+        top_k: int,
+        filters: dict[str, MetadataValue] | None,
+    ) -> list[ScoredDocument]:
+        condition = ""
+        args: list[Any] = [_vector_text(query.tolist()), top_k]
+        if filters:
+            clauses = []
+            for key, value in filters.items():
+                args += [key, json.dumps(value)]
+                key_arg, value_arg = len(args) - 1, len(args)
+                clauses.append(_jsonb_match(f"${key_arg}", f"${value_arg}", value))
+            condition = "WHERE " + " AND ".join(clauses)
+        found = await self._db.fetch(
+            f"SELECT id, text, metadata, 1 - (embedding <=> $1::vector) AS score "
+            f"FROM {self._rows} {condition} ORDER BY embedding <=> $1::vector LIMIT $2",
+            *args,
+        )
+        return [
+            ScoredDocument(
+                id=row["id"],
+                text=row["text"],
+                score=float(row["score"]),
+                metadata=json.loads(row["metadata"]),
+            )
+            for row in found
+        ]
+
+    async def _search_arrays(
+        self,
+        query: npt.NDArray[np.float32],
+        top_k: int,
+        filters: dict[str, MetadataValue] | None,
+    ) -> list[ScoredDocument]:
+        np = self._np
+        pool = await self._db.pool()
+        async with (
+            pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            version = int(
+                await conn.fetchval(f"SELECT value FROM {self._meta} WHERE key = 'version'")
+            )
+            snapshot = self._snapshot
+            if snapshot is None or snapshot.version != version:
+                snapshot = self._snapshot = await self._load(conn, version)
+            if filters:
+                candidates = np.fromiter(
+                    (
+                        i
+                        for i, meta in enumerate(snapshot.metadata)
+                        if metadata_matches(meta, filters)
+                    ),
+                    dtype=np.intp,
+                )
+            else:
+                candidates = np.arange(len(snapshot.ids))
+            if candidates.size == 0:
+                return []
+            scores = snapshot.matrix[candidates] @ (query / np.linalg.norm(query))
+            if candidates.size > top_k:
+                part = np.argpartition(-scores, top_k - 1)[:top_k]
+                candidates, scores = candidates[part], scores[part]
+            order = np.argsort(-scores, kind="stable")
+            hit_ids = [snapshot.ids[int(candidates[i])] for i in order]
+            found = await conn.fetch(
+                f"SELECT id, text FROM {self._rows} WHERE id = ANY($1::text[])", hit_ids
+            )
+        texts = {row["id"]: row["text"] for row in found}
+        return [
+            ScoredDocument(
+                id=snapshot.ids[int(candidates[i])],
+                text=texts[snapshot.ids[int(candidates[i])]],
+                score=float(scores[i]),
+                metadata=dict(snapshot.metadata[int(candidates[i])]),
+            )
+            for i in order
+        ]
+
+    async def _load(self, conn: Any, version: int) -> _Snapshot:
+        np = self._np
+        found = await conn.fetch(f"SELECT id, metadata, embedding FROM {self._rows}")
+        matrix = np.zeros((len(found), self._dimension), dtype=np.float32)
+        for index, row in enumerate(found):
+            matrix[index] = row["embedding"]
+        return _Snapshot(
+            version=version,
+            ids=[row["id"] for row in found],
+            matrix=matrix,
+            metadata=[json.loads(row["metadata"]) for row in found],
+        )
+
+
+def _jsonb_match(key: str, value: str, wanted: MetadataValue) -> str:
+    """SQL for one `where` entry on jsonb, by the shared rule (numbers by value, bool apart)."""
+    entry = f"(metadata -> {key}::text)"
+    if isinstance(wanted, bool) or wanted is None or isinstance(wanted, str):
+        # jsonb equality keeps true, 1, "1" and null apart.
+        return f"{entry} = {value}::jsonb"
+    return f"(jsonb_typeof({entry}) = 'number' AND {entry} = {value}::jsonb)"

@@ -1,0 +1,374 @@
+"""`SQLiteVectorStore`: the embedded, persistent vector store, on the sqlite-vec extension.
+
+- **Tables.** For `table="pes_vectors"`: `pes_vectors` (id, text, metadata as JSON; its integer
+  rowid links the rest), `pes_vectors_vec` (a sqlite-vec `vec0` virtual table of float32
+  vectors with `distance_metric=cosine`) and `pes_vectors_meta` (the dimension the table was
+  made for). Nothing else in the file is touched, so the store may share the agent's
+  `SQLiteStorage` database file; several tables hold several collections.
+- **Search is exact.** `vec0` scans every vector (no approximate index), so results equal a
+  brute-force cosine ranking. A `where` filter restricts the scan to the matching rowids before
+  ranking (`rowid IN (...)`), so it never returns fewer than `top_k` when enough rows match.
+- **Never blocks the event loop.** One connection per store, used only by the store's own
+  worker thread; calls run there in the order they were made.
+- **Dimension.** Fixed when the table is created; opening it again with another `dimension` is
+  a `DimensionMismatchError`, as is adding or searching with a vector of another length.
+- **Loading the extension.** Python's `sqlite3` is used when it can load extensions; some
+  builds cannot (pyenv's default, for one), and then `pysqlite3` (PyPI `pysqlite3-binary`, in
+  the `retrieval` extra on Linux x86-64) is used instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import importlib
+import json
+import os
+import re
+import weakref
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any, TypeVar
+
+from pes_agent.errors import ConfigurationError, StorageError, UsageError
+from pes_agent.retrieval._common import (
+    Rows,
+    check_dimension,
+    check_rows,
+    check_top_k,
+    check_where,
+    query_vector,
+    require_numpy,
+)
+from pes_agent.retrieval.base import (
+    DimensionMismatchError,
+    Metadata,
+    MetadataValue,
+    ScoredDocument,
+)
+
+__all__ = ["MAX_TOP_K", "SQLiteVectorStore"]
+
+_T = TypeVar("_T")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,50}")
+MAX_TOP_K = 4096
+"""The largest `top_k` sqlite-vec answers in one query."""
+
+
+def _sqlite_module() -> ModuleType:
+    """A DB-API SQLite module that can load extensions, or a `ConfigurationError` saying how."""
+    import sqlite3
+
+    if hasattr(sqlite3.Connection, "enable_load_extension"):
+        return sqlite3
+    try:
+        return importlib.import_module("pysqlite3.dbapi2")
+    except ImportError as exc:
+        raise ConfigurationError(
+            "this Python's sqlite3 cannot load extensions, which sqlite-vec needs: "
+            "pip install pysqlite3-binary (or 'pes-agent[retrieval]' on Linux x86-64)"
+        ) from exc
+
+
+def _sqlite_vec() -> ModuleType:
+    try:
+        return importlib.import_module("sqlite_vec")
+    except ImportError as exc:
+        raise ConfigurationError(
+            "SQLiteVectorStore needs sqlite-vec: pip install 'pes-agent[retrieval]'"
+        ) from exc
+
+
+def _path(path_or_url: str | os.PathLike[str]) -> str:
+    text = os.fspath(path_or_url)
+    if text.startswith("sqlite:"):
+        from pes_agent.storage.factory import _sqlite_path
+
+        return _sqlite_path(text)
+    if not text:
+        raise UsageError("SQLiteVectorStore needs a file path, sqlite:///PATH or ':memory:'")
+    return text
+
+
+def _type_clause(value: MetadataValue) -> tuple[str, list[Any]]:
+    """SQL matching one `json_each` entry of `value`'s JSON type and value (the shared rule)."""
+    if value is None:
+        return "type = 'null'", []
+    if isinstance(value, bool):
+        return "type = ?", ["true" if value else "false"]
+    if isinstance(value, str):
+        return "type = 'text' AND value = ?", [value]
+    return "type IN ('integer', 'real') AND value = ?", [value]
+
+
+class SQLiteVectorStore:
+    """A persistent vector store in a SQLite file (sqlite-vec): exact cosine search.
+
+    `path_or_url` is a file path, `"sqlite:///PATH"` or `":memory:"`; it may be the agent's own
+    database file. `table` names the collection (letters, digits, underscores). The tables are
+    created on first use; see the module docstring for what is stored where.
+    """
+
+    def __init__(
+        self,
+        path_or_url: str | os.PathLike[str],
+        *,
+        table: str = "pes_vectors",
+        dimension: int,
+        busy_timeout_s: float = 5.0,
+    ) -> None:
+        self._path = _path(path_or_url)
+        if not isinstance(table, str) or not _IDENTIFIER.fullmatch(table):
+            raise ConfigurationError(
+                f"table must be letters, digits and underscores (not starting with a digit, "
+                f"at most 51 characters), got {table!r}"
+            )
+        if busy_timeout_s <= 0:
+            raise UsageError("busy_timeout_s must be > 0 seconds")
+        self._np = require_numpy()
+        self._sqlite = _sqlite_module()
+        self._vec = _sqlite_vec()
+        self._table = table
+        self._dimension = check_dimension(dimension, "SQLiteVectorStore")
+        self._busy_timeout_ms = int(busy_timeout_s * 1000)
+        self._conn: Any = None
+        self._closed = False
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"pes-vec:{table}"
+        )
+        # A store dropped without aclose() must not leave its thread behind.
+        weakref.finalize(self, self._executor.shutdown, wait=False)
+
+    def __repr__(self) -> str:
+        return f"SQLiteVectorStore({self._path!r}, table={self._table!r})"
+
+    @property
+    def dimension(self) -> int:
+        """The length of every vector this store keeps."""
+        return self._dimension
+
+    @property
+    def table(self) -> str:
+        """The collection's table name (the vectors and the dimension are in `<table>_vec`
+        and `<table>_meta`)."""
+        return self._table
+
+    async def add(
+        self,
+        ids: Sequence[str],
+        vectors: Sequence[Sequence[float]],
+        documents: Sequence[str],
+        metadata: Sequence[Metadata] | None = None,
+    ) -> None:
+        """Insert the rows, replacing any row with the same id, in one transaction."""
+        self._check_open()
+        rows = check_rows(ids, vectors, documents, metadata, self._dimension)
+        if rows.ids:
+            await self._call(functools.partial(self._add, rows=rows))
+
+    async def search(
+        self, vector: Sequence[float], top_k: int, where: Metadata | None = None
+    ) -> list[ScoredDocument]:
+        """The `top_k` rows matching `where` most similar to `vector` (cosine), highest first."""
+        self._check_open()
+        top_k = check_top_k(top_k)
+        if top_k > MAX_TOP_K:
+            raise UsageError(f"SQLiteVectorStore answers at most top_k={MAX_TOP_K} per search")
+        query = query_vector(vector, self._dimension).tobytes()
+        filters = check_where(where)
+        return await self._call(
+            functools.partial(self._search, query=query, top_k=top_k, filters=filters)
+        )
+
+    async def delete(self, ids: Sequence[str]) -> None:
+        """Remove the rows with these ids; unknown ids are ignored."""
+        self._check_open()
+        if isinstance(ids, str):
+            raise UsageError("delete() takes a sequence of ids, not one string")
+        if ids:
+            await self._call(functools.partial(self._delete, ids=list(ids)))
+
+    async def count(self) -> int:
+        """How many rows the table holds."""
+        self._check_open()
+        return await self._call(self._count)
+
+    async def aclose(self) -> None:
+        """Close the connection and stop the worker thread; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._close_connection)
+        self._executor.shutdown(wait=False)
+
+    # -- the worker thread ------------------------------------------------------------------
+
+    async def _call(self, work: Callable[[Any], _T]) -> _T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(self._run, work))
+
+    def _run(self, work: Callable[[Any], _T]) -> _T:
+        try:
+            conn = self._conn if self._conn is not None else self._open_connection()
+            return work(conn)
+        except self._sqlite.Error as exc:
+            transient = isinstance(exc, self._sqlite.OperationalError) and any(
+                word in str(exc) for word in ("locked", "busy")
+            )
+            raise StorageError(
+                f"SQLite error on {self._path!r} (table {self._table!r}): {exc}",
+                transient=transient,
+            ) from exc
+
+    def _open_connection(self) -> Any:
+        conn = self._sqlite.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.enable_load_extension(True)
+            self._vec.load(conn)
+            conn.enable_load_extension(False)
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            if self._path != ":memory:":
+                conn.execute("PRAGMA journal_mode = WAL")
+            self._ensure_tables(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _ensure_tables(self, conn: Any) -> None:
+        t = self._table
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            found = conn.execute(
+                "SELECT name FROM sqlite_master WHERE name IN (?, ?, ?)",
+                (t, f"{t}_vec", f"{t}_meta"),
+            ).fetchall()
+            names = {row[0] for row in found}
+            if not names:
+                conn.execute(
+                    f"CREATE TABLE {t} (rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
+                    "text TEXT NOT NULL, metadata TEXT NOT NULL)"
+                )
+                conn.execute(
+                    f"CREATE VIRTUAL TABLE {t}_vec USING vec0("
+                    f"embedding float[{self._dimension}] distance_metric=cosine)"
+                )
+                conn.execute(f"CREATE TABLE {t}_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                conn.execute(
+                    f"INSERT INTO {t}_meta (key, value) VALUES ('dimension', ?), "
+                    "('metric', 'cosine')",
+                    (str(self._dimension),),
+                )
+            elif names != {t, f"{t}_vec", f"{t}_meta"}:
+                raise ConfigurationError(
+                    f"{self._path!r} has a table named {t!r} that is not a vector table made "
+                    f"by SQLiteVectorStore; pass another table="
+                )
+            else:
+                stored = conn.execute(
+                    f"SELECT value FROM {t}_meta WHERE key = 'dimension'"
+                ).fetchone()
+                dimension = int(stored[0]) if stored else -1
+                if dimension != self._dimension:
+                    raise DimensionMismatchError(
+                        f"table {t!r} in {self._path!r} holds vectors of dimension "
+                        f"{dimension}, not {self._dimension}; open it with "
+                        f"dimension={dimension}, or use another table for these embeddings",
+                        expected=dimension,
+                        actual=self._dimension,
+                    )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _close_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _add(self, conn: Any, *, rows: Rows) -> None:
+        t = self._table
+        vectors = rows.vectors
+        metadata = rows.metadata_json()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for index, row_id in enumerate(rows.ids):
+                found = conn.execute(f"SELECT rowid FROM {t} WHERE id = ?", (row_id,)).fetchone()
+                if found is None:
+                    cursor = conn.execute(
+                        f"INSERT INTO {t} (id, text, metadata) VALUES (?, ?, ?)",
+                        (row_id, rows.documents[index], metadata[index]),
+                    )
+                    rowid = cursor.lastrowid
+                else:
+                    rowid = found[0]
+                    conn.execute(
+                        f"UPDATE {t} SET text = ?, metadata = ? WHERE rowid = ?",
+                        (rows.documents[index], metadata[index], rowid),
+                    )
+                    # vec0 has no upsert: replace the vector row.
+                    conn.execute(f"DELETE FROM {t}_vec WHERE rowid = ?", (rowid,))
+                conn.execute(
+                    f"INSERT INTO {t}_vec (rowid, embedding) VALUES (?, ?)",
+                    (rowid, vectors[index].tobytes()),
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _search(
+        self,
+        conn: Any,
+        *,
+        query: bytes,
+        top_k: int,
+        filters: dict[str, MetadataValue] | None,
+    ) -> list[ScoredDocument]:
+        t = self._table
+        params: list[Any] = [query, top_k]
+        restrict = ""
+        if filters:
+            clauses = []
+            for key, value in filters.items():
+                condition, values = _type_clause(value)
+                clauses.append(
+                    f"EXISTS (SELECT 1 FROM json_each(d.metadata) WHERE key = ? AND {condition})"
+                )
+                params += [key, *values]
+            restrict = f" AND rowid IN (SELECT d.rowid FROM {t} AS d WHERE {' AND '.join(clauses)})"
+        found = conn.execute(
+            f"SELECT d.id, d.text, d.metadata, v.distance FROM ("
+            f"SELECT rowid, distance FROM {t}_vec WHERE embedding MATCH ? AND k = ?{restrict}"
+            f") AS v JOIN {t} AS d ON d.rowid = v.rowid ORDER BY v.distance",
+            params,
+        ).fetchall()
+        return [
+            ScoredDocument(id=row_id, text=text, score=1.0 - distance, metadata=json.loads(meta))
+            for row_id, text, meta, distance in found
+        ]
+
+    def _delete(self, conn: Any, *, ids: list[str]) -> None:
+        t = self._table
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for row_id in ids:
+                found = conn.execute(f"SELECT rowid FROM {t} WHERE id = ?", (row_id,)).fetchone()
+                if found is not None:
+                    conn.execute(f"DELETE FROM {t}_vec WHERE rowid = ?", (found[0],))
+                    conn.execute(f"DELETE FROM {t} WHERE rowid = ?", (found[0],))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _count(self, conn: Any) -> int:
+        return int(conn.execute(f"SELECT count(*) FROM {self._table}").fetchone()[0])
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError(f"{self!r} is closed; create a new one")

@@ -1,0 +1,162 @@
+"""The vector store contract, on every store: exact cosine ranking, upserts, filters, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from pes_agent.errors import UsageError
+from pes_agent.retrieval import DimensionMismatchError, MetadataValue, VectorStore
+from tests.pes_agent.retrieval.conftest import StoreFactory
+
+
+def brute_force(
+    matrix: npt.NDArray[np.float64], query: npt.NDArray[np.float64], top_k: int
+) -> tuple[list[int], list[float]]:
+    """Row indices and cosine similarities of the `top_k` rows nearest to `query`."""
+    scores = (matrix @ query) / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query))
+    order = np.argsort(-scores)[:top_k]
+    return [int(i) for i in order], [float(scores[i]) for i in order]
+
+
+async def fill(
+    store: VectorStore, rng: np.random.Generator, rows: int, dimension: int
+) -> npt.NDArray[np.float64]:
+    matrix = rng.standard_normal((rows, dimension))
+    await store.add(
+        [f"doc-{i}" for i in range(rows)],
+        matrix.tolist(),
+        [f"text {i}" for i in range(rows)],
+        [{"group": i % 3, "even": i % 2 == 0} for i in range(rows)],
+    )
+    return matrix
+
+
+async def test_search_equals_a_brute_force_cosine_ranking(make_store: StoreFactory) -> None:
+    """On random data, every store returns the brute-force top 10 by cosine, in order."""
+    rng = np.random.default_rng(7)
+    store = make_store(24)
+    matrix = await fill(store, rng, 400, 24)
+    for _ in range(25):
+        query = rng.standard_normal(24)
+        hits = await store.search(query.tolist(), top_k=10)
+        expected_ids, expected_scores = brute_force(matrix, query, 10)
+        assert [hit.id for hit in hits] == [f"doc-{i}" for i in expected_ids]
+        assert [hit.score for hit in hits] == pytest.approx(expected_scores, abs=1e-5)
+        assert [hit.text for hit in hits] == [f"text {i}" for i in expected_ids]
+
+
+async def test_where_filters_rank_only_the_matching_rows(make_store: StoreFactory) -> None:
+    """A `where` filter gives the brute-force ranking of the rows whose metadata match it all."""
+    rng = np.random.default_rng(11)
+    store = make_store(16)
+    matrix = await fill(store, rng, 300, 16)
+    query = rng.standard_normal(16)
+    hits = await store.search(query.tolist(), top_k=8, where={"group": 1, "even": False})
+    matching = [i for i in range(300) if i % 3 == 1 and i % 2 == 1]
+    expected, _ = brute_force(matrix[matching], query, 8)
+    assert [hit.id for hit in hits] == [f"doc-{matching[i]}" for i in expected]
+    assert all(hit.metadata == {"group": 1, "even": False} for hit in hits)
+
+
+async def test_where_keeps_bools_numbers_strings_and_null_apart(make_store: StoreFactory) -> None:
+    """`where` matches JSON scalars exactly: True is not 1, "1" is not 1, 1.0 is 1, None is null."""
+    store = make_store(3)
+    values: list[MetadataValue] = [True, 1, "1", None, 2.5]
+    await store.add(
+        [f"v{i}" for i in range(len(values))],
+        [[1.0, float(i), 0.5] for i in range(len(values))],
+        ["x"] * len(values),
+        [{"k": value} for value in values],
+    )
+    await store.add(["missing"], [[1.0, 1.0, 1.0]], ["no key"], [{}])
+
+    async def ids(where: dict[str, MetadataValue]) -> set[str]:
+        return {hit.id for hit in await store.search([1.0, 0.0, 0.0], top_k=10, where=where)}
+
+    assert await ids({"k": True}) == {"v0"}
+    assert await ids({"k": 1}) == {"v1"}
+    assert await ids({"k": 1.0}) == {"v1"}
+    assert await ids({"k": "1"}) == {"v2"}
+    assert await ids({"k": None}) == {"v3"}
+    assert await ids({"k": 2.5}) == {"v4"}
+    assert await ids({"k": "absent"}) == set()
+    assert len(await ids({})) == 6
+
+
+async def test_adding_an_existing_id_replaces_its_row(make_store: StoreFactory) -> None:
+    """`add` is an upsert: the id keeps one row, with the new vector, text and metadata."""
+    store = make_store(2)
+    await store.add(["a", "b"], [[1.0, 0.0], [0.0, 1.0]], ["first a", "b"], [{"v": 1}, {}])
+    await store.add(["a"], [[0.0, 1.0]], ["second a"], [{"v": 2}])
+    assert await store.count() == 2
+    hits = await store.search([0.0, 1.0], top_k=2)
+    assert {hit.id for hit in hits} == {"a", "b"}
+    replaced = next(hit for hit in hits if hit.id == "a")
+    assert replaced.text == "second a"
+    assert replaced.metadata == {"v": 2}
+    assert replaced.score == pytest.approx(1.0, abs=1e-6)
+
+
+async def test_a_repeated_id_in_one_add_keeps_the_last_row(make_store: StoreFactory) -> None:
+    """Within one batch the last row of a repeated id wins, as if added one after another."""
+    store = make_store(2)
+    await store.add(["a", "a"], [[1.0, 0.0], [0.0, 1.0]], ["old", "new"])
+    assert await store.count() == 1
+    hits = await store.search([0.0, 1.0], top_k=1)
+    assert (hits[0].id, hits[0].text) == ("a", "new")
+
+
+async def test_delete_removes_rows_and_ignores_unknown_ids(make_store: StoreFactory) -> None:
+    """Deleted rows are never found again; deleting an unknown id is not an error."""
+    rng = np.random.default_rng(3)
+    store = make_store(8)
+    matrix = await fill(store, rng, 50, 8)
+    await store.delete(["doc-0", "doc-17", "nope"])
+    assert await store.count() == 48
+    hits = await store.search(matrix[17].tolist(), top_k=50)
+    assert len(hits) == 48
+    assert {"doc-0", "doc-17"}.isdisjoint(hit.id for hit in hits)
+    # The rows left keep their own vectors (the in-memory store moves rows to fill the gap).
+    assert (await store.search(matrix[49].tolist(), top_k=1))[0].id == "doc-49"
+
+
+async def test_top_k_beyond_the_row_count_returns_every_row(make_store: StoreFactory) -> None:
+    """Asking for more rows than stored returns them all, best first; an empty store none."""
+    store = make_store(2)
+    assert await store.search([1.0, 0.0], top_k=3) == []
+    await store.add(["a", "b"], [[1.0, 0.0], [1.0, 1.0]], ["a", "b"])
+    assert [hit.id for hit in await store.search([1.0, 0.0], top_k=5)] == ["a", "b"]
+
+
+async def test_a_vector_of_another_length_is_a_dimension_error(make_store: StoreFactory) -> None:
+    """Adding or searching with a vector of the wrong length names both dimensions."""
+    store = make_store(4)
+    with pytest.raises(DimensionMismatchError, match=r"3 numbers.*dimension 4") as info:
+        await store.add(["a"], [[1.0, 2.0, 3.0]], ["a"])
+    assert (info.value.expected, info.value.actual) == (4, 3)
+    with pytest.raises(DimensionMismatchError):
+        await store.search([1.0, 2.0, 3.0, 4.0, 5.0], top_k=1)
+    assert await store.count() == 0
+
+
+async def test_zero_and_non_finite_vectors_are_refused(make_store: StoreFactory) -> None:
+    """A zero or NaN vector has no cosine similarity: a UsageError, and nothing is stored."""
+    store = make_store(2)
+    with pytest.raises(UsageError, match="zero"):
+        await store.add(["a", "b"], [[1.0, 0.0], [0.0, 0.0]], ["a", "b"])
+    with pytest.raises(UsageError, match="finite"):
+        await store.search([float("nan"), 1.0], top_k=1)
+    assert await store.count() == 0
+
+
+async def test_mismatched_argument_lengths_are_a_usage_error(make_store: StoreFactory) -> None:
+    """`add` needs one vector, document and metadata per id, and scalar metadata values."""
+    store = make_store(2)
+    with pytest.raises(UsageError, match="2 ids, 1 vectors"):
+        await store.add(["a", "b"], [[1.0, 0.0]], ["a", "b"])
+    with pytest.raises(UsageError, match="JSON scalar"):
+        await store.add(["a"], [[1.0, 0.0]], ["a"], [{"tags": ["x"]}])  # type: ignore[dict-item]
+    with pytest.raises(UsageError, match="top_k"):
+        await store.search([1.0, 0.0], top_k=0)
