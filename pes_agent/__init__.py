@@ -14,7 +14,6 @@ print(result.response.content, result.metadata.status)
 ```
 """
 
-from pes_agent.approvals import Approve, Deny, PausedRun, PendingApproval
 from pes_agent.config import (
     AgentState,
     LLMParams,
@@ -28,7 +27,6 @@ from pes_agent.config import (
 from pes_agent.core import AgentCore
 from pes_agent.errors import (
     ConfigurationError,
-    NotAwaitingApprovalError,
     PESAgentError,
     PlanParseError,
     ProviderError,
@@ -96,12 +94,10 @@ __all__ = [
     "AgentFinalResponse",
     "AgentProps",
     "AgentState",
-    "Approve",
     "ConcurrentExecutor",
     "ConfigurationError",
     "ConversationManager",
     "ConversationMessage",
-    "Deny",
     "ExecutionContext",
     "ExecutionMetadata",
     "Executor",
@@ -116,7 +112,6 @@ __all__ = [
     "LLMSynthesizer",
     "MessageRole",
     "ModelCaller",
-    "NotAwaitingApprovalError",
     "Observation",
     "ObservationManager",
     "ObservationRecorder",
@@ -124,8 +119,6 @@ __all__ = [
     "OutputParser",
     "PESAgentError",
     "ParsedToolCall",
-    "PausedRun",
-    "PendingApproval",
     "PhaseDurations",
     "PlanParseError",
     "PlanProgress",

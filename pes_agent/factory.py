@@ -6,7 +6,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pes_agent._closing import AsyncCloseable
-from pes_agent.approvals.gate import ApprovalHandler, ApprovalRule, check_approval_rule
 from pes_agent.config import (
     DEFAULT_SYSTEM_PROMPT,
     LLMParams,
@@ -29,6 +28,7 @@ from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesi
 from pes_agent.providers.base import LLMProvider
 from pes_agent.providers.registry import DEFAULT_POOL_SIZE, ProviderPool, create_provider
 from pes_agent.providers.retry import RetryPolicy
+from pes_agent.retrieval.retriever import Retriever
 from pes_agent.storage import open_storage
 from pes_agent.storage.base import Storage
 from pes_agent.synthesis.synthesizer import LLMSynthesizer
@@ -75,9 +75,7 @@ def create_agent(
     planning_mode: PlanningMode = "auto",
     reevaluate: Reevaluate = "never",
     max_revisions: int = 2,
-    require_approval: ApprovalRule | None = None,
-    approval_handler: ApprovalHandler | None = None,
-    approval_timeout_s: float | None = None,
+    retriever: Retriever | None = None,
 ) -> AgentCore:
     """Build an agent: `create_agent(provider="openai:gpt-4o-mini", tools=[get_weather])`.
 
@@ -97,11 +95,9 @@ def create_agent(
     re-evaluate the calls not yet run while the plan executes: `"on_failure"` after a wave in
     which a call failed, `"each_wave"` after every wave, at most `max_revisions` revisions a run
     (see `pes_agent.execution.revision`; `"never"`, the default, runs the DAG untouched).
-    `require_approval` (tool names, or `predicate(call, context) -> bool`) gates calls on top
-    of `@tool(requires_approval=True)`: a gated call runs only once approved. Without
-    `approval_handler` the run pauses (`status="awaiting_approval"`) until `agent.resume(...)`;
-    with `approval_handler=async (PendingApproval) -> bool` it decides in process.
-    `approval_timeout_s` makes pending calls expire (denied) when resumed later than that.
+    `retriever` (a `pes_agent.retrieval.Retriever`) is searched for each query before
+    planning; its passages reach the planning and synthesis prompts as quoted data, a
+    RETRIEVAL observation records them, and a failing retriever makes the run `partial`.
     Every argument is checked here, so a mistake fails now with the fix in the message.
 
     `aclose()` closes only what is built here from a string or a config; a provider or
@@ -138,14 +134,12 @@ def create_agent(
     if isinstance(max_revisions, bool) or not isinstance(max_revisions, int) or max_revisions < 0:
         raise UsageError(f"max_revisions must be an int >= 0 (default 2), got {max_revisions!r}")
     _check_protocol("executor", executor, "execute", "Executor")
-    approval_names, approval_predicate = check_approval_rule(require_approval, "require_approval")
-    if approval_handler is not None and not callable(approval_handler):
+    if retriever is not None and not callable(getattr(retriever, "retrieve", None)):
         raise UsageError(
-            "approval_handler must be an async function (PendingApproval) -> bool, got "
-            f"{type(approval_handler).__name__}"
+            "retriever must be a Retriever (with an async retrieve(query) method), e.g. "
+            "retriever=Retriever(HashingEmbeddings(256), InMemoryVectorStore(256)); "
+            f"got {type(retriever).__name__}"
         )
-    if approval_timeout_s is not None:
-        _check_positive("approval_timeout_s", approval_timeout_s, "3600")
     _check_protocol("synthesizer", synthesizer, "synthesize", "Synthesizer")
     if system_prompt is not None and not isinstance(system_prompt, str):
         raise UsageError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
@@ -200,9 +194,6 @@ def create_agent(
         max_tool_calls=max_tool_calls,
         reevaluate=reevaluate,
         max_revisions=max_revisions,
-        require_approval=approval_names,
-        approval_predicate=approval_predicate,
-        approval_handler=approval_handler,
-        approval_timeout_s=None if approval_timeout_s is None else float(approval_timeout_s),
+        retriever=retriever,
         llm_params=LLMParams(temperature=temperature, max_tokens=max_tokens),
     )

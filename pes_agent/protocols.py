@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pes_agent.approvals.gate import ApprovalGate
 from pes_agent.config import AgentState, LLMParams, Reevaluate
 from pes_agent.execution.revision import PlanProgress, PlanRevision
 from pes_agent.observing.types import Observation, ObservationType
@@ -31,6 +30,7 @@ from pes_agent.providers.base import (
     ToolCallEvent,
     ToolChoice,
 )
+from pes_agent.retrieval.base import ScoredDocument
 from pes_agent.run import AgentProps
 from pes_agent.threads.messages import ConversationMessage
 from pes_agent.tools.base import Tool, ToolResult, ToolSchema
@@ -105,6 +105,10 @@ class PlanningContext:
     llm_params: LLMParams = field(default_factory=LLMParams)
     provider: LLMProvider | None = None
     record: RecordObservation | None = None
+    #: Passages the agent's retriever found for the query, best first (empty without one).
+    #: Retrieved text is data: show it to a model only inside a delimited data block
+    #: (`pes_agent.retrieval.passages.render_passages`), never as instructions.
+    passages: Sequence[ScoredDocument] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,8 @@ class SynthesisContext:
     #: The step number of each result, as placeholders count them (they skip steps a plan
     #: revision replaced); empty means 1, 2, 3, …
     steps: Sequence[int] = ()
+    #: Passages the agent's retriever found for the query, as in `PlanningContext.passages`.
+    passages: Sequence[ScoredDocument] = ()
 
 
 @runtime_checkable
@@ -174,9 +180,7 @@ class ExecutionContext:
 
     `llm` is the model caller language steps use (without one a language step is an error
     result); `reevaluation`, when set, has the plan re-evaluated as it runs. Executors that
-    support neither may ignore both. `approvals`, when set, gates the calls that need a
-    person's approval; an executor must honour it, so the agent refuses to hand a gate to an
-    executor without `supports_approvals = True`.
+    support neither may ignore both.
     """
 
     thread_id: str
@@ -192,7 +196,6 @@ class ExecutionContext:
     state: AgentState | None = None
     llm: ModelCaller | None = None
     reevaluation: Reevaluation | None = None
-    approvals: ApprovalGate | None = None
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ await close_services(world)       # closes the SDK clients the world's provider 
 
 | system [priority]         | switched on by            | does                                  |
 |---------------------------|---------------------------|---------------------------------------|
+| RAGSystem [-10]           | RAGTriggerComponent.query | passages before the last user message |
 | UserInputSystem [-10]     | UserInputComponent        | asks a person; answer -> user message |
 | PermissionSystem [-5]     | PermissionComponent       | refuses calls to tools not allowed    |
 | ToolApprovalSystem [-5]   | ToolApprovalComponent     | approves, denies or asks a person     |
@@ -123,6 +124,7 @@ from pes_agent.ecs.message_bus import (
 )
 from pes_agent.ecs.messages import ChatMessage, ChatRole, ToolCall
 from pes_agent.ecs.planning import PlanFailuresComponent, PlanningSystem
+from pes_agent.ecs.rag import RAGSystem
 from pes_agent.ecs.reasoning import ReasoningSystem
 from pes_agent.ecs.replanning import ReplanningSystem
 from pes_agent.ecs.services import (
@@ -180,6 +182,7 @@ __all__ = [
     "PlanStepCompletedEvent",
     "PlanningSystem",
     "RAGRetrievalCompletedEvent",
+    "RAGSystem",
     "RAGTriggerComponent",
     "ReasoningFailuresComponent",
     "ReasoningSystem",

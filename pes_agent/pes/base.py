@@ -11,11 +11,12 @@ from ecs_core import EntityId, World
 from pes_agent.errors import RunError, UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import Observation, ObservationType
-from pes_agent.pes.components import Phase, RunFailed, RunSpec, RunTimings
+from pes_agent.pes.components import Phase, Retrieved, RunFailed, RunSpec, RunTimings
 from pes_agent.pes.llm_call import RunModelCaller
 from pes_agent.pes.resources import ResourceTable, RunResources
+from pes_agent.retrieval.base import ScoredDocument
 
-__all__ = ["PhaseRun", "PhaseSystem", "returned"]
+__all__ = ["PhaseRun", "PhaseSystem", "passages_of", "returned"]
 
 T = TypeVar("T")
 
@@ -64,6 +65,12 @@ class PhaseRun:
     def add(self, component: object) -> None:
         """Leave `component` on the run entity (the phase's output)."""
         self.world.add_component(self.entity, component)
+
+
+def passages_of(run: PhaseRun) -> list[ScoredDocument]:
+    """The passages retrieved for the run (none without a retriever, or when it failed)."""
+    retrieved = run.world.get_component(run.entity, Retrieved)
+    return retrieved.documents if retrieved is not None else []
 
 
 class PhaseSystem(ABC):

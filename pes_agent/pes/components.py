@@ -5,9 +5,9 @@ recorder) are resources, looked up by the run entity in `pes.resources.ResourceT
 
 ```
 RunSpec + RunTimings        spawned by AgentCore.process
+  -> Retrieved              RetrievalSystem (only for an agent with a retriever)
   -> Planned                PlanningSystem
-  -> Executed               ToolSystem (or Paused: calls wait for approval)
-  -> (Paused) Terminal      PauseSystem stores the paused run
+  -> Executed               ToolSystem
   -> Synthesized            SynthesisSystem
   -> Finalized + Terminal   FinalizationSystem
 RunFailed (any phase)       -> ErrorHandlingSystem -> Terminal
@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pes_agent.approvals.models import Decision, PendingApproval
 from pes_agent.config import LLMParams, Reevaluate
-from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
+from pes_agent.planning.plan import PlanningOutput
+from pes_agent.retrieval.base import ScoredDocument
 from pes_agent.run import AgentProps, PhaseDurations
 from pes_agent.threads.messages import ConversationMessage
 from pes_agent.threads.state import ThreadContext
@@ -30,17 +30,16 @@ from pes_agent.tools.base import ToolResult, ToolSchema
 __all__ = [
     "Executed",
     "Finalized",
-    "Paused",
     "Phase",
     "Planned",
-    "Resumed",
+    "Retrieved",
     "RunFailed",
     "RunSpec",
     "RunTimings",
     "Synthesized",
 ]
 
-Phase = Literal["load", "planning", "execution", "synthesis", "finalization"]
+Phase = Literal["load", "retrieval", "planning", "execution", "synthesis", "finalization"]
 
 
 @dataclass(slots=True)
@@ -75,6 +74,18 @@ class RunTimings:
 
 
 @dataclass(slots=True)
+class Retrieved:
+    """The passages retrieved for the query (best first), or why retrieval failed.
+
+    A failed retrieval is not a failed run: planning goes on without passages and the run
+    ends `partial`.
+    """
+
+    documents: list[ScoredDocument]
+    error: str | None = None
+
+
+@dataclass(slots=True)
 class Planned:
     output: PlanningOutput
     raw: str | None = None
@@ -86,25 +97,6 @@ class Executed:
     #: The step number of each result (1-based, as `{step_N_result}` counts); after a
     #: re-evaluation replaced calls, numbers skip the replaced steps. Empty: 1, 2, 3, …
     steps: list[int] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class Resumed:
-    """The run continues a paused one: these calls (every step, as stored) are executed,
-    not `Planned.output.tool_calls`."""
-
-    calls: list[ParsedToolCall]
-
-
-@dataclass(slots=True)
-class Paused:
-    """Execution stopped with calls waiting for approval; what the paused run stores."""
-
-    calls: list[ParsedToolCall]
-    replaced_steps: list[int]
-    results: dict[int, ToolResult]
-    pending: list[PendingApproval]
-    decisions: dict[str, Decision]
 
 
 @dataclass(slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 from ecs_core import TerminalComponent, World
@@ -14,6 +15,7 @@ from pes_agent.pes.components import (
     Executed,
     Finalized,
     Phase,
+    Retrieved,
     RunFailed,
     RunSpec,
     RunTimings,
@@ -23,14 +25,22 @@ from pes_agent.pes.resources import ResourceTable
 from pes_agent.storage.base import Storage
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 from pes_agent.threads.state import commit_turn_merging_state
+from pes_agent.tools.base import ToolResult
 
-__all__ = ["ErrorHandlingSystem", "FinalizationSystem"]
+__all__ = ["ErrorHandlingSystem", "FinalizationSystem", "run_status"]
 
 _log = get_logger("pes_agent.pes")
 
 
-def _status(executed: Executed) -> Literal["success", "partial"]:
-    return "partial" if any(r.status == "error" for r in executed.results) else "success"
+def run_status(
+    results: Sequence[ToolResult], retrieved: Retrieved | None
+) -> Literal["success", "partial"]:
+    """`partial` when a tool call failed or the retriever did, else `success`."""
+    if any(r.status == "error" for r in results):
+        return "partial"
+    if retrieved is not None and retrieved.error is not None:
+        return "partial"
+    return "success"
 
 
 def _transient(error: Exception) -> bool:
@@ -64,7 +74,7 @@ class FinalizationSystem(PhaseSystem):
         executed: Executed = inputs[0]
         synthesized: Synthesized = inputs[1]
         spec = run.spec
-        status = _status(executed)
+        status = run_status(executed.results, run.world.get_component(run.entity, Retrieved))
         user = ConversationMessage(
             thread_id=spec.thread_id,
             role=MessageRole.USER,

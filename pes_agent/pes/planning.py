@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from pes_agent.observing.types import ObservationType
-from pes_agent.pes.base import PhaseRun, PhaseSystem, returned
+from pes_agent.pes.base import PhaseRun, PhaseSystem, passages_of, returned
 from pes_agent.pes.components import Phase, Planned
 from pes_agent.pes.resources import ResourceTable
 from pes_agent.planning.plan import PlanningOutput
@@ -44,6 +44,7 @@ class PlanningSystem(PhaseSystem):
                 llm_params=spec.llm_params,
                 provider=run.llm.provider,
                 record=run.record,
+                passages=passages_of(run),
             )
         )
         output = returned(planned, PlanningOutput, self._planner, "plan")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from pes_agent.observing.types import ObservationType
-from pes_agent.pes.base import PhaseRun, PhaseSystem, returned
+from pes_agent.pes.base import PhaseRun, PhaseSystem, passages_of, returned
 from pes_agent.pes.components import Executed, Phase, Planned, Synthesized
 from pes_agent.pes.resources import ResourceTable
 from pes_agent.protocols import SynthesisContext, Synthesizer
@@ -39,6 +39,7 @@ class SynthesisSystem(PhaseSystem):
                 results=executed.results,
                 llm=run.llm,
                 steps=executed.steps,
+                passages=passages_of(run),
             )
         )
         text = returned(answer, str, self._synthesizer, "synthesize")

@@ -89,6 +89,7 @@ class LLMPlanner:
             history=ctx.history,
             query=ctx.props.query,
             tools=ctx.tools,
+            passages=ctx.passages,
         )
         messages = channel.prompt(base)
         try:

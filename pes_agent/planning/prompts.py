@@ -10,6 +10,8 @@ import json
 from collections.abc import Sequence
 
 from pes_agent.providers.base import PromptMessage
+from pes_agent.retrieval.base import ScoredDocument
+from pes_agent.retrieval.passages import PROMPT_MAX_CHARS, render_passages
 from pes_agent.threads.messages import ConversationMessage, history_prompt
 from pes_agent.tools.base import ToolSchema
 
@@ -69,13 +71,20 @@ def build_planning_messages(
     history: Sequence[ConversationMessage],
     query: str,
     tools: Sequence[ToolSchema],
+    passages: Sequence[ScoredDocument] = (),
 ) -> list[PromptMessage]:
-    """The messages of the planning call: instructions and tools, history, then the query."""
+    """The messages of the planning call: instructions and tools, history, then the query.
+
+    Retrieved `passages` go into the last (user) message as a delimited data block before
+    the query, never into the system message (see `pes_agent.retrieval.passages`).
+    """
     system = "\n\n".join([system_prompt, _PLANNING_PROTOCOL, render_tools(tools)])
+    data = render_passages(passages, max_chars=PROMPT_MAX_CHARS)
+    request = data + "\n\n# User query\n" + query if data else query
     return [
         PromptMessage(role="system", content=system),
         *history_prompt(history),
-        PromptMessage(role="user", content=query),
+        PromptMessage(role="user", content=request),
     ]
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from pes_agent.planning.plan import PlanningOutput
 from pes_agent.providers.base import PromptMessage
+from pes_agent.retrieval.base import ScoredDocument
+from pes_agent.retrieval.passages import PROMPT_MAX_CHARS, render_passages
 from pes_agent.threads.messages import ConversationMessage, history_prompt
 from pes_agent.tools.base import ToolResult
 
@@ -66,17 +68,24 @@ def build_synthesis_messages(
     planning: PlanningOutput,
     results: Sequence[ToolResult],
     steps: Sequence[int] = (),
+    passages: Sequence[ScoredDocument] = (),
 ) -> list[PromptMessage]:
     """The messages of the synthesis call: the query, intent, plan and every tool result,
-    each labelled with its step number (`steps`, when a plan revision made them skip)."""
-    body = "\n\n".join(
-        [
-            "# User query\n" + query,
-            "# Intent\n" + (planning.intent or "(not stated)"),
-            "# Plan\n" + (planning.plan or "(no plan)"),
-            _render_results(results, steps),
-        ]
-    )
+    each labelled with its step number (`steps`, when a plan revision made them skip).
+
+    Retrieved `passages` go into the user message as a delimited data block after the tool
+    results, never into the system message (see `pes_agent.retrieval.passages`).
+    """
+    sections = [
+        "# User query\n" + query,
+        "# Intent\n" + (planning.intent or "(not stated)"),
+        "# Plan\n" + (planning.plan or "(no plan)"),
+        _render_results(results, steps),
+    ]
+    data = render_passages(passages, max_chars=PROMPT_MAX_CHARS)
+    if data:
+        sections.append(data)
+    body = "\n\n".join(sections)
     return [
         PromptMessage(role="system", content=system_prompt + "\n\n" + _SYNTHESIS_INSTRUCTIONS),
         *history_prompt(history),

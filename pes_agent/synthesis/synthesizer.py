@@ -24,6 +24,7 @@ class LLMSynthesizer:
             planning=ctx.planning,
             results=ctx.results,
             steps=ctx.steps,
+            passages=ctx.passages,
         )
         response = await ctx.llm(messages, phase="synthesis")
         return self._parser.parse_synthesis_output(response.text)
