@@ -421,6 +421,16 @@ class SdkProvider(ABC, Generic[ClientT]):
                 await self._close_client()
 
     # failures ----------------------------------------------------------------------------
+    def classify_error(self, exc: Exception) -> AttemptFailure | None:
+        """What an exception from this provider's SDK client means for the retry layer:
+        retryable or final, its reason scrubbed of secrets; `None` if it is not the SDK's.
+        For other calls on `client` (embeddings) run through `retrying_call`."""
+        return self._classify(exc)
+
+    def redact_secrets(self, text: str) -> str:
+        """`text` with this provider's configured secrets, and key-shaped strings, redacted."""
+        return self._redact(text)
+
     def _redact(self, text: str) -> str:
         return redact(text, self._secrets)
 

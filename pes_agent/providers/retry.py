@@ -33,7 +33,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, TypeVar
 
 import structlog
 from tenacity import (
@@ -60,8 +60,11 @@ __all__ = [
     "RetryPolicy",
     "is_retryable_status",
     "parse_retry_after",
+    "retrying_call",
     "retrying_stream",
 ]
+
+_T = TypeVar("_T")
 
 FailureKind = Literal["status", "stream_error", "timeout", "connection", "incomplete", "request"]
 
@@ -193,25 +196,7 @@ async def retrying_stream(
     A failure that is not retried, or the last one, is raised as `on_give_up(failure, attempts)`.
     """
 
-    def before_sleep(state: RetryCallState) -> None:
-        outcome = state.outcome
-        failure = outcome.exception() if outcome is not None else None
-        log.warning(
-            "llm.retry",
-            attempt=state.attempt_number,
-            wait_s=round(state.upcoming_sleep, 3),
-            reason=failure.reason if isinstance(failure, AttemptFailure) else None,
-            status_code=failure.status_code if isinstance(failure, AttemptFailure) else None,
-        )
-
-    retrying = AsyncRetrying(
-        stop=stop_after_attempt(max_retries + 1) | stop_before_delay(policy.max_elapsed_s),
-        wait=_RetryAfterOrBackoff(policy),
-        retry=retry_if_exception(_should_retry),
-        sleep=policy.sleep,
-        before_sleep=before_sleep,
-        reraise=True,
-    )
+    retrying = _retrying(max_retries, policy, log)
     started = time.perf_counter()
     attempt_number = 0
     dirty = False  # tokens were yielded since the consumer last started afresh
@@ -270,6 +255,79 @@ async def retrying_stream(
                 latency_ms=round((time.perf_counter() - started) * 1000.0, 1),
             )
             raise on_give_up(failure, attempt_number) from None
+
+
+def _retrying(
+    max_retries: int, policy: RetryPolicy, log: structlog.typing.FilteringBoundLogger
+) -> AsyncRetrying:
+    """The tenacity loop both `retrying_stream` and `retrying_call` run their attempts in."""
+
+    def before_sleep(state: RetryCallState) -> None:
+        outcome = state.outcome
+        failure = outcome.exception() if outcome is not None else None
+        log.warning(
+            "llm.retry",
+            attempt=state.attempt_number,
+            wait_s=round(state.upcoming_sleep, 3),
+            reason=failure.reason if isinstance(failure, AttemptFailure) else None,
+            status_code=failure.status_code if isinstance(failure, AttemptFailure) else None,
+        )
+
+    return AsyncRetrying(
+        stop=stop_after_attempt(max_retries + 1) | stop_before_delay(policy.max_elapsed_s),
+        wait=_RetryAfterOrBackoff(policy),
+        retry=retry_if_exception(_should_retry),
+        sleep=policy.sleep,
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+
+
+async def retrying_call(
+    attempt: Callable[[], Awaitable[_T]],
+    *,
+    classify: Callable[[Exception], AttemptFailure | None],
+    max_retries: int,
+    policy: RetryPolicy,
+    on_give_up: Callable[[AttemptFailure, int], Exception],
+    log: structlog.typing.FilteringBoundLogger,
+    slot: asyncio.Semaphore,
+) -> _T:
+    """`await attempt()` until one attempt succeeds, under the same rules as `retrying_stream`.
+
+    For calls that answer at once rather than stream (embeddings). Each attempt holds `slot`
+    while it runs, not while it waits; the SDK exception is dropped, not chained; a failure not
+    retried, or the last one, is raised as `on_give_up(failure, attempts)`.
+    """
+    started = time.perf_counter()
+    attempt_number = 0
+    try:
+        async for attempt_manager in _retrying(max_retries, policy, log):
+            attempt_number = attempt_manager.retry_state.attempt_number
+            failure: AttemptFailure | None = None
+            try:
+                async with slot:
+                    result = await attempt()
+            except AttemptFailure as exc:
+                failure = exc
+            except Exception as exc:
+                failure = classify(exc)
+                if failure is None:
+                    raise
+            if failure is None:
+                return result
+            attempt_manager.retry_state.set_exception((type(failure), failure, None))
+    except AttemptFailure as failure:
+        log.error(
+            "llm.call_failed",
+            attempts=attempt_number,
+            reason=failure.reason,
+            status_code=failure.status_code,
+            retryable=failure.retryable,
+            latency_ms=round((time.perf_counter() - started) * 1000.0, 1),
+        )
+        raise on_give_up(failure, attempt_number) from None
+    raise AssertionError("tenacity ended without a result or a failure")  # pragma: no cover
 
 
 class _WastedAttempts:

@@ -27,6 +27,7 @@ from pes_agent.retrieval.base import (
 )
 from pes_agent.retrieval.hashing import HashingEmbeddings
 from pes_agent.retrieval.memory import InMemoryVectorStore
+from pes_agent.retrieval.openai import OpenAIEmbeddings
 from pes_agent.retrieval.postgres import PostgresVectorStore, VectorBackend
 from pes_agent.retrieval.sqlite import SQLiteVectorStore
 
@@ -37,6 +38,7 @@ __all__ = [
     "InMemoryVectorStore",
     "Metadata",
     "MetadataValue",
+    "OpenAIEmbeddings",
     "PostgresVectorStore",
     "SQLiteVectorStore",
     "ScoredDocument",
