@@ -3,18 +3,22 @@
 `ReasoningSystem` and `PlanningSystem` ask the model with the entity's tools and take what
 comes back the same way:
 
+- `take_turn` awaits one entity's turn and never raises (but for cancellation), so one entity's
+  failure cancels no other: a scripted model that ran out ends the entity with
+  ``"provider_exhausted"``; any other failure is counted (below).
 - `record_answer` appends the answer as an assistant message with its tool calls, queues the
   runnable calls in a `PendingToolCallsComponent` (for the gates and `ToolExecutionSystem`)
   with a fresh `ToolResultsComponent`, and answers each call whose arguments were not valid
   JSON at once with an error tool message: it never runs, but the APIs need every call
   answered.
-- `count_failure` counts a failed call in the entity's failures component (the system removes
+- A failure is counted in the entity's failures component (the system removes
   it on a success), logs it, leaves an `ErrorComponent`, and ends the entity with the system's
   terminal reason at `max_failures` failures in a row, so retries are bounded.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any, Protocol, TypeVar
 
 from ecs_core import EntityId, ErrorComponent, TerminalComponent, World
@@ -25,10 +29,10 @@ from pes_agent.ecs.components import (
     ToolResultsComponent,
 )
 from pes_agent.ecs.messages import ChatMessage
-from pes_agent.errors import RunError
+from pes_agent.errors import RunError, ScriptExhaustedError
 from pes_agent.protocols import LLMResponse
 
-__all__ = ["FailureCounter", "count_failure", "record_answer"]
+__all__ = ["FailureCounter", "record_answer", "take_turn"]
 
 
 class FailureCounter(Protocol):
@@ -64,10 +68,10 @@ def record_answer(
     return True
 
 
-def count_failure(
+async def take_turn(
     world: World,
     entity: EntityId,
-    error: Exception,
+    turn: Awaitable[object],
     *,
     counter: type[_Counter],
     max_failures: int,
@@ -76,20 +80,31 @@ def count_failure(
     log: Any,
     event: str,
 ) -> None:
-    """Count `error` as one more failure in a row of `source` (a system's name) on `entity`,
-    logged as `event`; the `max_failures`-th ends the entity with `terminal_reason`."""
-    failures = world.get_component(entity, counter)
-    if failures is None:
-        failures = counter()
-        world.add_component(entity, failures)
-    failures.consecutive += 1
-    log.warning(
-        event,
-        entity=entity,
-        consecutive=failures.consecutive,
-        error_type=type(error).__name__,
-        error=error.message if isinstance(error, RunError) else str(error),
-    )
-    world.add_component(entity, ErrorComponent(error, source))
-    if failures.consecutive >= max_failures:
-        world.add_component(entity, TerminalComponent(terminal_reason))
+    """Await `turn`, the model turn of `source` (a system's name) for `entity`; never raises.
+
+    A failure (unless the entity is gone) is one more in a row in `entity`'s `counter`
+    component, logged as `event`; the `max_failures`-th ends the entity with `terminal_reason`.
+    """
+    try:
+        await turn
+    except ScriptExhaustedError:
+        if world.entity_exists(entity):
+            world.add_component(entity, TerminalComponent("provider_exhausted"))
+    except Exception as error:
+        if not world.entity_exists(entity):
+            return
+        failures = world.get_component(entity, counter)
+        if failures is None:
+            failures = counter()
+            world.add_component(entity, failures)
+        failures.consecutive += 1
+        log.warning(
+            event,
+            entity=entity,
+            consecutive=failures.consecutive,
+            error_type=type(error).__name__,
+            error=error.message if isinstance(error, RunError) else str(error),
+        )
+        world.add_component(entity, ErrorComponent(error, source))
+        if failures.consecutive >= max_failures:
+            world.add_component(entity, TerminalComponent(terminal_reason))

@@ -293,9 +293,7 @@ class _Freezer:
         if key in self._memo:  # shared within the entity: stays shared once restored
             return self._memo[key]
         if isinstance(value, list | deque):
-            items: Any = copy.copy(value)
-            items.clear()
-            self._memo[key] = items
+            items = _empty_like(value, self._memo)
             items.extend(
                 self.value(v, (*path, _item_step(i, v)), live=live) for i, v in enumerate(value)
             )
@@ -304,13 +302,11 @@ class _Freezer:
             frozen = [
                 self.value(v, (*path, _item_step(i, v)), live=live) for i, v in enumerate(value)
             ]
-            result: Any = type(value)(*frozen) if hasattr(value, "_fields") else type(value)(frozen)
+            result: Any = _tuple_like(value, frozen)
             self._memo[key] = result
             return result
         if isinstance(value, dict):
-            mapping: Any = copy.copy(value)
-            mapping.clear()
-            self._memo[key] = mapping
+            mapping = _empty_like(value, self._memo)
             for k, v in value.items():
                 mapping[k] = self.value(v, (*path, ("key", k)), live=live)
             return mapping
@@ -342,6 +338,20 @@ class _Freezer:
         )
         self.refs.append(ref)
         return ref
+
+
+def _empty_like(value: Any, memo: dict[int, Any]) -> Any:
+    """An empty container of `value`'s type (a deque keeps its maxlen), memoised before it is
+    filled, so a cycle back to `value` finds the copy."""
+    empty = copy.copy(value)
+    empty.clear()
+    memo[id(value)] = empty
+    return empty
+
+
+def _tuple_like(value: tuple[Any, ...], items: list[Any]) -> tuple[Any, ...]:
+    """A tuple of `value`'s type, a named tuple included, holding `items`."""
+    return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
 
 
 def _item_step(index: int, value: object) -> Step:
@@ -395,20 +405,16 @@ class _Thawer:
         if key in self._memo:
             return self._memo[key]
         if isinstance(value, list | deque):
-            items: Any = copy.copy(value)
-            items.clear()
-            self._memo[key] = items
+            items = _empty_like(value, self._memo)
             items.extend(v for v in map(self.value, value) if v is not _GONE)
             return items
         if isinstance(value, tuple):
             thawed = [v for v in map(self.value, value) if v is not _GONE]
-            result: Any = type(value)(*thawed) if hasattr(value, "_fields") else type(value)(thawed)
+            result: Any = _tuple_like(value, thawed)
             self._memo[key] = result
             return result
         if isinstance(value, dict):
-            mapping: Any = copy.copy(value)
-            mapping.clear()
-            self._memo[key] = mapping
+            mapping = _empty_like(value, self._memo)
             for k, v in value.items():
                 thawed_value = self.value(v)
                 if thawed_value is not _GONE:

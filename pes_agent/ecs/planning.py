@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from ecs_core import EntityId, TerminalComponent, World
 from pes_agent.ecs._model import call_model, system_prompt_of
 from pes_agent.ecs._tools import tool_schemas
-from pes_agent.ecs._turns import count_failure, record_answer
+from pes_agent.ecs._turns import record_answer, take_turn
 from pes_agent.ecs.components import (
     ConversationComponent,
     LLMComponent,
@@ -61,7 +61,7 @@ from pes_agent.ecs.components import (
 )
 from pes_agent.ecs.events import PlanStepCompletedEvent
 from pes_agent.ecs.messages import ChatMessage
-from pes_agent.errors import ScriptExhaustedError, UsageError
+from pes_agent.errors import UsageError
 from pes_agent.observing.logs import get_logger
 
 # PlanFailuresComponent lives in components; it stays importable from here as it was.
@@ -116,15 +116,17 @@ class PlanningSystem:
                     group.create_task(self._step(world, entity, plan))
 
     async def _step(self, world: World, entity: EntityId, plan: PlanComponent) -> None:
-        # Never raises (but for cancellation): one entity's failure must not cancel the others.
-        try:
-            await self._call(world, entity, plan)
-        except ScriptExhaustedError:
-            if world.entity_exists(entity):
-                world.add_component(entity, TerminalComponent("provider_exhausted"))
-        except Exception as error:
-            if world.entity_exists(entity):
-                self._failed(world, entity, error)
+        await take_turn(
+            world,
+            entity,
+            self._call(world, entity, plan),
+            counter=PlanFailuresComponent,
+            max_failures=self.max_failures,
+            terminal_reason="plan_failed",
+            source=type(self).__name__,
+            log=_log,
+            event="plan_step_failed",
+        )
 
     async def _call(self, world: World, entity: EntityId, plan: PlanComponent) -> None:
         conversation = world.require_component(entity, ConversationComponent)
@@ -162,19 +164,6 @@ class PlanningSystem:
         plan.completed = True
         if self.terminal_reason is not None:
             world.add_component(entity, TerminalComponent(self.terminal_reason))
-
-    def _failed(self, world: World, entity: EntityId, error: Exception) -> None:
-        count_failure(
-            world,
-            entity,
-            error,
-            counter=PlanFailuresComponent,
-            max_failures=self.max_failures,
-            terminal_reason="plan_failed",
-            source=type(self).__name__,
-            log=_log,
-            event="plan_step_failed",
-        )
 
 
 def _in_tool_round(messages: Sequence[ChatMessage]) -> bool:

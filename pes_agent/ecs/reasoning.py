@@ -7,7 +7,7 @@ import asyncio
 from ecs_core import EntityId, TerminalComponent, World
 from pes_agent.ecs._model import call_model, system_prompt_of
 from pes_agent.ecs._tools import tool_schemas
-from pes_agent.ecs._turns import count_failure, record_answer
+from pes_agent.ecs._turns import record_answer, take_turn
 from pes_agent.ecs.components import (
     ConversationComponent,
     LLMComponent,
@@ -19,7 +19,7 @@ from pes_agent.ecs.components import (
     ToolRegistryComponent,
     UserInputComponent,
 )
-from pes_agent.errors import ScriptExhaustedError, UsageError
+from pes_agent.errors import UsageError
 from pes_agent.observing.logs import get_logger
 
 __all__ = ["ReasoningSystem"]
@@ -80,15 +80,17 @@ class ReasoningSystem:
                 group.create_task(self._turn(world, entity))
 
     async def _turn(self, world: World, entity: EntityId) -> None:
-        # Never raises (but for cancellation): one entity's failure must not cancel the others.
-        try:
-            await self._call(world, entity)
-        except ScriptExhaustedError:
-            if world.entity_exists(entity):
-                world.add_component(entity, TerminalComponent("provider_exhausted"))
-        except Exception as error:
-            if world.entity_exists(entity):
-                self._failed(world, entity, error)
+        await take_turn(
+            world,
+            entity,
+            self._call(world, entity),
+            counter=ReasoningFailuresComponent,
+            max_failures=self.max_failures,
+            terminal_reason="reasoning_failed",
+            source=type(self).__name__,
+            log=_log,
+            event="reasoning_failed",
+        )
 
     async def _call(self, world: World, entity: EntityId) -> None:
         llm = world.require_component(entity, LLMComponent)
@@ -109,19 +111,6 @@ class ReasoningSystem:
         world.try_remove_component(entity, ReasoningFailuresComponent)
         if not record_answer(world, entity, conversation, response):
             world.add_component(entity, TerminalComponent("reasoning_complete"))
-
-    def _failed(self, world: World, entity: EntityId, error: Exception) -> None:
-        count_failure(
-            world,
-            entity,
-            error,
-            counter=ReasoningFailuresComponent,
-            max_failures=self.max_failures,
-            terminal_reason="reasoning_failed",
-            source=type(self).__name__,
-            log=_log,
-            event="reasoning_failed",
-        )
 
 
 def _needs_turn(world: World, entity: EntityId, conversation: ConversationComponent) -> bool:
