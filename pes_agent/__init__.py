@@ -14,6 +14,7 @@ print(result.response.content, result.metadata.status)
 ```
 """
 
+from pes_agent.approvals import Approve, Deny, PausedRun, PendingApproval
 from pes_agent.config import (
     AgentState,
     LLMParams,
@@ -27,6 +28,7 @@ from pes_agent.config import (
 from pes_agent.core import AgentCore
 from pes_agent.errors import (
     ConfigurationError,
+    NotAwaitingApprovalError,
     PESAgentError,
     PlanParseError,
     ProviderError,
@@ -94,10 +96,12 @@ __all__ = [
     "AgentFinalResponse",
     "AgentProps",
     "AgentState",
+    "Approve",
     "ConcurrentExecutor",
     "ConfigurationError",
     "ConversationManager",
     "ConversationMessage",
+    "Deny",
     "ExecutionContext",
     "ExecutionMetadata",
     "Executor",
@@ -112,6 +116,7 @@ __all__ = [
     "LLMSynthesizer",
     "MessageRole",
     "ModelCaller",
+    "NotAwaitingApprovalError",
     "Observation",
     "ObservationManager",
     "ObservationRecorder",
@@ -119,6 +124,8 @@ __all__ = [
     "OutputParser",
     "PESAgentError",
     "ParsedToolCall",
+    "PausedRun",
+    "PendingApproval",
     "PhaseDurations",
     "PlanParseError",
     "PlanProgress",

@@ -138,6 +138,8 @@ class ThreadConfig(BaseModel):
     """Per-thread settings; any field left `None` falls back to the agent's default.
 
     `enabled_tools=None` enables every registered tool; `[]` enables none.
+    `require_approval` names tools whose calls on this thread wait for a person's approval,
+    on top of the agent's rules (it can add gates, never remove them).
     """
 
     # A nested ProviderConfig's validation error must not quote the input (it may hold a key).
@@ -147,6 +149,7 @@ class ThreadConfig(BaseModel):
     enabled_tools: list[str] | None = None
     history_limit: int | None = None
     system_prompt: str | None = None
+    require_approval: list[str] | None = None
 
     @field_validator("history_limit")
     @classmethod
@@ -154,6 +157,17 @@ class ThreadConfig(BaseModel):
         if value is not None and value < 0:
             raise ValueError("history_limit must be >= 0")
         return value
+
+    @field_validator("require_approval")
+    @classmethod
+    def _gated(cls, value: list[str] | None) -> list[str] | None:
+        return _tool_names(value, "ThreadConfig.require_approval")
+
+
+def _tool_names(value: list[str] | None, where: str) -> list[str] | None:
+    if value is not None and not all(name.strip() for name in value):
+        raise ValueError(f"{where} must name tools, e.g. ['transfer_money'], not empty strings")
+    return value
 
 
 class AgentState(BaseModel):
@@ -186,6 +200,14 @@ class RunOptions(BaseModel):
     #: The default planner's `planning_mode` for this call (`LLMPlanner`; other planners
     #: ignore it).
     planning_mode: PlanningMode | None = None
+    #: Tools whose calls wait for a person's approval in this call, on top of the agent's and
+    #: the thread's rules (it can add gates, never remove them).
+    require_approval: list[str] | None = None
+
+    @field_validator("require_approval")
+    @classmethod
+    def _gated(cls, value: list[str] | None) -> list[str] | None:
+        return _tool_names(value, "RunOptions.require_approval")
 
     @field_validator("history_limit")
     @classmethod

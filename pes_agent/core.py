@@ -6,20 +6,30 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ecs_core import EntityId, TerminalComponent, World
 from pes_agent._closing import AsyncCloseable, ClosedOnExit, close_all
+from pes_agent.approvals.gate import (
+    ApprovalGate,
+    ApprovalHandler,
+    ApprovalPredicate,
+    decided_content,
+)
+from pes_agent.approvals.models import ApprovalContext, Approve, Decision, Deny, PausedRun
 from pes_agent.config import LLMParams, ProviderConfig, Reevaluate, StateSaving
-from pes_agent.errors import RunError, UsageError
+from pes_agent.errors import NotAwaitingApprovalError, RunError, UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.streams import StreamSocket
 from pes_agent.observing.types import ObservationType
 from pes_agent.pes.components import (
     Executed,
     Finalized,
+    Paused,
+    Planned,
+    Resumed,
     Retrieved,
     RunFailed,
     RunSpec,
@@ -27,6 +37,7 @@ from pes_agent.pes.components import (
 )
 from pes_agent.pes.finalization import ErrorHandlingSystem, FinalizationSystem, run_status
 from pes_agent.pes.llm_call import RunModelCaller
+from pes_agent.pes.pausing import PauseSystem
 from pes_agent.pes.planning import PlanningSystem
 from pes_agent.pes.recorder import RunRecorder
 from pes_agent.pes.resources import ResourceTable, RunResources
@@ -117,6 +128,10 @@ class AgentCore(ClosedOnExit):
         reevaluate: Reevaluate = "never",
         max_revisions: int = 2,
         retriever: Retriever | None = None,
+        require_approval: frozenset[str] = frozenset(),
+        approval_predicate: ApprovalPredicate | None = None,
+        approval_handler: ApprovalHandler | None = None,
+        approval_timeout_s: float | None = None,
     ) -> None:
         self.tools = tools
         self.state = StateManager(storage, observations=observations)
@@ -137,6 +152,9 @@ class AgentCore(ClosedOnExit):
         self._reevaluate: Reevaluate = reevaluate
         self._max_revisions = max_revisions
         self._llm_params = llm_params
+        self._require_approval = require_approval
+        self._approval_predicate = approval_predicate
+        self._approval_handler = approval_handler
         # The live services of each run; the systems find them by run entity.
         self._resources = ResourceTable()
         resources = self._resources
@@ -146,6 +164,7 @@ class AgentCore(ClosedOnExit):
             (ToolSystem(resources, executor, tools.as_mapping()), 5),
             (SynthesisSystem(resources, synthesizer), 10),
             (FinalizationSystem(resources, storage, state_saving), 20),
+            (PauseSystem(resources, storage, approval_timeout_s), 15),
             (ErrorHandlingSystem(resources), 99),
         ]
         self._spare_worlds: list[World] = []
@@ -264,13 +283,31 @@ class AgentCore(ClosedOnExit):
             except RunError as error:
                 # The store is unreachable: a runtime failure like any other, not a raise.
                 return await self._load_failure(props, trace_id, started, error.message)
+            try:
+                waiting = await self._storage.get_paused_runs(props.thread_id)
+            except RunError as error:
+                return await self._load_failure(props, trace_id, started, error.message)
+            if waiting:
+                raise UsageError(
+                    f"thread {props.thread_id!r} has a run waiting for approval (trace id "
+                    f"{waiting[0].trace_id!r}); a thread runs one turn at a time: finish it "
+                    f"with await agent.resume({props.thread_id!r}, {waiting[0].trace_id!r}, "
+                    "{call_id: Approve() or Deny(reason)}) or drop it with "
+                    f"await agent.cancel_pending({props.thread_id!r})"
+                )
             with running(props.thread_id, trace_id):
                 run.result = await self._run(props, trace_id, started, run)
                 return run.result
         raise AssertionError("unreachable: the block above always returns")
 
     async def _run(
-        self, props: AgentProps, trace_id: str, started: float, run: _InFlight
+        self,
+        props: AgentProps,
+        trace_id: str,
+        started: float,
+        run: _InFlight,
+        paused: PausedRun | None = None,
+        decisions: dict[str, Decision] | None = None,
     ) -> AgentFinalResponse:
         thread_id = props.thread_id
         log = _log.bind(thread_id=thread_id, trace_id=trace_id)
@@ -326,9 +363,16 @@ class AgentCore(ClosedOnExit):
             reevaluate=_first(options.reevaluate if options else None, self._reevaluate),
             max_revisions=_first(options.max_revisions if options else None, self._max_revisions),
         )
+        gate = self._gate(props, trace_id, context, recorder, paused, decisions)
         world = self._take_world()
         entity = world.create_entity(spec, timings)
-        self._resources.attach(world, entity, RunResources(llm=llm, recorder=recorder))
+        if paused is not None:
+            # The plan was made before the pause: execution continues where it stopped.
+            world.add_component(entity, Planned(output=paused.planning))
+            world.add_component(entity, Resumed(calls=list(paused.calls)))
+        self._resources.attach(
+            world, entity, RunResources(llm=llm, recorder=recorder, approvals=gate)
+        )
         cancelled_by_close = False
         try:
             await self._tick_until_done(world, entity)
@@ -357,10 +401,15 @@ class AgentCore(ClosedOnExit):
 
         failed: RunFailed | None = components.get(RunFailed)
         executed: Executed | None = components.get(Executed)
+        stopped: Paused | None = components.get(Paused)
         results = executed.results if executed is not None else []
         status: RunStatus
         problem: str | None = None
-        if cancelled_by_close:
+        if stopped is not None and failed is None and not cancelled_by_close:
+            status = "awaiting_approval"
+            results = list(stopped.results.values())
+            response = _awaiting_message(thread_id, trace_id, stopped)
+        elif cancelled_by_close:
             status, problem = "cancelled", _CANCELLED_BY_CLOSE
             response = _error_message(thread_id, trace_id, problem, status)
         elif failed is not None:
@@ -389,6 +438,7 @@ class AgentCore(ClosedOnExit):
             error=problem,
             usage=llm.usage,
             phases=timings.phases,
+            pending_approvals=stopped.pending if status == "awaiting_approval" and stopped else [],
         )
         log.info(
             "run_finished",
@@ -398,6 +448,172 @@ class AgentCore(ClosedOnExit):
             duration_ms=round(metadata.total_duration_ms, 2),
         )
         return AgentFinalResponse(response=response, metadata=metadata)
+
+    def _gate(
+        self,
+        props: AgentProps,
+        trace_id: str,
+        context: ThreadContext,
+        recorder: RunRecorder,
+        paused: PausedRun | None,
+        decisions: dict[str, Decision] | None,
+    ) -> ApprovalGate | None:
+        """The run's approval gate: the agent's, the thread's and the call's rules added up;
+        None when no call can need approval (then any executor will do)."""
+        options = props.options
+        names = self._require_approval.union(
+            context.config.require_approval or (),
+            (options.require_approval if options else None) or (),
+        )
+        flagged = any(getattr(t, "requires_approval", False) is True for t in self.tools)
+        if not (names or flagged or self._approval_predicate or paused is not None):
+            return None
+        return ApprovalGate(
+            tools=self.tools.as_mapping(),
+            names=names,
+            predicate=self._approval_predicate,
+            context=ApprovalContext(
+                thread_id=props.thread_id,
+                trace_id=trace_id,
+                user_id=props.user_id,
+                session_id=props.session_id,
+            ),
+            handler=self._approval_handler,
+            record=recorder.record,
+            decisions=decisions,
+            prior=paused.results if paused is not None else None,
+            replaced=paused.replaced_steps if paused is not None else (),
+        )
+
+    async def pending_runs(self, thread_id: str | None = None) -> list[PausedRun]:
+        """The runs waiting for approval on `thread_id` (on every thread when None), each with
+        its `pending` calls, `deadline` and `props`; read from the storage, so runs paused by
+        other processes sharing it are listed too."""
+        if self._closed:
+            raise UsageError("this agent was closed with aclose(); create a new one")
+        return await self._storage.get_paused_runs(thread_id)
+
+    async def resume(
+        self, thread_id: str, trace_id: str, decisions: Mapping[str, Decision]
+    ) -> AgentFinalResponse:
+        """Finish a run that paused for approval: `decisions` maps each pending call id to
+        `Approve()` or `Deny(reason)`.
+
+        Works in any process sharing the storage, keeps the trace id, runs the approved calls
+        (then what depends on them), turns denied ones into error results naming the reason
+        (their dependents are skipped), synthesizes and saves the turn (user and AI message).
+        After the run's `approval_timeout_s` deadline every pending call counts as denied
+        ("approval expired"). The run is claimed atomically before anything runs: of two
+        resumes racing, one raises `NotAwaitingApprovalError`. The resumed run may pause
+        again only when a `require_approval` predicate gates a call once its arguments are
+        resolved; its plan is not re-evaluated. Raises `UsageError` for decisions missing for
+        some pending calls or naming unknown call ids.
+        """
+        if not isinstance(decisions, Mapping) or not all(
+            isinstance(key, str) and isinstance(value, Approve | Deny)
+            for key, value in decisions.items()
+        ):
+            raise UsageError(
+                "decisions must map call ids to Approve() or Deny(reason), e.g. "
+                '{"call_1": Approve(), "call_2": Deny("too expensive")}'
+            )
+        if self._closed:
+            raise UsageError("this agent was closed with aclose(); create a new one")
+        if enclosing_run(thread_id) is not None:
+            raise UsageError(
+                f"resume() was called for thread {thread_id!r} from inside a run on that "
+                "thread; resume it after that run returns"
+            )
+        task = asyncio.current_task()
+        if task is None:
+            raise UsageError("resume() must be awaited inside an asyncio task")
+        started = time.perf_counter()
+        run = _InFlight(task, thread_id, trace_id)
+        self._runs.add(run)
+        self._idle.clear()
+        try:
+            async with self._storage.lock_thread(thread_id):
+                claimed, given = await self._claim(thread_id, trace_id, dict(decisions))
+                recorder = RunRecorder(self.observations, thread_id, trace_id)
+                for pending in claimed.pending:
+                    decision = given[pending.call_id]
+                    await recorder.record(
+                        ObservationType.APPROVAL_DECIDED,
+                        f"Approval {'granted' if isinstance(decision, Approve) else 'denied'}: "
+                        f"{pending.tool_name}",
+                        decided_content(pending.call_id, pending.tool_name, decision),
+                    )
+                with running(thread_id, trace_id):
+                    run.result = await self._run(
+                        claimed.props,
+                        trace_id,
+                        started,
+                        run,
+                        paused=claimed,
+                        decisions={**claimed.decisions, **given},
+                    )
+                    return run.result
+        finally:
+            self._runs.discard(run)
+            if not self._runs:
+                self._idle.set()
+
+    async def _claim(
+        self, thread_id: str, trace_id: str, decisions: dict[str, Decision]
+    ) -> tuple[PausedRun, dict[str, Decision]]:
+        """Check `decisions` against the paused run, then take it out of the store; the run
+        and the decision for each of its pending calls."""
+        found = next(
+            (r for r in await self._storage.get_paused_runs(thread_id) if r.trace_id == trace_id),
+            None,
+        )
+        if found is None:
+            raise _not_waiting(thread_id, trace_id)
+        pending = [p.call_id for p in found.pending]
+        unknown = sorted(set(decisions) - set(pending))
+        if unknown:
+            raise UsageError(
+                f"decisions name call ids that do not wait for approval in this run: "
+                f"{', '.join(unknown)}; the pending ones are {', '.join(pending)}"
+            )
+        expired = found.expired()
+        missing = [call_id for call_id in pending if call_id not in decisions]
+        if missing and not expired:
+            raise UsageError(
+                f"decide every pending call: no decision for {', '.join(missing)} "
+                "(give each Approve() or Deny(reason))"
+            )
+        # Atomic delete-and-return: a resume racing this one (any process) finds nothing.
+        claimed = await self._storage.claim_paused_run(thread_id, trace_id)
+        if claimed is None:
+            raise _not_waiting(thread_id, trace_id)
+        if expired:
+            decisions = {call_id: Deny("approval expired") for call_id in pending}
+        return claimed, decisions
+
+    async def cancel_pending(self, thread_id: str) -> list[PausedRun]:
+        """End the runs of `thread_id` waiting for approval as cancelled: none of their
+        pending calls runs, an ERROR observation (phase "cancelled") is recorded, no turn is
+        saved. Returns the runs cancelled (none: nothing was waiting)."""
+        if self._closed:
+            raise UsageError("this agent was closed with aclose(); create a new one")
+        cancelled: list[PausedRun] = []
+        async with self._storage.lock_thread(thread_id):
+            for waiting in await self._storage.get_paused_runs(thread_id):
+                claimed = await self._storage.claim_paused_run(thread_id, waiting.trace_id)
+                if claimed is None:
+                    continue  # another process resumed or cancelled it meanwhile
+                await RunRecorder(self.observations, thread_id, claimed.trace_id).record(
+                    ObservationType.ERROR,
+                    "Run cancelled",
+                    {
+                        "phase": "cancelled",
+                        "error": "the run was cancelled while it waited for approval",
+                        "pending": [p.call_id for p in claimed.pending],
+                    },
+                )
+                cancelled.append(claimed)
+        return cancelled
 
     async def _tick_until_done(self, world: World, entity: EntityId) -> None:
         for _ in range(_MAX_TICKS):
@@ -486,6 +702,26 @@ def _error_message(
         role=MessageRole.AI,
         content="I could not complete this request: " + message,
         metadata={"trace_id": trace_id, "status": status},
+    )
+
+
+def _not_waiting(thread_id: str, trace_id: str) -> NotAwaitingApprovalError:
+    return NotAwaitingApprovalError(
+        f"no run waits for approval on thread {thread_id!r} with trace id {trace_id!r}: it "
+        "was resumed or cancelled already (perhaps by another process), or it never paused; "
+        "see agent.pending_runs()",
+        thread_id=thread_id,
+        trace_id=trace_id,
+    )
+
+
+def _awaiting_message(thread_id: str, trace_id: str, paused: Paused) -> ConversationMessage:
+    calls = ", ".join(f"{p.tool_name} ({p.call_id})" for p in paused.pending)
+    return ConversationMessage(
+        thread_id=thread_id,
+        role=MessageRole.AI,
+        content=f"Waiting for approval before running: {calls}.",
+        metadata={"trace_id": trace_id, "status": "awaiting_approval"},
     )
 
 

@@ -3,7 +3,9 @@
 ```
 PESAgentError
 ├── UsageError                the developer's mistake; the message says the fix (also a ValueError)
-│   └── ConfigurationError    a provider, storage or tool was configured wrongly
+│   ├── ConfigurationError    a provider, storage or tool was configured wrongly
+│   └── NotAwaitingApprovalError  resume() found no such paused run (already resumed or
+│                                 cancelled, maybe by another process)
 └── RunError                  something failed while a run was under way; carries thread/trace ids
     ├── ProviderError         the model API failed (status code, whether it was retryable)
     │   └── ScriptExhaustedError   a ScriptedProvider ran out of responses
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigurationError",
+    "NotAwaitingApprovalError",
     "PESAgentError",
     "PlanParseError",
     "ProviderError",
@@ -44,6 +47,16 @@ class UsageError(PESAgentError, ValueError):
 
 class ConfigurationError(UsageError):
     """A provider, storage, tool or thread was configured wrongly."""
+
+
+class NotAwaitingApprovalError(UsageError):
+    """`resume` found no run waiting for approval under that thread and trace id: it was
+    resumed or cancelled already (perhaps by another process), or it never paused."""
+
+    def __init__(self, message: str, *, thread_id: str, trace_id: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.trace_id = trace_id
 
 
 class RunError(PESAgentError):

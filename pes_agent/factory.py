@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pes_agent._closing import AsyncCloseable
+from pes_agent.approvals.gate import ApprovalHandler, ApprovalRule, check_approval_rule
 from pes_agent.config import (
     DEFAULT_SYSTEM_PROMPT,
     LLMParams,
@@ -76,6 +77,9 @@ def create_agent(
     reevaluate: Reevaluate = "never",
     max_revisions: int = 2,
     retriever: Retriever | None = None,
+    require_approval: ApprovalRule | None = None,
+    approval_handler: ApprovalHandler | None = None,
+    approval_timeout_s: float | None = None,
 ) -> AgentCore:
     """Build an agent: `create_agent(provider="openai:gpt-4o-mini", tools=[get_weather])`.
 
@@ -98,6 +102,11 @@ def create_agent(
     `retriever` (a `pes_agent.retrieval.Retriever`) is searched for each query before
     planning; its passages reach the planning and synthesis prompts as quoted data, a
     RETRIEVAL observation records them, and a failing retriever makes the run `partial`.
+    `require_approval` (tool names, or `predicate(call, context) -> bool`) gates calls on top
+    of `@tool(requires_approval=True)`: a gated call runs only once approved. Without
+    `approval_handler` the run pauses (`status="awaiting_approval"`) until `agent.resume(...)`;
+    with `approval_handler=async (PendingApproval) -> bool` it decides in process.
+    `approval_timeout_s` makes pending calls expire (denied) when resumed later than that.
     Every argument is checked here, so a mistake fails now with the fix in the message.
 
     `aclose()` closes only what is built here from a string or a config; a provider or
@@ -140,6 +149,14 @@ def create_agent(
             "retriever=Retriever(HashingEmbeddings(256), InMemoryVectorStore(256)); "
             f"got {type(retriever).__name__}"
         )
+    approval_names, approval_predicate = check_approval_rule(require_approval, "require_approval")
+    if approval_handler is not None and not callable(approval_handler):
+        raise UsageError(
+            "approval_handler must be an async function (PendingApproval) -> bool, got "
+            f"{type(approval_handler).__name__}"
+        )
+    if approval_timeout_s is not None:
+        _check_positive("approval_timeout_s", approval_timeout_s, "3600")
     _check_protocol("synthesizer", synthesizer, "synthesize", "Synthesizer")
     if system_prompt is not None and not isinstance(system_prompt, str):
         raise UsageError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
@@ -195,5 +212,9 @@ def create_agent(
         reevaluate=reevaluate,
         max_revisions=max_revisions,
         retriever=retriever,
+        require_approval=approval_names,
+        approval_predicate=approval_predicate,
+        approval_handler=approval_handler,
+        approval_timeout_s=None if approval_timeout_s is None else float(approval_timeout_s),
         llm_params=LLMParams(temperature=temperature, max_tokens=max_tokens),
     )

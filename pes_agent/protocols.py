@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pes_agent.approvals.gate import ApprovalGate
 from pes_agent.config import AgentState, LLMParams, Reevaluate
 from pes_agent.execution.revision import PlanProgress, PlanRevision
 from pes_agent.observing.types import Observation, ObservationType
@@ -180,7 +181,9 @@ class ExecutionContext:
 
     `llm` is the model caller language steps use (without one a language step is an error
     result); `reevaluation`, when set, has the plan re-evaluated as it runs. Executors that
-    support neither may ignore both.
+    support neither may ignore both. `approvals`, when set, gates the calls that need a
+    person's approval; an executor must honour it, so the agent refuses to hand a gate to an
+    executor without `supports_approvals = True`.
     """
 
     thread_id: str
@@ -196,6 +199,7 @@ class ExecutionContext:
     state: AgentState | None = None
     llm: ModelCaller | None = None
     reevaluation: Reevaluation | None = None
+    approvals: ApprovalGate | None = None
 
 
 @runtime_checkable

@@ -14,13 +14,15 @@ __all__ = [
     "AgentFinalResponse",
     "AgentProps",
     "ExecutionMetadata",
+    "PendingApproval",
     "PhaseDurations",
     "RunStatus",
 ]
 
-# "cancelled": `aclose(timeout=...)` stopped the run; a caller cancelling its own task gets
-# CancelledError instead, as asyncio code expects.
-RunStatus = Literal["success", "partial", "error", "cancelled"]
+# "cancelled": `aclose(timeout=...)` or `cancel_pending` stopped the run; a caller cancelling
+# its own task gets CancelledError instead, as asyncio code expects. "awaiting_approval": the
+# run paused for a person's decisions (`metadata.pending_approvals`; `AgentCore.resume`).
+RunStatus = Literal["success", "partial", "error", "cancelled", "awaiting_approval"]
 
 
 class AgentProps(BaseModel):
@@ -62,6 +64,24 @@ class PhaseDurations(BaseModel):
     finalization_ms: float = 0.0
 
 
+class PendingApproval(BaseModel):
+    """A planned call that waits for a decision.
+
+    `arguments` are resolved (`resolved=True`) when every step the call depends on had
+    finished at the pause; otherwise (it depends on another call waiting for approval) they
+    are the planned arguments, `{step_N_result}` placeholders included, resolved only once the
+    run resumes. `step` is the call's 1-based position in the plan.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    tool_name: str
+    arguments: dict[str, Any] | list[Any] = Field(default_factory=dict)
+    step: int = 0
+    resolved: bool = True
+
+
 class ExecutionMetadata(BaseModel):
     """How a run went: status, counts, usage and timings."""
 
@@ -75,6 +95,8 @@ class ExecutionMetadata(BaseModel):
     error: str | None = None
     usage: Usage = Field(default_factory=Usage)
     phases: PhaseDurations = Field(default_factory=PhaseDurations)
+    #: With status "awaiting_approval": the calls waiting for a decision.
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
 
 
 class AgentFinalResponse(BaseModel):

@@ -37,6 +37,15 @@ tools and re-raises `CancelledError`; results finished before that were already 
 `on_call_end`. (A sync `@tool` function already running in its worker thread cannot be stopped;
 its result is discarded; it keeps its thread until it returns.)
 
+With `ctx.approvals` (an `ApprovalGate`, see `pes_agent.approvals`) a call that needs a
+person's approval runs only once approved: right before it would run (its placeholders filled)
+the gate is asked; a denied call is an error result naming the reason; an undecided one (no
+`approval_handler`: the run will pause) is *held*, and so is every call that depends on a held
+call, whatever its kind (a held call that needs approval itself is pending too, with its
+arguments as planned). Held calls get an error result saying they wait, and no hook is told
+about them; the calls independent of them run as usual. A resume hands the gate the results
+finished before the pause (`prior`), which are neither run nor reported again.
+
 Sync `@tool` functions run on the thread pool of the registry behind `ctx.tools` (a
 `ToolRegistry.as_mapping()` view), bounded and owned by the agent: when every thread is held
 by a call that timed out, a new sync call is at once an error result saying the pool is
@@ -50,6 +59,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from pes_agent.approvals.gate import denial_message
+from pes_agent.approvals.models import Deny
 from pes_agent.errors import PlanParseError, RunError, ToolExecutionError, UsageError
 from pes_agent.execution.dag import CallGraph
 from pes_agent.execution.language import build_language_step_messages
@@ -96,6 +107,9 @@ class ConcurrentExecutor:
     Independent calls overlap, at most `ctx.max_concurrency` tools running at once. Scheduling
     is event-driven (a finishing call starts its ready dependents), so there is no polling delay.
     """
+
+    #: It honours `ExecutionContext.approvals`.
+    supports_approvals = True
 
     async def execute(
         self, calls: Sequence[ParsedToolCall], ctx: ExecutionContext
@@ -177,6 +191,9 @@ class SequentialExecutor:
     Same rules and results as `ConcurrentExecutor`; useful for tools that must not overlap.
     """
 
+    #: It honours `ExecutionContext.approvals`.
+    supports_approvals = True
+
     async def execute(
         self, calls: Sequence[ParsedToolCall], ctx: ExecutionContext
     ) -> list[ToolResult]:
@@ -214,7 +231,9 @@ class _PlanRun:
         "calls",
         "ctx",
         "graph",
+        "held",
         "planned",
+        "prior",
         "replaced",
         "size",
         "skipped",
@@ -235,6 +254,15 @@ class _PlanRun:
         self.skipped: set[int] = set()  # indices not run because a dependency failed
         self._results: list[ToolResult | None] = [None] * self.size
         self._outputs: dict[int, Any] = {}  # step number (1-based) → output, successes only
+        self.held: set[int] = set()  # indices waiting for approval, or for a call that does
+        self.prior: set[int] = set()  # indices finished before a pause (a resume)
+        gate = ctx.approvals
+        if gate is not None:
+            self.replaced.update(step - 1 for step in gate.replaced if 0 < step <= self.size)
+            for step, result in gate.prior.items():
+                if 0 < step <= self.size:
+                    self.prior.add(step - 1)
+                    self.record(step - 1, result)
 
     def progress(
         self,
@@ -277,6 +305,8 @@ class _PlanRun:
 
     def refusal(self, index: int) -> ToolResult | None:
         """Return the error result of a call that must not run at all, or None."""
+        if index in self.prior:
+            return self._results[index]  # finished before the pause: known, never run again
         call = self.calls[index]
         ctx = self.ctx
         # Calls a revision adds were checked against the limit when it was adopted.
@@ -324,8 +354,8 @@ class _PlanRun:
     async def notify_end(self, index: int, result: ToolResult) -> None:
         """Tell `on_call_end` about a result; a hook failure is logged, never raised."""
         hooks = self.ctx.hooks
-        if hooks is None:
-            return
+        if hooks is None or index in self.prior or index in self.held:
+            return  # reported before the pause, or not run yet: reported when it is
         call = self.calls[index]
         try:
             await hooks.on_call_end(call, result)
@@ -369,11 +399,16 @@ class _PlanRun:
     async def _run(
         self, index: int, call: ParsedToolCall, limiter: asyncio.Semaphore | None
     ) -> ToolResult:
+        dependencies = sorted(self.graph.dependencies[index])
+        waiting = [dep for dep in dependencies if dep in self.held]
         failed = [
             dep
-            for dep in sorted(self.graph.dependencies[index])
-            if (done := self._results[dep]) is None or done.status != "success"
+            for dep in dependencies
+            if dep not in self.held
+            and ((done := self._results[dep]) is None or done.status != "success")
         ]
+        if not failed and waiting:
+            return self._hold(index, call, waiting)
         if failed:
             self.skipped.add(index)
             steps = " and ".join(f'{dep + 1} ("{self.calls[dep].call_id}")' for dep in failed)
@@ -411,10 +446,29 @@ class _PlanRun:
             return _error(
                 call, f'Invalid arguments for tool "{call.tool_name}": ' + "; ".join(problems)
             )
+        gate = self.ctx.approvals
+        if gate is not None and gate.requires(call.model_copy(update={"arguments": arguments})):
+            decision = await gate.decide(call, arguments, index + 1)
+            if decision is None:
+                return self._hold(index, call, [])
+            if isinstance(decision, Deny):
+                return _error(call, denial_message(decision))
         if limiter is None:
             return await self._invoke(call, tool, arguments)
         async with limiter:
             return await self._invoke(call, tool, arguments)
+
+    def _hold(self, index: int, call: ParsedToolCall, waiting: Sequence[int]) -> ToolResult:
+        """Hold a call that waits for approval (its own, or that of the steps in `waiting`)."""
+        self.held.add(index)
+        self.skipped.add(index)  # not part of a wave: nothing ran
+        if waiting:
+            gate = self.ctx.approvals
+            if gate is not None:
+                gate.hold(call, index + 1)
+            steps = " and ".join(f'{dep + 1} ("{self.calls[dep].call_id}")' for dep in waiting)
+            return _error(call, f"Not run: it waits for step {steps}, which waits for approval.")
+        return _error(call, "Not run: it waits for approval.")
 
     async def _invoke(
         self, call: ParsedToolCall, tool: Tool, arguments: dict[str, Any]

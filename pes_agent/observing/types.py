@@ -29,6 +29,10 @@ class ObservationType(StrEnum):
     LLM_STREAM_METADATA = "LLM_STREAM_METADATA"
     LLM_STREAM_END = "LLM_STREAM_END"
     LLM_STREAM_ERROR = "LLM_STREAM_ERROR"
+    #: A planned call needs a person's approval (one per call; the run may pause).
+    APPROVAL_REQUESTED = "APPROVAL_REQUESTED"
+    #: A decision about a call that needed approval (approve, deny, or expired as a denial).
+    APPROVAL_DECIDED = "APPROVAL_DECIDED"
     RETRIEVAL = "RETRIEVAL"
 
 

@@ -7,7 +7,8 @@ recorder) are resources, looked up by the run entity in `pes.resources.ResourceT
 RunSpec + RunTimings        spawned by AgentCore.process
   -> Retrieved              RetrievalSystem (only for an agent with a retriever)
   -> Planned                PlanningSystem
-  -> Executed               ToolSystem
+  -> Executed               ToolSystem (or Paused: calls wait for approval)
+  -> (Paused) Terminal      PauseSystem stores the paused run
   -> Synthesized            SynthesisSystem
   -> Finalized + Terminal   FinalizationSystem
 RunFailed (any phase)       -> ErrorHandlingSystem -> Terminal
@@ -19,8 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pes_agent.approvals.models import Decision, PendingApproval
 from pes_agent.config import LLMParams, Reevaluate
-from pes_agent.planning.plan import PlanningOutput
+from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
 from pes_agent.retrieval.base import ScoredDocument
 from pes_agent.run import AgentProps, PhaseDurations
 from pes_agent.threads.messages import ConversationMessage
@@ -30,8 +32,10 @@ from pes_agent.tools.base import ToolResult, ToolSchema
 __all__ = [
     "Executed",
     "Finalized",
+    "Paused",
     "Phase",
     "Planned",
+    "Resumed",
     "Retrieved",
     "RunFailed",
     "RunSpec",
@@ -97,6 +101,25 @@ class Executed:
     #: The step number of each result (1-based, as `{step_N_result}` counts); after a
     #: re-evaluation replaced calls, numbers skip the replaced steps. Empty: 1, 2, 3, …
     steps: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Resumed:
+    """The run continues a paused one: these calls (every step, as stored) are executed,
+    not `Planned.output.tool_calls`."""
+
+    calls: list[ParsedToolCall]
+
+
+@dataclass(slots=True)
+class Paused:
+    """Execution stopped with calls waiting for approval; what the paused run stores."""
+
+    calls: list[ParsedToolCall]
+    replaced_steps: list[int]
+    results: dict[int, ToolResult]
+    pending: list[PendingApproval]
+    decisions: dict[str, Decision]
 
 
 @dataclass(slots=True)

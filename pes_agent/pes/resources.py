@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ecs_core import EntityId, World
+from pes_agent.approvals.gate import ApprovalGate
 from pes_agent.pes.llm_call import RunModelCaller
 from pes_agent.pes.recorder import RunRecorder
 
@@ -19,10 +20,12 @@ __all__ = ["ResourceTable", "RunResources"]
 
 @dataclass(slots=True, frozen=True)
 class RunResources:
-    """The services one run works through: its model caller and its observation recorder."""
+    """The services one run works through: its model caller, its observation recorder and
+    (when any call may need approval) its approval gate."""
 
     llm: RunModelCaller
     recorder: RunRecorder
+    approvals: ApprovalGate | None = None
 
 
 class ResourceTable:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
+from pes_agent.approvals.models import PausedRun
 from pes_agent.config import AgentState, ProviderConfig, ThreadConfig
 from pes_agent.errors import ConfigurationError, StorageError, UsageError
 from pes_agent.observing.types import Observation
@@ -24,10 +25,12 @@ __all__ = [
     "dump_config",
     "dump_message",
     "dump_observation",
+    "dump_paused_run",
     "dump_state_data",
     "load_config",
     "load_message",
     "load_observation",
+    "load_paused_run",
     "load_state",
 ]
 
@@ -126,6 +129,25 @@ def load_observation(text: str | bytes, *, store: object, thread_id: str) -> Obs
         return Observation.model_validate_json(text)
     except ValueError as exc:
         raise _damaged(store, "observations", thread_id, exc) from exc
+
+
+def dump_paused_run(run: PausedRun) -> str:
+    """JSON for a paused run; a tool output JSON cannot hold is saved as its `repr` (the
+    resumed run's placeholders then see that text).
+
+    A per-call provider override's API key is left out: secrets are never written to the
+    store, so the resumed run calls that provider with the key from the environment.
+    """
+    exclude: Any = {"props": {"options": {"provider_config": {"api_key"}}}}
+    return run.model_dump_json(fallback=_fallback, exclude=exclude)
+
+
+def load_paused_run(text: str | bytes, *, store: object, thread_id: str) -> PausedRun:
+    """The paused run stored as `text` in `store`'s thread `thread_id`."""
+    try:
+        return PausedRun.model_validate_json(text)
+    except ValueError as exc:
+        raise _damaged(store, "paused_runs", thread_id, exc) from exc
 
 
 def _damaged(store: object, table: str, thread_id: str, exc: Exception) -> StorageError:

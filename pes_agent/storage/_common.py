@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Self
 
 from pes_agent._closing import ClosedOnExit
+from pes_agent.approvals.models import PausedRun
 from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.errors import StateConflictError, UsageError
 from pes_agent.observing.types import Observation, ObservationType
@@ -302,6 +303,33 @@ class StorageBase(ClosedOnExit):
         texts = await self._read_observations(thread_id, kinds, trace_id)
         return [_codec.load_observation(text, store=self, thread_id=thread_id) for text in texts]
 
+    # -- runs waiting for approval -----------------------------------------------------------
+
+    async def save_paused_run(self, run: PausedRun) -> None:
+        """Store a run waiting for approval (one row, written atomically), replacing one stored
+        under the same thread and trace id."""
+        self._check_open()
+        await self._write_paused(run.thread_id, run.trace_id, _codec.dump_paused_run(run))
+
+    async def get_paused_runs(self, thread_id: str | None = None) -> list[PausedRun]:
+        """The runs waiting for approval on `thread_id` (every thread when None), oldest
+        first."""
+        self._check_open()
+        return [
+            _codec.load_paused_run(text, store=self, thread_id=owner)
+            for owner, text in await self._read_paused(thread_id)
+        ]
+
+    async def claim_paused_run(self, thread_id: str, trace_id: str) -> PausedRun | None:
+        """Take a paused run out of the store to resume it: delete it and return it in one
+        atomic step, so of two processes claiming it only one gets it (None for the other,
+        and when there is no such run)."""
+        self._check_open()
+        text = await self._take_paused(thread_id, trace_id)
+        return (
+            None if text is None else _codec.load_paused_run(text, store=self, thread_id=thread_id)
+        )
+
     # -- whole threads ------------------------------------------------------------------------
 
     async def list_threads(self) -> list[str]:
@@ -364,3 +392,14 @@ class StorageBase(ClosedOnExit):
 
     @abstractmethod
     def _hold(self, thread_id: str) -> AbstractAsyncContextManager[None]: ...
+
+    @abstractmethod
+    async def _write_paused(self, thread_id: str, trace_id: str, body: str) -> None: ...
+
+    @abstractmethod
+    async def _read_paused(self, thread_id: str | None) -> list[tuple[str, str]]:
+        """(thread id, body) of the paused runs of `thread_id` (all when None), oldest first."""
+
+    @abstractmethod
+    async def _take_paused(self, thread_id: str, trace_id: str) -> str | None:
+        """Delete the paused run and return its body in one atomic step; None if none."""

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, runtime_checkable
 
+from pes_agent.approvals.models import PausedRun
 from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.threads.messages import ConversationMessage
@@ -74,6 +75,20 @@ class Storage(Protocol):
         trace_id: str | None = None,
     ) -> list[Observation]:
         """Observations of a thread in the order they were recorded."""
+        ...
+
+    async def save_paused_run(self, run: PausedRun) -> None:
+        """Store a run waiting for approval (atomically), replacing one with the same
+        thread and trace id."""
+        ...
+
+    async def get_paused_runs(self, thread_id: str | None = None) -> list[PausedRun]:
+        """The runs waiting for approval on `thread_id` (all threads when None), oldest first."""
+        ...
+
+    async def claim_paused_run(self, thread_id: str, trace_id: str) -> PausedRun | None:
+        """Delete a paused run and return it in one atomic step (None when it is not there):
+        of two processes claiming one run, exactly one gets it."""
         ...
 
     async def list_threads(self) -> list[str]: ...

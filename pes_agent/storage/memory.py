@@ -21,6 +21,7 @@ class _Thread:
     # trace id -> what that turn saved (None: no state)
     turns: dict[str, SavedState | None] = field(default_factory=dict)
     observations: list[ObservationRow] = field(default_factory=list)
+    paused: dict[str, str] = field(default_factory=dict)  # trace id -> paused run
 
 
 class InMemoryStorage(StorageBase):
@@ -134,3 +135,22 @@ class InMemoryStorage(StorageBase):
 
     def _hold(self, thread_id: str) -> AbstractAsyncContextManager[None]:
         return self._locks.hold(thread_id)
+
+    async def _write_paused(self, thread_id: str, trace_id: str, body: str) -> None:
+        self._thread(thread_id).paused[trace_id] = body
+
+    async def _read_paused(self, thread_id: str | None) -> list[tuple[str, str]]:
+        # Dicts keep insertion order, so each thread's runs come oldest first.
+        threads = (
+            self._threads.items()
+            if thread_id is None
+            else [(thread_id, self._threads[thread_id])]
+            if thread_id in self._threads
+            else []
+        )
+        return [(owner, body) for owner, thread in threads for body in thread.paused.values()]
+
+    async def _take_paused(self, thread_id: str, trace_id: str) -> str | None:
+        # No await between the lookup and the removal: atomic within the event loop.
+        found = self._threads.get(thread_id)
+        return None if found is None else found.paused.pop(trace_id, None)

@@ -99,10 +99,27 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             PRIMARY KEY (thread_id, trace_id)
         )""",
     ),
+    # Runs waiting for a person's approval (`AgentCore.resume`), one row each.
+    3: (
+        """CREATE TABLE paused_runs (
+            seq INTEGER PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            trace_id TEXT NOT NULL,
+            body TEXT NOT NULL,
+            UNIQUE (thread_id, trace_id)
+        )""",
+    ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
-_TABLES = ("thread_configs", "agent_states", "messages", "turns", "observations")
+_TABLES = (
+    "thread_configs",
+    "agent_states",
+    "messages",
+    "turns",
+    "observations",
+    "paused_runs",
+)
 _INSERT_MESSAGE = "INSERT INTO messages (thread_id, message_id, body) VALUES (?, ?, ?)"
 
 
@@ -385,6 +402,42 @@ class SQLiteStorage(StorageBase):
                 raise
 
         await self._call(write)
+
+    # -- runs waiting for approval ---------------------------------------------------------
+
+    async def _write_paused(self, thread_id: str, trace_id: str, body: str) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO paused_runs (thread_id, trace_id, body) VALUES (?, ?, ?) "
+                "ON CONFLICT (thread_id, trace_id) DO UPDATE SET body = excluded.body",
+                (thread_id, trace_id, body),
+            )
+
+        await self._call(write)
+
+    async def _read_paused(self, thread_id: str | None) -> list[tuple[str, str]]:
+        sql = "SELECT thread_id, body FROM paused_runs"
+        params: tuple[str, ...] = ()
+        if thread_id is not None:
+            sql += " WHERE thread_id = ?"
+            params = (thread_id,)
+
+        def read(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            rows = conn.execute(sql + " ORDER BY seq", params).fetchall()
+            return [(str(row[0]), str(row[1])) for row in rows]
+
+        return await self._call(read)
+
+    async def _take_paused(self, thread_id: str, trace_id: str) -> str | None:
+        def take(conn: sqlite3.Connection) -> str | None:
+            # One statement: of two processes deleting the row, only one gets it back.
+            row = conn.execute(
+                "DELETE FROM paused_runs WHERE thread_id = ? AND trace_id = ? RETURNING body",
+                (thread_id, trace_id),
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._call(take)
 
     def _hold(self, thread_id: str) -> AbstractAsyncContextManager[None]:
         """The in-process lock, then the thread's lock file (released by the kernel if the

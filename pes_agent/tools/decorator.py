@@ -83,6 +83,7 @@ class FunctionTool(Generic[P, R]):
         name: str | None = None,
         description: str | None = None,
         timeout_s: float | None = None,
+        requires_approval: bool = False,
     ) -> None:
         if inspect.isclass(func) or not callable(func):
             raise UsageError(
@@ -98,6 +99,8 @@ class FunctionTool(Generic[P, R]):
         check_tool_name(tool_name)
         if timeout_s is not None and not timeout_s > 0:
             raise UsageError(f"timeout_s must be a number of seconds > 0, got {timeout_s!r}.")
+        if not isinstance(requires_approval, bool):
+            raise UsageError(f"requires_approval must be True or False, got {requires_approval!r}.")
 
         docstring = inspect.getdoc(func)
         summary, arg_docs = _split_docstring(docstring or "")
@@ -112,6 +115,7 @@ class FunctionTool(Generic[P, R]):
         self._func = func
         self._name = tool_name
         self._timeout_s = timeout_s
+        self._requires_approval = requires_approval
         self._is_async = _is_async_callable(func)
         self._model, self._bindings = _arguments_model(func, tool_name, arg_docs)
         try:
@@ -135,6 +139,12 @@ class FunctionTool(Generic[P, R]):
     def timeout_s(self) -> float | None:
         """This tool's own per-call timeout; `None` uses the agent's `tool_timeout_s`."""
         return self._timeout_s
+
+    @property
+    def requires_approval(self) -> bool:
+        """Whether every call of this tool waits for a person's approval (see
+        `pes_agent.approvals`)."""
+        return self._requires_approval
 
     @property
     def func(self) -> Callable[P, R]:
@@ -217,6 +227,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float | None = None,
+    requires_approval: bool = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -227,18 +238,27 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float | None = None,
+    requires_approval: bool = False,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a typed, documented function a tool: `@tool` or `@tool(name=..., timeout_s=...)`.
 
     `name` defaults to the function's name, `description` to its docstring (minus the
-    ``Args:`` section), and `timeout_s` to the agent's per-call timeout. Raises `UsageError`
-    when a parameter has no type hint or the function has neither docstring nor description.
+    ``Args:`` section), and `timeout_s` to the agent's per-call timeout. With
+    `requires_approval=True` no call of the tool runs before a person approves it (the run
+    pauses; see `AgentCore.resume`). Raises `UsageError` when a parameter has no type hint or
+    the function has neither docstring nor description.
     """
+    options: dict[str, Any] = {
+        "name": name,
+        "description": description,
+        "timeout_s": timeout_s,
+        "requires_approval": requires_approval,
+    }
     if func is not None:
-        return FunctionTool(func, name=name, description=description, timeout_s=timeout_s)
+        return FunctionTool(func, **options)
 
     def decorate(inner: Callable[P, R]) -> FunctionTool[P, R]:
-        return FunctionTool(inner, name=name, description=description, timeout_s=timeout_s)
+        return FunctionTool(inner, **options)
 
     return decorate
 

@@ -47,6 +47,15 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             version bigint,
             PRIMARY KEY (thread_id, trace_id))""",
     ),
+    # Runs waiting for a person's approval (`AgentCore.resume`), one row each.
+    3: (
+        """CREATE TABLE {s}.paused_runs (
+            seq bigserial PRIMARY KEY,
+            thread_id text NOT NULL,
+            trace_id text NOT NULL,
+            body json NOT NULL,
+            UNIQUE (thread_id, trace_id))""",
+    ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

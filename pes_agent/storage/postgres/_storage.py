@@ -107,7 +107,14 @@ SELECT pg_notify($7, coalesce(batch.payload,
 FROM numbered JOIN batch ON batch.n = numbered.n ORDER BY numbered.seq
 """
 
-_TABLES = ("thread_configs", "agent_states", "messages", "turns", "observations")
+_TABLES = (
+    "thread_configs",
+    "agent_states",
+    "messages",
+    "turns",
+    "observations",
+    "paused_runs",
+)
 
 
 class PostgresStorage(StorageBase):
@@ -421,6 +428,39 @@ class PostgresStorage(StorageBase):
 
     def _hold(self, thread_id: str) -> AbstractAsyncContextManager[None]:
         return self._locks.hold(thread_id)
+
+    # -- runs waiting for approval ---------------------------------------------------------
+
+    async def _write_paused(self, thread_id: str, trace_id: str, body: str) -> None:
+        await self._db.execute(
+            f"INSERT INTO {self._q}.paused_runs (thread_id, trace_id, body) VALUES ($1, $2, $3) "
+            "ON CONFLICT (thread_id, trace_id) DO UPDATE SET body = excluded.body",
+            thread_id,
+            trace_id,
+            body,
+            thread_id=thread_id,
+        )
+
+    async def _read_paused(self, thread_id: str | None) -> list[tuple[str, str]]:
+        sql = f"SELECT thread_id, body FROM {self._q}.paused_runs"
+        if thread_id is None:
+            rows = await self._db.fetch(sql + " ORDER BY seq")
+        else:
+            rows = await self._db.fetch(
+                sql + " WHERE thread_id = $1 ORDER BY seq", thread_id, thread_id=thread_id
+            )
+        return [(str(row[0]), str(row[1])) for row in rows]
+
+    async def _take_paused(self, thread_id: str, trace_id: str) -> str | None:
+        # DELETE ... RETURNING: the row lock makes a racing second delete find nothing.
+        rows = await self._db.fetch(
+            f"DELETE FROM {self._q}.paused_runs WHERE thread_id = $1 AND trace_id = $2 "
+            "RETURNING body",
+            thread_id,
+            trace_id,
+            thread_id=thread_id,
+        )
+        return str(rows[0][0]) if rows else None
 
     # -- closing ----------------------------------------------------------------------------
 
