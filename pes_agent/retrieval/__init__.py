@@ -26,6 +26,7 @@ from pes_agent.retrieval.base import (
     VectorStore,
 )
 from pes_agent.retrieval.hashing import HashingEmbeddings
+from pes_agent.retrieval.local import LocalEmbeddings
 from pes_agent.retrieval.memory import InMemoryVectorStore
 from pes_agent.retrieval.openai import OpenAIEmbeddings
 from pes_agent.retrieval.postgres import PostgresVectorStore, VectorBackend
@@ -36,6 +37,7 @@ __all__ = [
     "EmbeddingProvider",
     "HashingEmbeddings",
     "InMemoryVectorStore",
+    "LocalEmbeddings",
     "Metadata",
     "MetadataValue",
     "OpenAIEmbeddings",
