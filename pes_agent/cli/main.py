@@ -54,6 +54,12 @@ _DB_HELP = (
 )
 
 
+_EMBEDDINGS_HELP = (
+    "how passages are embedded: hashing (the default: offline, matches shared words) or "
+    "openai:MODEL, e.g. openai:text-embedding-3-small; search with the same as you indexed with"
+)
+
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line (with a pointer to --help)."""
 
@@ -119,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--system", metavar="PROMPT", help="the system prompt")
     run.add_argument("--db", help=_DB_HELP)
     run.add_argument(
+        "--retrieve",
+        action="store_true",
+        help="search the index of --db (built by `pes-agent index`) for passages first",
+    )
+    run.add_argument("--embeddings", default="hashing", help=_EMBEDDINGS_HELP)
+    run.add_argument(
         "--json", action="store_true", help="print the final response and metadata as JSON"
     )
 
@@ -135,6 +147,23 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--db", help=_DB_HELP)
     demo.add_argument(
         "--json", action="store_true", help="print the final response and metadata as JSON"
+    )
+
+    index = add(
+        "index",
+        "index text files for `pes-agent run --retrieve`",
+        "Cut the files (and the text files inside directories: .txt, .md, .markdown, .rst) "
+        "into chunks, embed them and keep them in the SQLite file of --db, beside the threads. "
+        "Indexing a file again replaces its chunks.",
+    )
+    index.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
+    index.add_argument("--db", help=_DB_HELP)
+    index.add_argument("--embeddings", default="hashing", help=_EMBEDDINGS_HELP)
+    index.add_argument(
+        "--chunk-size", type=int, default=800, help="characters per chunk (default: 800)"
+    )
+    index.add_argument(
+        "--overlap", type=int, default=100, help="characters chunks share (default: 100)"
     )
 
     threads = add("threads", "list the threads in the store", "List the threads in the store.")
@@ -193,7 +222,7 @@ class _OutputClosed(Exception):
 def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitCode]]:
     from rich.console import Console
 
-    from pes_agent.cli import runner, store_commands
+    from pes_agent.cli import index, runner, store_commands
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
@@ -213,10 +242,20 @@ def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitC
             system_prompt=args.system,
             as_json=args.json,
             console=console,
+            embeddings=args.embeddings if args.retrieve else None,
         )
     if args.command == "demo":
         return lambda: runner.demo_command(
             thread_id=args.thread, store=store, as_json=args.json, console=console
+        )
+    if args.command == "index":
+        return lambda: index.index_command(
+            paths=args.paths,
+            store=store,
+            embeddings=args.embeddings,
+            chunk_size=args.chunk_size,
+            overlap=args.overlap,
+            console=console,
         )
     if args.command == "threads":
         return lambda: store_commands.threads_command(store, console=console, as_json=args.json)

@@ -13,15 +13,17 @@ from rich.text import Text
 
 from pes_agent.cli.demo import DEMO_QUERY, demo_model, demo_tools
 from pes_agent.cli.errors import CLIError, ExitCode, exit_code_for, report
+from pes_agent.cli.index import open_retriever
 from pes_agent.cli.live import RunHeader, make_view
 from pes_agent.cli.paths import StoreLocation
 from pes_agent.cli.store_commands import write_json
 from pes_agent.cli.tool_loading import load_tools
 from pes_agent.config import ProviderConfig
 from pes_agent.core import AgentCore
-from pes_agent.errors import ConfigurationError, UsageError
+from pes_agent.errors import ConfigurationError, PESAgentError, UsageError
 from pes_agent.factory import create_agent
 from pes_agent.providers.base import LLMProvider
+from pes_agent.retrieval.retriever import Retriever
 from pes_agent.run import AgentFinalResponse, AgentProps
 
 __all__ = ["AgentRun", "build_agent", "demo_command", "new_thread_id", "run_command"]
@@ -66,6 +68,7 @@ def build_agent(
     tools: Sequence[Any] = (),
     store: StoreLocation,
     system_prompt: str | None = None,
+    retriever: Retriever | None = None,
 ) -> AgentCore:
     """An agent for the command line; every configuration mistake becomes a one-line `CLIError`."""
     all_tools = [*tools, *load_tools(tool_specs)]
@@ -86,6 +89,7 @@ def build_agent(
             tools=all_tools,
             storage=store.spec,
             system_prompt=system_prompt,
+            retriever=retriever,
         )
     except ConfigurationError as error:
         hint = _key_hint(provider, error) if isinstance(provider, str) else None
@@ -152,25 +156,50 @@ async def run_command(
     system_prompt: str | None,
     as_json: bool,
     console: Console,
+    embeddings: str | None = None,
 ) -> ExitCode:
-    """`pes-agent run`: answer `query` with a real model."""
+    """`pes-agent run`: answer `query` with a real model; with `embeddings` (`--retrieve`),
+    searching the index of `store` built with those embeddings first."""
     if not query.strip():
         raise CLIError('the query is empty; e.g. pes-agent run "What is 12 * 7?"')
-    agent = build_agent(
-        provider=provider,
-        base_url=base_url,
-        tool_specs=tool_specs,
-        store=store,
-        system_prompt=system_prompt,
-    )
-    thread = thread_id or new_thread_id()
-    label = provider if base_url is None else f"{provider} at {base_url}"
-    header = RunHeader(query=query, thread_id=thread, model_label=label, store=store.describe())
-    return await execute(
-        agent,
-        AgentRun(query, thread, header, as_json),
-        console=console,
-    )
+    retriever = await _index_retriever(store, embeddings) if embeddings is not None else None
+    try:
+        agent = build_agent(
+            provider=provider,
+            base_url=base_url,
+            tool_specs=tool_specs,
+            store=store,
+            system_prompt=system_prompt,
+            retriever=retriever,
+        )
+        thread = thread_id or new_thread_id()
+        label = provider if base_url is None else f"{provider} at {base_url}"
+        header = RunHeader(query=query, thread_id=thread, model_label=label, store=store.describe())
+        return await execute(
+            agent,
+            AgentRun(query, thread, header, as_json),
+            console=console,
+        )
+    finally:
+        if retriever is not None:
+            await retriever.aclose()
+
+
+async def _index_retriever(store: StoreLocation, embeddings: str) -> Retriever:
+    """The retriever over the index `pes-agent index` built in `store` with `embeddings`."""
+    retriever = open_retriever(store, embeddings)
+    try:
+        indexed = await retriever.store.count()
+    except PESAgentError as error:
+        await retriever.aclose()
+        raise CLIError(str(error)) from None
+    if indexed == 0:
+        await retriever.aclose()
+        raise CLIError(
+            f"--retrieve: nothing is indexed in {store.describe()} with --embeddings "
+            f"{embeddings}; run `pes-agent index PATH... --db {store.describe()}` first"
+        )
+    return retriever
 
 
 async def demo_command(

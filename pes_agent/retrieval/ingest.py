@@ -195,8 +195,10 @@ def chunk_document(
     ]
 
 
-#: How many rows a stale-chunk sweep looks at beyond a document's new chunk count.
+#: How many rows a stale-chunk sweep looks at beyond a document's new chunk count, and at most
+#: (sqlite-vec answers at most 4096 rows a query).
 _STALE_SCAN = 1024
+_SCAN_LIMIT = 4096
 
 
 async def store_documents(
@@ -259,7 +261,8 @@ async def _delete_stale(
 ) -> None:
     """Delete the chunks an earlier, longer version of this document left behind."""
     source = chunks[0].source
-    rows = await retriever.store.search(vector, len(chunks) + _STALE_SCAN, where={"source": source})
+    limit = min(len(chunks) + _STALE_SCAN, _SCAN_LIMIT)
+    rows = await retriever.store.search(vector, limit, where={"source": source})
     current = {chunk.id for chunk in chunks}
     stale = [row.id for row in rows if row.id not in current]
     if stale:
