@@ -56,7 +56,7 @@ from pes_agent.observing.logs import get_logger
 
 # The planning parser's JSON finder (bracket matching that knows strings, trailing commas
 # tolerated, think blocks cut out) is the one the PES planner trusts: one reader for both.
-from pes_agent.planning.parser import _find_json, _scan, _split_thoughts
+from pes_agent.planning.model_text import find_json, scan_json, split_thoughts
 
 __all__ = ["REPLANNING_PROMPT", "ReplanningSystem", "numbered", "parse_steps"]
 
@@ -85,8 +85,8 @@ def parse_steps(text: str) -> list[str] | None:
     ``"title"`` / ``"action"`` / ``"task"`` string; list markers (``"1. "``, ``"- "``) are cut.
     An empty array is a usable answer: no steps.
     """
-    _, body = _split_thoughts(text, plan_aware=False)
-    found = _find_json(body, _scan(body), lambda value: _steps_of(value) is not None)
+    _, body = split_thoughts(text, plan_aware=False)
+    found = find_json(body, scan_json(body), lambda value: _steps_of(value) is not None)
     if found is None:
         return None
     return _steps_of(found.value)

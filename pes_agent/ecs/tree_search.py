@@ -68,7 +68,7 @@ from pes_agent.errors import ScriptExhaustedError, UsageError
 from pes_agent.observing.logs import get_logger
 
 # The planning parser's think-block splitter: a number inside a model's reasoning is no score.
-from pes_agent.planning.parser import _split_thoughts
+from pes_agent.planning.model_text import split_thoughts
 
 __all__ = [
     "EXPANSION_PROMPT",
@@ -207,7 +207,7 @@ def parse_score(text: str) -> float | None:
     a percentage up to 100 (models drift to those scales); larger ones are no score. Text in
     ``<think>`` blocks is ignored.
     """
-    _, body = _split_thoughts(text, plan_aware=False)
+    _, body = split_thoughts(text, plan_aware=False)
     match = _NUMBER.search(body)
     if match is None:
         return None

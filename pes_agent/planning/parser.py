@@ -19,6 +19,7 @@ How the text is read, in order:
 2. JSON values are found by bracket matching that knows JSON strings and escapes, in one linear
    pass, so prose, code fences and nested arrays around or inside the JSON do not matter.
    Trailing commas outside strings are tolerated, and so are raw line breaks inside strings.
+   (Steps 1 and 2 are `pes_agent.planning.model_text`, which other readers of model text share.)
 3. If a JSON object with plan keys comes before any section label, it is the plan. Otherwise
    the text is split at section labels: a label starts a line (after optional `#`/`*`
    markdown), is matched in any case, and its section runs until the next label.
@@ -28,32 +29,29 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from pes_agent.observing.logs import get_logger
+from pes_agent.planning.model_text import (
+    SECTION_LABEL,
+    Decoded,
+    JSONProblem,
+    JSONScan,
+    decode_json,
+    find_json,
+    loads_json,
+    scan_json,
+    split_thoughts,
+)
 from pes_agent.planning.plan import LANGUAGE_STEP, ParsedToolCall, PlanningOutput
 
 __all__ = ["OutputParser"]
 
 _log = get_logger("pes_agent.planning.parser")
 
-_THINK_TAG: Final = re.compile(r"<(/?)(?:think|thinking)[ \t]*>", re.IGNORECASE)
-# A section label at the start of a line: "Intent:", "**Plan:**", "## Tool Calls:", "tool_calls:".
-# Every quantifier is over a distinct character class, so matching is linear.
-_LABEL: Final = re.compile(
-    r"^[ \t]*(?:[#*]+[ \t]*)?(title|intent|plan|tool[ \t_-]?calls?)[ \t]*(?:\*\*)?:(?:\*\*)?",
-    re.IGNORECASE | re.MULTILINE,
-)
-# A line where a plan begins, used to end a <think> block that was never closed.
-_PLAN_LINE: Final = re.compile(r"^[ \t]*(?:\{|```)", re.MULTILINE)
-# The characters that matter to bracket matching; everything else is skipped by the regex engine.
-_STRUCTURAL: Final = re.compile(r'[\[\]{}"\\]')
-_COMMA_OR_STRING: Final = re.compile(r'[",\\]')
-_SPACE_THEN_CLOSER: Final = re.compile(r"[ \t\r\n]*[\]}]")
 _STEP_NUMBER: Final = re.compile(r"[ \t]*(?:\d{1,4}[.)]|[-*])[ \t]+")
-_CLOSERS: Final = {"[": "]", "{": "}"}
 
 _PLAN_KEYS: Final = frozenset({"title", "intent", "plan", "toolcalls"})
 # What a model writes in a Tool Calls section when it needs no tool (compared lowercased).
@@ -98,7 +96,7 @@ class OutputParser:
 
         A code-fenced answer is kept as written: a fence may be the point of the answer.
         """
-        _, answer = _split_thoughts(text, plan_aware=False)
+        _, answer = split_thoughts(text, plan_aware=False)
         return answer.strip()
 
 
@@ -108,11 +106,11 @@ class OutputParser:
 
 
 def _parse_planning(text: str) -> PlanningOutput:
-    thoughts, body = _split_thoughts(text, plan_aware=True)
+    thoughts, body = split_thoughts(text, plan_aware=True)
     errors: list[str] = []
-    labels = list(_LABEL.finditer(body))
-    scan = _scan(body)
-    found = _find_json(body, scan, _is_plan_object, objects_only=True)
+    labels = list(SECTION_LABEL.finditer(body))
+    scan = scan_json(body)
+    found = find_json(body, scan, _is_plan_object, objects_only=True)
     plan_object = found.value if found is not None else None
     if (
         found is not None
@@ -190,15 +188,15 @@ def _is_plan_object(value: object) -> bool:
     )
 
 
-def _broken_plan_object(body: str, scan: _Scan) -> str | None:
+def _broken_plan_object(body: str, scan: JSONScan) -> str | None:
     """Describe a JSON plan object that is there but cannot be read, so the model can fix it."""
     for item in scan.top:
         snippet = body[item.start : item.end]
         if not snippet.startswith("{") or not _PLAN_KEY_TEXT.search(snippet):
             continue
         try:
-            _decode(snippet, whole=item.closed)
-        except _JSONProblem as problem:
+            decode_json(snippet, whole=item.closed)
+        except JSONProblem as problem:
             return f"The JSON plan object is not valid JSON: {problem}."
     return None
 
@@ -220,11 +218,11 @@ def _tool_calls_from_text(
             return all(isinstance(entry, dict) for entry in value)
         return single_object_ok and isinstance(value, dict)
 
-    scan = _scan(stripped)
-    found = _find_json(stripped, scan, preferred)
+    scan = scan_json(stripped)
+    found = find_json(stripped, scan, preferred)
     if found is None:
         problem = _first_problem(stripped, scan)
-        if isinstance(problem, _Decoded):
+        if isinstance(problem, Decoded):
             found = problem
         else:
             errors.append(f"{where} {problem}")
@@ -390,8 +388,8 @@ def _arguments(raw: object, label: str) -> dict[str, Any] | list[Any] | str:
         if not raw.strip():
             return {}
         try:
-            raw = _loads(raw)
-        except _JSONProblem as problem:
+            raw = loads_json(raw)
+        except JSONProblem as problem:
             return f"{label} has an arguments string that is not valid JSON: {problem}."
     if isinstance(raw, dict):
         return {str(key): value for key, value in raw.items()}
@@ -499,228 +497,21 @@ def _thought_list(value: object) -> list[str] | None:
 
 
 # --------------------------------------------------------------------------------------------
-# Thinking blocks
+# JSON problems for the model
 # --------------------------------------------------------------------------------------------
 
 
-def _split_thoughts(text: str, *, plan_aware: bool) -> tuple[list[str], str]:
-    """Cut `<think>` blocks out of `text`; return (thoughts, the rest).
-
-    `plan_aware` ends a never-closed block where a plan begins and keeps a stray leading
-    `</think>` from swallowing section labels; for a final answer the usual convention holds
-    (an unclosed block runs to the end).
-    """
-    thoughts: list[str] = []
-    kept: list[str] = []
-    position = 0
-    opened_at: int | None = None
-    for tag in _THINK_TAG.finditer(text):
-        closing = tag.group(1) == "/"
-        if opened_at is not None:
-            if closing:
-                thoughts.append(text[opened_at : tag.start()])
-                position = tag.end()
-                opened_at = None
-            continue  # an opening tag inside a thought is part of the thought
-        if not closing:
-            kept.append(text[position : tag.start()])
-            opened_at = tag.end()
-        elif position == 0 and not (plan_aware and _LABEL.search(text, 0, tag.start())):
-            thoughts.append(text[: tag.start()])  # the opening tag was in the prompt
-            position = tag.end()
-        else:
-            kept.append(text[position : tag.start()])  # a stray closing tag: drop only the tag
-            position = tag.end()
-    if opened_at is not None:
-        end = len(text)
-        if plan_aware:
-            starts = [
-                match.start()
-                for match in (_LABEL.search(text, opened_at), _PLAN_LINE.search(text, opened_at))
-                if match is not None
-            ]
-            end = min(starts, default=end)
-        thoughts.append(text[opened_at:end])
-        position = end
-    kept.append(text[position:])
-    return [thought.strip() for thought in thoughts if thought.strip()], "".join(kept)
-
-
-# --------------------------------------------------------------------------------------------
-# Finding JSON in text
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True, frozen=True)
-class _Item:
-    """A bracketed region `text[start:end]`; `closed` is False when its brackets never matched."""
-
-    start: int
-    end: int
-    closed: bool
-
-
-@dataclass(slots=True)
-class _Scan:
-    top: list[_Item]  # outermost regions, in text order
-    stranded: list[_Item]  # outermost matched regions inside a region that never closed
-
-
-@dataclass(slots=True, frozen=True)
-class _Decoded:
-    start: int
-    value: object
-
-
-class _JSONProblem(Exception):
-    """Why a piece of text is not JSON, worded for the model."""
-
-
-def _scan(text: str) -> _Scan:
-    """Match brackets in one pass, knowing JSON strings and escapes.
-
-    Outside any bracket the text is prose, so quotes there do not start strings. A closing
-    bracket of the wrong kind abandons the region it was in and the scan carries on after it,
-    which keeps the pass linear however broken the text is.
-    """
-    pairs: list[tuple[int, int, int]] = []  # (start, end, depth)
-    broken: list[_Item] = []
-    stack: list[tuple[str, int]] = []
-    in_string = False
-    escaped_at = -1
-    for match in _STRUCTURAL.finditer(text):
-        index = match.start()
-        if index == escaped_at:
-            continue
-        char = text[index]
-        if in_string:
-            if char == "\\":
-                escaped_at = index + 1
-            elif char == '"':
-                in_string = False
-        elif char in _CLOSERS:
-            stack.append((char, index))
-        elif not stack:
-            continue  # quotes, backslashes and stray closers in prose
-        elif char == '"':
-            in_string = True
-        elif char in "]}":
-            if _CLOSERS[stack[-1][0]] == char:
-                start = stack.pop()[1]
-                pairs.append((start, index + 1, len(stack)))
-            else:
-                broken.append(_Item(stack[0][1], index + 1, closed=False))
-                stack.clear()
-    if stack:
-        broken.append(_Item(stack[0][1], len(text), closed=False))
-
-    top = [_Item(start, end, closed=True) for start, end, depth in pairs if depth == 0]
-    top.extend(broken)
-    top.sort(key=lambda item: item.start)
-    stranded: list[_Item] = []
-    reach = -1
-    for start, end, depth in sorted(pairs, key=lambda pair: (pair[0], -pair[1])):
-        if start >= reach:
-            reach = end
-            if depth > 0:
-                stranded.append(_Item(start, end, closed=True))
-    return _Scan(top, stranded)
-
-
-def _find_json(
-    text: str, scan: _Scan, preferred: Callable[[object], bool], *, objects_only: bool = False
-) -> _Decoded | None:
-    """The first outermost JSON value `preferred` accepts, else one inside broken brackets."""
-    for group in (scan.top, scan.stranded):
-        for item in group:
-            if not item.closed or (objects_only and text[item.start] != "{"):
-                continue
-            try:
-                value = _loads(text[item.start : item.end])
-            except _JSONProblem:
-                continue
-            if preferred(value):
-                return _Decoded(item.start, value)
-    return None
-
-
-def _first_problem(text: str, scan: _Scan) -> _Decoded | str:
+def _first_problem(text: str, scan: JSONScan) -> Decoded | str:
     """The first readable JSON value (of the wrong shape), else why the first one is not JSON."""
     first_error: str | None = None
     for item in scan.top:
         try:
-            value = _decode(text[item.start : item.end], whole=item.closed)
-        except _JSONProblem as problem:
+            value = decode_json(text[item.start : item.end], whole=item.closed)
+        except JSONProblem as problem:
             first_error = first_error or f"is not valid JSON: {problem}."
             continue
-        return _Decoded(item.start, value)
+        return Decoded(item.start, value)
     return first_error or f"contains no JSON array: {_excerpt(text)}."
-
-
-def _decode(snippet: str, *, whole: bool) -> object:
-    """Decode `snippet`; with `whole=False`, decode what can be read from its start."""
-    if whole:
-        return _loads(snippet)
-    try:
-        return json.JSONDecoder(strict=False).raw_decode(_blank_trailing_commas(snippet))[0]
-    except (ValueError, RecursionError) as error:
-        raise _JSONProblem(_describe(error, snippet)) from None
-
-
-def _loads(snippet: str) -> object:
-    try:
-        return json.loads(snippet, strict=False)
-    except (ValueError, RecursionError) as first:
-        if "," not in snippet or not isinstance(first, json.JSONDecodeError):
-            raise _JSONProblem(_describe(first, snippet)) from None
-    try:
-        return json.loads(_blank_trailing_commas(snippet), strict=False)
-    except (ValueError, RecursionError) as error:
-        # Commas were blanked, not deleted, so the error's position holds in `snippet` too.
-        raise _JSONProblem(_describe(error, snippet)) from None
-
-
-def _describe(error: BaseException, snippet: str) -> str:
-    if isinstance(error, json.JSONDecodeError):
-        before = snippet[max(0, error.pos - 30) : error.pos]
-        after = snippet[error.pos : error.pos + 30]
-        return (
-            f"{error.msg.removesuffix(' at')} at line {error.lineno} column {error.colno}, "
-            f"here: {before + '⟨here⟩' + after!r}"
-        )
-    if isinstance(error, RecursionError):
-        return "it is nested too deeply"
-    if "digits" in str(error):
-        return "it contains a number too long to read"
-    return str(error)
-
-
-def _blank_trailing_commas(snippet: str) -> str:
-    """Replace each comma that directly precedes `]` or `}` (outside strings) with a space.
-
-    Blanking instead of deleting keeps the positions in a later error message true.
-    """
-    commas: list[int] = []
-    in_string = False
-    escaped_at = -1
-    for match in _COMMA_OR_STRING.finditer(snippet):
-        index = match.start()
-        if index == escaped_at:
-            continue
-        char = snippet[index]
-        if char == "\\":
-            if in_string:
-                escaped_at = index + 1
-        elif char == '"':
-            in_string = not in_string
-        elif not in_string and _SPACE_THEN_CLOSER.match(snippet, index + 1):
-            commas.append(index)
-    if not commas:
-        return snippet
-    chars = list(snippet)
-    for index in commas:
-        chars[index] = " "
-    return "".join(chars)
 
 
 # --------------------------------------------------------------------------------------------
