@@ -88,7 +88,9 @@ class InMemoryVectorStore:
         filters = check_where(where)
         np = self._np
         query = query / np.linalg.norm(query)
-        scores = self._matrix[: self._size] @ query
+        # einsum, not `@`: BLAS would spread one matrix-vector product over threads, which on
+        # a busy machine made searches 5x slower (p50 8 ms instead of 1.5 ms at 10k x 384).
+        scores = np.einsum("ij,j->i", self._matrix[: self._size], query)
         if filters is not None:
             candidates = np.fromiter(
                 (i for i, meta in enumerate(self._metadata) if metadata_matches(meta, filters)),

@@ -388,7 +388,12 @@ class PostgresVectorStore:
                 candidates = np.arange(len(snapshot.ids))
             if candidates.size == 0:
                 return []
-            scores = snapshot.matrix[candidates] @ (query / np.linalg.norm(query))
+            unit = query / np.linalg.norm(query)
+            # einsum, not `@`: see InMemoryVectorStore.search (BLAS threads on a busy machine).
+            if filters:
+                scores = np.einsum("ij,j->i", snapshot.matrix[candidates], unit)
+            else:
+                scores = np.einsum("ij,j->i", snapshot.matrix, unit)
             if candidates.size > top_k:
                 part = np.argpartition(-scores, top_k - 1)[:top_k]
                 candidates, scores = candidates[part], scores[part]
