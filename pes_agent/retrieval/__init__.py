@@ -26,10 +26,13 @@ from pes_agent.retrieval.base import (
     VectorStore,
 )
 from pes_agent.retrieval.hashing import HashingEmbeddings
+from pes_agent.retrieval.ingest import IngestProgress, chunk_text, store_documents
 from pes_agent.retrieval.local import LocalEmbeddings
 from pes_agent.retrieval.memory import InMemoryVectorStore
 from pes_agent.retrieval.openai import OpenAIEmbeddings
+from pes_agent.retrieval.passages import render_passages
 from pes_agent.retrieval.postgres import PostgresVectorStore, VectorBackend
+from pes_agent.retrieval.retriever import Retriever
 from pes_agent.retrieval.sqlite import SQLiteVectorStore
 
 __all__ = [
@@ -37,13 +40,18 @@ __all__ = [
     "EmbeddingProvider",
     "HashingEmbeddings",
     "InMemoryVectorStore",
+    "IngestProgress",
     "LocalEmbeddings",
     "Metadata",
     "MetadataValue",
     "OpenAIEmbeddings",
     "PostgresVectorStore",
+    "Retriever",
     "SQLiteVectorStore",
     "ScoredDocument",
     "VectorBackend",
     "VectorStore",
+    "chunk_text",
+    "render_passages",
+    "store_documents",
 ]
