@@ -1,0 +1,590 @@
+"""OpenTelemetry traces of agent runs, following the GenAI semantic conventions.
+
+```python
+from opentelemetry.sdk.trace import TracerProvider
+from pes_agent.otel import instrument
+
+tracing = instrument(agent, provider)       # None: the global tracer provider
+await agent.process(AgentProps("question", "thread-1"))
+tracing.uninstrument()                      # or `with instrument(...):`
+```
+
+Needs `pip install 'pes-agent[otel]'` (the OpenTelemetry API and SDK); add an exporter of your
+choice (console, OTLP to Jaeger or Tempo, ...). The spans come from the agent's observation
+stream, with the observations' own timestamps as their start and end times, so they show the
+run exactly as it went (tool calls that ran side by side overlap):
+
+- `invoke_agent {agent_name}` (INTERNAL), from `process()` / `resume()` entry to return:
+  `gen_ai.operation.name="invoke_agent"`, `gen_ai.agent.name`, `gen_ai.conversation.id` (the
+  thread), `gen_ai.usage.input_tokens` / `output_tokens`, `pes_agent.trace_id`,
+  `pes_agent.run.status`;
+- `chat {model}` (CLIENT), LLM_STREAM_START to LLM_STREAM_END or a final LLM_STREAM_ERROR:
+  `gen_ai.operation.name="chat"`, `gen_ai.provider.name` (and the older `gen_ai.system`),
+  `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.usage.input_tokens` /
+  `output_tokens`, `gen_ai.response.finish_reasons`, `pes_agent.phase`;
+- `execute_tool {tool}` (INTERNAL), TOOL_CALL to TOOL_EXECUTION: `gen_ai.operation.name=
+  "execute_tool"`, `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`,
+  `pes_agent.tool.kind` (`"tool"` or `"language"` for a language step).
+
+Model and tool spans are children of their run's span; the run span is the current span while
+the run goes on, so spans your tools open join the same trace. A failure is span status ERROR
+with `error.type` (the exception class, a run's failed phase, `"cancelled"`), a provider's
+retry after a broken stream an event on its chat span. Message content goes on spans only
+with `capture_content=True`: the question and answer on the run span (`gen_ai.input.messages`,
+`gen_ai.output.messages`), the arguments and result on tool spans (`gen_ai.tool.call.arguments`,
+`gen_ai.tool.call.result`). Credentials never do: nothing of a provider's configuration is read.
+
+Every span ends: when a run fails or is cancelled, what it left open ends with it (status
+ERROR, `error.type="cancelled"` or `"unfinished"`); `uninstrument()` ends what is still open.
+
+ECS agents: `instrument_world(world, ...)` after `attach_services(world, observations=...)`
+gives each entity turn the same spans. A turn starts at the entity's first model or tool
+observation and ends, in the tick it finished, when the entity answered (its last message is
+an assistant message without tool calls and no plan step is left), became terminal (status
+ERROR for `reasoning_failed`, `provider_exhausted`, `user_input_timeout`) or was deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from ecs_core import EntityId, TerminalComponent, World
+from pes_agent.ecs.components import (
+    ConversationComponent,
+    LLMComponent,
+    PendingToolCallsComponent,
+    PlanComponent,
+)
+from pes_agent.ecs.services import AgentServicesComponent, identity_of
+from pes_agent.errors import ConfigurationError, UsageError
+from pes_agent.observing.types import Observation, ObservationType
+from pes_agent.run import AgentFinalResponse, AgentProps
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+    from pes_agent.core import AgentCore
+
+__all__ = ["Instrumentation", "instrument", "instrument_world"]
+
+_EXTRA: Final = "pip install 'pes-agent[otel]'"
+_SCOPE: Final = "pes_agent"
+#: Priority of the system that ends ECS turns: after every agent system of a tick.
+TURN_END_PRIORITY: Final = 1000
+#: Terminal reasons of ECS entities that mean the turn failed.
+_FAILED_REASONS: Final = frozenset({"reasoning_failed", "provider_exhausted", "user_input_timeout"})
+_WATCHED: Final = (
+    ObservationType.LLM_STREAM_START,
+    ObservationType.LLM_STREAM_METADATA,
+    ObservationType.LLM_STREAM_END,
+    ObservationType.LLM_STREAM_ERROR,
+    ObservationType.TOOL_CALL,
+    ObservationType.TOOL_EXECUTION,
+    ObservationType.ERROR,
+)
+_EXCEPTION_NAME = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Exhausted))\b")
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _require_otel() -> Any:
+    """The `opentelemetry.trace` module, or a `ConfigurationError` naming the extra."""
+    try:
+        from opentelemetry import trace
+    except ImportError as exc:
+        raise ConfigurationError(f"pes_agent.otel needs OpenTelemetry: {_EXTRA}") from exc
+    return trace
+
+
+def _ns(timestamp: datetime) -> int:
+    """An observation's timestamp in nanoseconds since the epoch, exact to the microsecond."""
+    if timestamp.tzinfo is None:
+        timestamp = timestamp.replace(tzinfo=UTC)
+    delta = timestamp - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _error_type(message: object, default: str) -> str:
+    """A low-cardinality `error.type`: the exception class named in `message`, else `default`."""
+    found = _EXCEPTION_NAME.search(message) if isinstance(message, str) else None
+    return found.group(1) if found else default
+
+
+def _text_messages(role: str, text: str) -> str:
+    return _json([{"role": role, "parts": [{"type": "text", "content": text}]}])
+
+
+class _Turn:
+    """The open spans of one run (or ECS entity turn)."""
+
+    __slots__ = ("chats", "context", "error_phase", "last_ns", "span", "tools")
+
+    def __init__(self, span: Span, context: Context, start_ns: int) -> None:
+        self.span = span
+        self.context = context
+        self.chats: dict[object, Span] = {}
+        self.tools: dict[str, Span] = {}
+        self.error_phase: str | None = None
+        self.last_ns = start_ns
+
+
+class _Tracer:
+    """Turns observations into spans, one `_Turn` per (thread, trace)."""
+
+    def __init__(
+        self,
+        tracer_provider: TracerProvider | None,
+        *,
+        capture_content: bool,
+        agent_name: str,
+        lazy_turns: bool,
+    ) -> None:
+        trace = _require_otel()
+        from pes_agent import __version__
+
+        self._trace = trace
+        self.tracer: Tracer = trace.get_tracer(_SCOPE, __version__, tracer_provider=tracer_provider)
+        self.capture_content = capture_content
+        self.agent_name = agent_name
+        # ECS turns open on their first observation; PES runs only when process() starts.
+        self._lazy = lazy_turns
+        self.turns: dict[tuple[str, str], _Turn] = {}
+
+    # -- turns -----------------------------------------------------------------------------
+
+    def open(
+        self,
+        thread_id: str,
+        trace_id: str,
+        start_ns: int,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> _Turn:
+        """Start the run span of (thread_id, trace_id) at `start_ns`."""
+        trace = self._trace
+        span = self.tracer.start_span(
+            f"invoke_agent {self.agent_name}",
+            kind=trace.SpanKind.INTERNAL,
+            start_time=start_ns,
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": self.agent_name,
+                "gen_ai.conversation.id": thread_id,
+                "pes_agent.trace_id": trace_id,
+                **{k: v for k, v in (attributes or {}).items() if v is not None},
+            },
+        )
+        turn = _Turn(span, trace.set_span_in_context(span), start_ns)
+        self.turns[(thread_id, trace_id)] = turn
+        return turn
+
+    def close(
+        self,
+        key: tuple[str, str],
+        end_ns: int,
+        *,
+        error_type: str | None = None,
+        description: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> None:
+        """End the run span of `key` and whatever it left open (as failed: `error_type` or
+        ``"unfinished"``)."""
+        turn = self.turns.pop(key, None)
+        if turn is None:
+            return
+        left_open = [*turn.chats.values(), *turn.tools.values()]
+        turn.chats.clear()
+        turn.tools.clear()
+        for span in left_open:
+            self._fail(span, error_type or "unfinished", "the run ended before this did")
+            span.end(end_time=end_ns)
+        if attributes:
+            turn.span.set_attributes(dict(attributes))
+        if error_type is not None:
+            self._fail(turn.span, error_type, description)
+        turn.span.end(end_time=max(end_ns, turn.last_ns))
+
+    def close_all(self) -> None:
+        """End every open turn now (instrumentation removed)."""
+        now = time.time_ns()
+        for key in list(self.turns):
+            self.close(key, now, error_type="unfinished", description="tracing was removed")
+
+    def _fail(self, span: Span, error_type: str, description: str | None) -> None:
+        trace = self._trace
+        span.set_attribute("error.type", error_type)
+        span.set_status(trace.Status(trace.StatusCode.ERROR, description))
+
+    # -- observations ----------------------------------------------------------------------
+
+    def on_observation(self, observation: Observation) -> None:
+        """Open, annotate or end the span an observation is about."""
+        key = (observation.thread_id, observation.trace_id)
+        turn = self.turns.get(key)
+        ns = _ns(observation.timestamp)
+        if turn is None:
+            if not self._lazy or observation.type is ObservationType.ERROR:
+                return
+            turn = self.open(*key, ns)
+        turn.last_ns = max(turn.last_ns, ns)
+        kind = observation.type
+        content = observation.content
+        if kind is ObservationType.TOOL_CALL:
+            self._tool_started(turn, observation, ns)
+        elif kind is ObservationType.TOOL_EXECUTION:
+            self._tool_ended(turn, observation, ns)
+        elif kind is ObservationType.ERROR:
+            phase = content.get("phase")
+            turn.error_phase = phase if isinstance(phase, str) else "error"
+        else:
+            self._chat(turn, kind, content, ns)
+
+    def _chat(self, turn: _Turn, kind: ObservationType, content: dict[str, Any], ns: int) -> None:
+        # Language steps stream side by side: "llmCall" pairs each start with its end.
+        call = content.get("llmCall", content.get("phase"))
+        span = turn.chats.get(call)
+        if kind is ObservationType.LLM_STREAM_START:
+            if span is None:  # else a restart after a broken stream: the same call goes on
+                turn.chats[call] = self._chat_span(turn, content, ns)
+            return
+        if span is None:
+            return
+        if kind is ObservationType.LLM_STREAM_METADATA:
+            usage = content.get("usage") or {}
+            attributes: dict[str, Any] = {
+                "gen_ai.usage.input_tokens": usage.get("input_tokens", 0),
+                "gen_ai.usage.output_tokens": usage.get("output_tokens", 0),
+            }
+            if content.get("model"):
+                attributes["gen_ai.response.model"] = content["model"]
+            if content.get("stop_reason"):
+                attributes["gen_ai.response.finish_reasons"] = [str(content["stop_reason"])]
+            span.set_attributes(attributes)
+        elif kind is ObservationType.LLM_STREAM_END:
+            del turn.chats[call]
+            span.end(end_time=ns)
+        elif content.get("retrying"):
+            span.add_event(
+                "pes_agent.stream_retry",
+                {
+                    "error.type": _error_type(content.get("error"), "stream_interrupted"),
+                    "pes_agent.attempt": int(content.get("attempt") or 0),
+                },
+                timestamp=ns,
+            )
+        else:
+            del turn.chats[call]
+            error = content.get("error")
+            self._fail(span, _error_type(error, "provider_error"), str(error or ""))
+            span.end(end_time=ns)
+
+    def _chat_span(self, turn: _Turn, content: dict[str, Any], ns: int) -> Span:
+        model = str(content.get("model") or "unknown")
+        provider = str(content.get("provider") or "unknown")
+        return self.tracer.start_span(
+            f"chat {model}",
+            context=turn.context,
+            kind=self._trace.SpanKind.CLIENT,
+            start_time=ns,
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": provider,
+                "gen_ai.system": provider,
+                "gen_ai.request.model": model,
+                "pes_agent.phase": str(content.get("phase") or ""),
+            },
+        )
+
+    def _tool_started(self, turn: _Turn, observation: Observation, ns: int) -> None:
+        content = observation.content
+        name = str(content.get("toolName") or "unknown")
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": str(content.get("callId") or ""),
+            "gen_ai.tool.type": "function",
+            "pes_agent.tool.kind": str(content.get("kind") or "tool"),
+        }
+        if self.capture_content:
+            attributes["gen_ai.tool.call.arguments"] = _json(content.get("arguments"))
+        turn.tools[observation.id] = self.tracer.start_span(
+            f"execute_tool {name}",
+            context=turn.context,
+            kind=self._trace.SpanKind.INTERNAL,
+            start_time=ns,
+            attributes=attributes,
+        )
+
+    def _tool_ended(self, turn: _Turn, observation: Observation, ns: int) -> None:
+        content = observation.content
+        span = turn.tools.pop(observation.parent_id, None) if observation.parent_id else None
+        if span is None:
+            # Refused before it started (denied, not allowed): only its end was recorded.
+            self._tool_started(turn, observation, ns)
+            span = turn.tools.pop(observation.id)
+        if self.capture_content:
+            result = content.get("output") if content.get("status") == "success" else None
+            span.set_attribute(
+                "gen_ai.tool.call.result",
+                _json(result if content.get("status") == "success" else content.get("error")),
+            )
+        if content.get("status") != "success":
+            error = content.get("error")
+            self._fail(span, _error_type(error, "tool_error"), str(error or ""))
+        span.end(end_time=ns)
+
+    @contextmanager
+    def current(self, turn: _Turn) -> Iterator[None]:
+        """Make the turn's run span the current span (spans opened meanwhile join the trace)."""
+        with self._trace.use_span(
+            turn.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        ):
+            yield
+
+
+class Instrumentation:
+    """What `instrument` or `instrument_world` set up; `uninstrument()` removes it.
+
+    Also a context manager (`with instrument(agent):`). Runs under way when it is removed
+    still end their run spans; spans still open are ended (``error.type="unfinished"``).
+    """
+
+    def __init__(self, tracer: _Tracer, undo: Callable[[], None]) -> None:
+        self._tracer = tracer
+        self._undo: Callable[[], None] | None = undo
+
+    @property
+    def tracer(self) -> Tracer:
+        """The tracer the spans are made with (scope ``"pes_agent"``)."""
+        return self._tracer.tracer
+
+    @property
+    def active(self) -> bool:
+        """Whether spans are still being made."""
+        return self._undo is not None
+
+    def uninstrument(self) -> None:
+        """Stop making spans and end those still open; calling it twice is harmless."""
+        undo, self._undo = self._undo, None
+        if undo is not None:
+            undo()
+            self._tracer.close_all()
+
+    close = uninstrument
+
+    def __enter__(self) -> Instrumentation:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.uninstrument()
+
+
+def instrument(
+    agent: AgentCore,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    capture_content: bool = False,
+    agent_name: str = "pes-agent",
+) -> Instrumentation:
+    """Trace `agent`'s runs: a span per run, per model call and per tool call (module docstring).
+
+    `tracer_provider` None uses OpenTelemetry's global one. `capture_content=True` also puts
+    the question, answer, tool arguments and results on spans (they may hold personal data).
+    Raises `ConfigurationError` without the OpenTelemetry packages (`pip install
+    'pes-agent[otel]'`) and `UsageError` for an agent instrumented already.
+    """
+    if getattr(agent, "_pes_otel", None) is not None:
+        raise UsageError(
+            "this agent is instrumented already; call uninstrument() on the Instrumentation "
+            "instrument() returned before instrumenting it again"
+        )
+    tracer = _Tracer(
+        tracer_provider, capture_content=capture_content, agent_name=agent_name, lazy_turns=False
+    )
+    original_process = agent.process
+    original_resume = agent.resume
+
+    async def process(props: AgentProps) -> AgentFinalResponse:
+        if not isinstance(props, AgentProps):
+            return await original_process(props)  # its UsageError says what to pass
+        if props.trace_id is None:
+            # Chosen here rather than in the run, so its observations find this span.
+            props = props.model_copy(update={"trace_id": uuid.uuid4().hex})
+        assert props.trace_id is not None
+        question = props.query if capture_content else None
+        key = (props.thread_id, props.trace_id)
+        return await _traced(tracer, key, lambda: original_process(props), question)
+
+    async def resume(
+        thread_id: str, trace_id: str, decisions: Mapping[str, Any]
+    ) -> AgentFinalResponse:
+        return await _traced(
+            tracer,
+            (thread_id, trace_id),
+            lambda: original_resume(thread_id, trace_id, decisions),
+            None,
+            resumed=True,
+        )
+
+    unsubscribe = agent.observations.subscribe(tracer.on_observation, types=_WATCHED)
+    # Instance attributes shadow the methods: every caller of agent.process() is traced.
+    vars(agent).update(process=process, resume=resume, _pes_otel=tracer)
+
+    def undo() -> None:
+        unsubscribe()
+        for name in ("process", "resume", "_pes_otel"):
+            vars(agent).pop(name, None)
+
+    return Instrumentation(tracer, undo)
+
+
+async def _traced(
+    tracer: _Tracer,
+    key: tuple[str, str],
+    run: Callable[[], Any],
+    question: str | None,
+    *,
+    resumed: bool = False,
+) -> AgentFinalResponse:
+    turn = tracer.open(
+        *key,
+        time.time_ns(),
+        {
+            "gen_ai.input.messages": _text_messages("user", question) if question else None,
+            "pes_agent.resumed": True if resumed else None,
+        },
+    )
+    try:
+        with tracer.current(turn):
+            response: AgentFinalResponse = await run()
+    except asyncio.CancelledError:
+        tracer.close(key, time.time_ns(), error_type="cancelled", description="run cancelled")
+        raise
+    except BaseException as exc:
+        turn.span.record_exception(exc)
+        tracer.close(key, time.time_ns(), error_type=type(exc).__qualname__, description=str(exc))
+        raise
+    metadata = response.metadata
+    attributes: dict[str, Any] = {
+        "pes_agent.run.status": metadata.status,
+        "gen_ai.usage.input_tokens": metadata.usage.input_tokens,
+        "gen_ai.usage.output_tokens": metadata.usage.output_tokens,
+    }
+    if tracer.capture_content and metadata.status not in ("error", "cancelled"):
+        attributes["gen_ai.output.messages"] = _text_messages(
+            "assistant", response.response.content
+        )
+    failed = metadata.status in ("error", "cancelled")
+    tracer.close(
+        key,
+        time.time_ns(),
+        error_type=(turn.error_phase or metadata.status) if failed else None,
+        description=metadata.error,
+        attributes=attributes,
+    )
+    return response
+
+
+def instrument_world(
+    world: World,
+    tracer_provider: TracerProvider | None = None,
+    *,
+    capture_content: bool = False,
+    agent_name: str = "pes-agent",
+) -> Instrumentation:
+    """Trace the ECS agents of `world`: each entity turn as `instrument` traces a run.
+
+    Call it after `attach_services(world, observations=...)` (the spans come from those
+    observations). Registers a system at priority 1000 that ends finished turns each tick;
+    `uninstrument()` removes it. With `capture_content=True` the turn's last user message and
+    its answer go on the turn span.
+    """
+    services = next((s for _, (s,) in world.query(AgentServicesComponent)), None)
+    if services is None or services.observations is None:
+        raise UsageError(
+            "instrument_world() traces the world's observations, and it has none: call "
+            "attach_services(world, observations=ObservationManager(InMemoryStorage())) first"
+        )
+    tracer = _Tracer(
+        tracer_provider, capture_content=capture_content, agent_name=agent_name, lazy_turns=True
+    )
+    ends = _TurnEnds(tracer)
+    unsubscribe = services.observations.subscribe(tracer.on_observation, types=_WATCHED)
+    world.register_system(ends, priority=TURN_END_PRIORITY)
+
+    def undo() -> None:
+        unsubscribe()
+        if ends in world.systems:
+            world.remove_system(ends)
+
+    return Instrumentation(tracer, undo)
+
+
+class _TurnEnds:
+    """Ends the turn spans of entities that answered, stopped or went away this tick."""
+
+    name = "otel_turn_ends"
+
+    def __init__(self, tracer: _Tracer) -> None:
+        self._tracer = tracer
+
+    async def process(self, world: World) -> None:
+        """Check every open turn against its entity."""
+        tracer = self._tracer
+        if not tracer.turns:
+            return
+        entities = {identity_of(world, e): e for e, _ in world.query(LLMComponent)}
+        for key, turn in list(tracer.turns.items()):
+            entity = entities.get(key)
+            if entity is None:
+                tracer.close(key, turn.last_ns)
+                continue
+            terminal = world.get_component(entity, TerminalComponent)
+            if terminal is not None:
+                failed = terminal.reason in _FAILED_REASONS
+                tracer.close(
+                    key,
+                    turn.last_ns,
+                    error_type=terminal.reason if failed else None,
+                    description=terminal.reason if failed else None,
+                    attributes=self._content(world, entity, answered=not failed),
+                )
+            elif _answered(world, entity):
+                tracer.close(key, turn.last_ns, attributes=self._content(world, entity))
+
+    def _content(self, world: World, entity: EntityId, *, answered: bool = True) -> dict[str, Any]:
+        conversation = world.get_component(entity, ConversationComponent)
+        if not self._tracer.capture_content or conversation is None:
+            return {}
+        messages = conversation.messages
+        attributes: dict[str, Any] = {}
+        question = next((m.content for m in reversed(messages) if m.role == "user"), None)
+        if question is not None:
+            attributes["gen_ai.input.messages"] = _text_messages("user", question)
+        if answered and messages and messages[-1].role == "assistant":
+            attributes["gen_ai.output.messages"] = _text_messages("assistant", messages[-1].content)
+        return attributes
+
+
+def _answered(world: World, entity: EntityId) -> bool:
+    if world.has_component(entity, PendingToolCallsComponent):
+        return False
+    plan = world.get_component(entity, PlanComponent)
+    if plan is not None and not plan.completed:
+        return False
+    conversation = world.get_component(entity, ConversationComponent)
+    if conversation is None or not conversation.messages:
+        return False
+    last = conversation.messages[-1]
+    return last.role == "assistant" and not last.tool_calls
