@@ -164,7 +164,14 @@ class ApprovalGate:
         await self._note(
             ObservationType.APPROVAL_REQUESTED,
             f"Approval requested: {call.tool_name}",
-            {**pending.model_dump(mode="json"), "mode": "handler"},
+            {
+                "callId": pending.call_id,
+                "toolName": pending.tool_name,
+                "arguments": pending.arguments,
+                "step": pending.step,
+                "resolved": pending.resolved,
+                "mode": "handler",
+            },
         )
         try:
             approved = await self._handler(pending)

@@ -22,6 +22,9 @@ class ExitCode(IntEnum):
     `--tools` path that does not import, an unknown thread, trace or observation type."""
     PARTIAL = 3
     """The run answered, but at least one tool call failed (status `partial`)."""
+    AWAITING_APPROVAL = 4
+    """The run paused: calls wait for approval (`--no-input`, or no terminal to ask at);
+    `pes-agent approve THREAD` finishes it."""
     INTERRUPTED = 130
     """Ctrl-C: the run was cancelled (128 + SIGINT, as shells report it)."""
 
@@ -32,6 +35,8 @@ def exit_code_for(status: RunStatus) -> ExitCode:
         return ExitCode.OK
     if status == "partial":
         return ExitCode.PARTIAL
+    if status == "awaiting_approval":
+        return ExitCode.AWAITING_APPROVAL
     return ExitCode.RUN_ERROR
 
 

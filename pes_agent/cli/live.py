@@ -22,7 +22,8 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol
@@ -35,6 +36,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from pes_agent.approvals.models import PausedRun
 from pes_agent.core import AgentCore
 from pes_agent.observing.streams import StreamEvent
 from pes_agent.observing.types import Observation, ObservationType
@@ -54,17 +56,27 @@ __all__ = [
     "summary_text",
 ]
 
-RowStatus = Literal["waiting", "running", "success", "error", "cancelled", "replaced"]
+# "approval": the call waits for a person's decision (`@tool(requires_approval=True)`).
+RowStatus = Literal["waiting", "running", "approval", "success", "error", "cancelled", "replaced"]
 Stage = Literal["starting", "planning", "executing", "synthesizing", "finishing", "done"]
 
 _REFRESH_S = 1 / 12
 # {step_N_result...} or <step_N_result...>: a planned call waits for call N.
 _PLACEHOLDER = re.compile(r"[{<]step_(\d+)_result")
 _TIMELINE_WIDTH = 24
-_STATUS_STYLE = {"success": "green", "partial": "yellow", "error": "red"}
+_STATUS_STYLE = {
+    "success": "green",
+    "partial": "yellow",
+    "error": "red",
+    "awaiting_approval": "magenta",
+    "cancelled": "red",
+}
+# A row's state while it can still change: it has not run, runs, or waits for a decision.
+_OPEN: frozenset[RowStatus] = frozenset({"waiting", "running", "approval"})
 _ROW_STYLE: dict[RowStatus, str] = {
     "waiting": "dim",
     "running": "yellow",
+    "approval": "bold magenta",
     "success": "green",
     "error": "red",
     "cancelled": "dim red",
@@ -123,13 +135,16 @@ class RunHeader:
     model_label: str
     scripted: bool = False
     store: str | None = None
+    resumed: bool = False
+    """The run paused for approval before and is resumed (`pes-agent approve`)."""
 
 
 @dataclass(slots=True)
 class ToolRow:
     """One planned call as the view shows it (a language step has `kind == "language"`).
 
-    `revision` is the plan revision that added the call (0: the first plan).
+    `revision` is the plan revision that added the call (0: the first plan); `approval` the
+    decision a person (or the approval handler) took about a gated call.
     """
 
     call_id: str
@@ -144,6 +159,7 @@ class ToolRow:
     error: str | None = None
     kind: Literal["tool", "language"] = "tool"
     revision: int = 0
+    approval: Literal["approved", "denied"] | None = None
 
     @property
     def label(self) -> str:
@@ -198,7 +214,7 @@ class RunState:
     def row(self, call_id: str, tool_name: str) -> ToolRow:
         """The row of `call_id` that has not finished yet (added when the plan lacked it)."""
         for row in self.rows:
-            if row.call_id == call_id and row.status in ("waiting", "running"):
+            if row.call_id == call_id and row.status in _OPEN:
                 return row
         row = ToolRow(call_id=call_id, tool_name=tool_name, arguments={})
         self.rows.append(row)
@@ -262,6 +278,18 @@ class RunState:
                 row.started_at = row.ended_at
             row.output = content.get("output")
             row.error = content.get("error")
+            return row
+        elif kind is ObservationType.APPROVAL_REQUESTED:
+            row = self.row(str(content.get("callId")), str(content.get("toolName")))
+            row.status = "approval"
+            row.arguments = content.get("arguments", row.arguments)
+            return row
+        elif kind is ObservationType.APPROVAL_DECIDED:
+            row = self.row(str(content.get("callId")), str(content.get("toolName")))
+            approved = content.get("decision") == "approve"
+            row.approval = "approved" if approved else "denied"
+            # A denied call's error result follows; an approved one runs when it can.
+            row.status = "waiting"
             return row
         elif kind is ObservationType.ERROR:
             self.errors.append(str(content.get("error", observation.title)))
@@ -332,14 +360,42 @@ class RunState:
         self.stage = "done"
         now = self.now()
         for row in self.rows:
-            if row.status in ("waiting", "running"):
+            if row.status in _OPEN:
                 row.status = "cancelled"
                 row.ended_at = now if row.started_at is not None else None
 
+    @property
+    def awaiting(self) -> list[ToolRow]:
+        """The calls waiting for a person's decision."""
+        return [row for row in self.rows if row.status == "approval"]
+
+    def restore(self, paused: PausedRun) -> None:
+        """Start from a run that paused for approval (`pes-agent approve`): its plan, the
+        calls that finished before the pause and the ones waiting for a decision."""
+        self.trace_id = paused.trace_id
+        self.stage = "executing"
+        planning = paused.planning
+        self.title, self.intent, self.plan = planning.title, planning.intent, planning.plan
+        self._add_rows([call.model_dump(mode="json") for call in paused.calls], revision=0)
+        replaced = set(paused.replaced_steps)
+        pending = {p.call_id: p for p in paused.pending}
+        for step, row in enumerate(self.rows, start=1):
+            result = paused.results.get(step)
+            if step in replaced:
+                row.status = "replaced"
+            elif result is not None:
+                row.status = "error" if result.error is not None else "success"
+                row.output, row.error = result.output, result.error
+            elif row.call_id in pending:
+                row.status = "approval"
+                row.arguments = pending[row.call_id].arguments
+
     def finish(self, result: AgentFinalResponse) -> None:
-        """The run is over: keep its result."""
+        """The run is over (or paused for approval): keep its result."""
         self.result = result
         self.stage = "done"
+        if result.metadata.status == "awaiting_approval":
+            return
         if not self.answer and result.metadata.status != "error":
             # A synthesizer that does not stream still has its answer shown.
             self.answer = result.response.content
@@ -365,6 +421,10 @@ class RunView(Protocol):
 
     def cancel(self) -> None: ...
 
+    def suspend(self) -> AbstractContextManager[None]: ...
+
+    def restore(self, paused: PausedRun) -> None: ...
+
 
 class _ViewBase:
     def __init__(self, console: Console, header: RunHeader) -> None:
@@ -385,6 +445,11 @@ class _ViewBase:
         """Stop drawing the run; each view says how."""
         raise NotImplementedError
 
+    @contextmanager
+    def suspend(self) -> Iterator[None]:
+        """Let something else use the terminal (a question to the user) inside the block."""
+        yield
+
     def attach(self, agent: AgentCore, thread_id: str) -> Callable[[], None]:
         """Follow the runs of `thread_id` on `agent`; returns a function that detaches."""
         unsubscribe_observations = agent.observations.subscribe(
@@ -397,6 +462,10 @@ class _ViewBase:
             unsubscribe_stream()
 
         return detach
+
+    def restore(self, paused: PausedRun) -> None:
+        """Show `paused` (a run resumed after a pause for approval) as it stood."""
+        self.state.restore(paused)
 
     def _on_observation(self, observation: Observation) -> None:
         self.state.apply_observation(observation)
@@ -451,6 +520,27 @@ class LiveView(_ViewBase):
             self._ticker.cancel()
             self._ticker = None
         self._live.stop()
+
+    @contextmanager
+    def suspend(self) -> Iterator[None]:
+        """Take the display off the screen inside the block, and draw it afresh after.
+
+        What is printed inside the block (a question and its answer) stays above the view.
+        """
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        # Transient for this stop only: the display is erased rather than left behind, so it
+        # is not on the screen twice once it starts again.
+        self._live.transient = True
+        self._live.stop()
+        try:
+            yield
+        finally:
+            self._live.transient = False
+            self._live.vertical_overflow = "ellipsis"  # stop() set it to "visible"
+            self._live.start(refresh=True)
+            self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
     async def _tick(self) -> None:
         while True:
@@ -544,7 +634,8 @@ class LiveView(_ViewBase):
                 table.add_row("", _revision_text(state, row.revision), "", "", "")
             detail = Text(row.label + " ", style="bold")
             detail.append(
-                compact_json(row.arguments, 200), style="dim" if row.status == "waiting" else ""
+                compact_json(row.arguments, 200),
+                style="dim" if row.status == "waiting" and row.approval is None else "",
             )
             if row.status == "success":
                 detail.append("\n→ ", style="dim")
@@ -555,6 +646,10 @@ class LiveView(_ViewBase):
             status: RenderableType
             if row.status == "running":
                 status = Spinner("dots", Text("running", style="yellow"), style="yellow")
+            elif row.status == "approval":
+                status = Text("⏸ waiting for approval", style=_ROW_STYLE["approval"])
+            elif row.status == "waiting" and row.approval is not None:
+                status = Text(row.approval, style="magenta")
             elif row.status == "waiting":
                 after = ", ".join(row.depends_on)
                 status = Text(f"after {after}" if after else "waiting", style="dim")
@@ -653,11 +748,23 @@ class PlainView(_ViewBase):
     def __enter__(self) -> PlainView:
         for line in self._header_lines():
             self.console.print(line, highlight=False, soft_wrap=True)
-        self._line("planning…")
+        self._line(
+            "resuming the run that waited for approval…" if self.header.resumed else "planning…"
+        )
         return self
 
     def _close(self) -> None:
         self._end_answer()
+
+    def restore(self, paused: PausedRun) -> None:
+        super().restore(paused)
+        self._print(f"         plan: {self.state.title or ''}".rstrip())
+        for row in self.state.rows:
+            shown = {"approval": "waits for approval", "success": "done", "error": "failed"}
+            self._print(
+                f"         · {row.call_id} {row.label} {compact_json(row.arguments, 200)}"
+                f"  ({shown.get(row.status, row.status)})"
+            )
 
     def _line(self, message: str | Text, style: str | None = None) -> None:
         self._end_answer()
@@ -724,6 +831,18 @@ class PlainView(_ViewBase):
                 )
             else:
                 self._line(f"✗ {row.call_id} {row.label} failed: {row.error}", "red")
+        elif kind is ObservationType.APPROVAL_REQUESTED and row is not None:
+            self._line(
+                f"⏸ {row.call_id} {row.label} {compact_json(row.arguments, 200)} "
+                "waits for approval",
+                "magenta",
+            )
+        elif kind is ObservationType.APPROVAL_DECIDED and row is not None:
+            reason = content.get("reason")
+            self._line(
+                f"{row.approval} {row.call_id} {row.label}" + (f": {reason}" if reason else ""),
+                "magenta",
+            )
         elif kind is ObservationType.LLM_STREAM_START and content.get("phase") == "synthesis":
             self._line("answer:", "bold")
         elif kind is ObservationType.ERROR:

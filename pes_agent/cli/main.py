@@ -33,6 +33,8 @@ exit codes:
   2    bad command line or configuration: a missing API key, a --tools path that does not
        import, an unknown thread, trace or observation type
   3    the run answered, but a tool call failed (status "partial")
+  4    the run waits for approval (run --no-input, or no terminal to ask at): finish it with
+       `pes-agent approve THREAD`
   130  interrupted with Ctrl-C (the run is cancelled, running tools are stopped)
 
 environment:
@@ -72,6 +74,28 @@ def _split(values: Sequence[str] | None) -> list[str]:
     return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
 
 
+def _add_agent_options(command: argparse.ArgumentParser) -> None:
+    """--provider, --base-url, --tools and --system: the agent `run` and `approve` build."""
+    command.add_argument(
+        "-p",
+        "--provider",
+        default=os.environ.get(PROVIDER_ENV_VAR) or DEFAULT_PROVIDER,
+        help=f"NAME:MODEL, e.g. anthropic:claude-sonnet-4-5 or ollama:llama3.1 "
+        f"(default: ${PROVIDER_ENV_VAR}, else {DEFAULT_PROVIDER})",
+    )
+    command.add_argument(
+        "--base-url", help="an OpenAI-compatible server's URL, e.g. http://localhost:8000/v1"
+    )
+    command.add_argument(
+        "--tools",
+        action="append",
+        metavar="MODULE:ATTR",
+        help="a tool, or a list of tools, to import (repeat or separate with commas); the "
+        "current directory is importable, e.g. --tools mytools:TOOLS",
+    )
+    command.add_argument("--system", metavar="PROMPT", help="the system prompt")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `pes-agent` argument parser and its subcommands."""
     from pes_agent import __version__
@@ -103,26 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("query", metavar="QUERY", help="what to ask")
     run.add_argument(
-        "-p",
-        "--provider",
-        default=os.environ.get(PROVIDER_ENV_VAR) or DEFAULT_PROVIDER,
-        help=f"NAME:MODEL, e.g. anthropic:claude-sonnet-4-5 or ollama:llama3.1 "
-        f"(default: ${PROVIDER_ENV_VAR}, else {DEFAULT_PROVIDER})",
-    )
-    run.add_argument(
-        "--base-url", help="an OpenAI-compatible server's URL, e.g. http://localhost:8000/v1"
-    )
-    run.add_argument(
         "-t", "--thread", help="the thread to continue (default: a new one, printed at the end)"
     )
-    run.add_argument(
-        "--tools",
-        action="append",
-        metavar="MODULE:ATTR",
-        help="a tool, or a list of tools, to import (repeat or separate with commas); the "
-        "current directory is importable, e.g. --tools mytools:TOOLS",
-    )
-    run.add_argument("--system", metavar="PROMPT", help="the system prompt")
+    _add_agent_options(run)
     run.add_argument("--db", help=_DB_HELP)
     run.add_argument(
         "--retrieve",
@@ -131,8 +138,65 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--embeddings", default="hashing", help=_EMBEDDINGS_HELP)
     run.add_argument(
+        "--require-approval",
+        action="append",
+        metavar="TOOL",
+        help="ask before each call of TOOL (repeat or separate with commas), on top of tools "
+        "made with @tool(requires_approval=True)",
+    )
+    run.add_argument(
+        "--no-input",
+        action="store_true",
+        help="never ask: a call that needs approval pauses the run (exit code 4) and the "
+        "command to resume it is printed; also when stdin or stdout is not a terminal",
+    )
+    run.add_argument(
         "--json", action="store_true", help="print the final response and metadata as JSON"
     )
+
+    approve = add(
+        "approve",
+        "resume a run that waits for approval",
+        "Resume the run of THREAD that paused for approval (`pes-agent run --no-input`, or a "
+        "run with no terminal to ask at): every pending call runs unless denied with --deny, "
+        "and the rest of the run shows live. Pass the same --provider, --base-url, --tools "
+        "and --system as the run: they run the tools and write the answer.",
+    )
+    approve.add_argument("thread", metavar="THREAD")
+    approve.add_argument(
+        "--deny",
+        action="append",
+        default=[],
+        metavar="CALL_ID[=REASON]",
+        help="do not run this call (repeatable); the model is told the reason",
+    )
+    approve.add_argument(
+        "--trace", help="the paused run (or the start of its id), when the thread has several"
+    )
+    _add_agent_options(approve)
+    approve.add_argument("--db", help=_DB_HELP)
+    approve.add_argument(
+        "--json", action="store_true", help="print the final response and metadata as JSON"
+    )
+
+    pending = add(
+        "pending",
+        "list the runs waiting for approval",
+        "List the runs waiting for approval (of THREAD, or of every thread): their query, the "
+        "calls waiting with their arguments, and when they expire.",
+    )
+    pending.add_argument("thread", metavar="THREAD", nargs="?")
+    pending.add_argument("--db", help=_DB_HELP)
+    pending.add_argument("--json", action="store_true", help="print JSON")
+
+    cancel = add(
+        "cancel",
+        "drop the runs of a thread waiting for approval",
+        "End the runs of THREAD waiting for approval as cancelled: none of their pending "
+        "calls runs and no answer is saved; the thread takes new queries again.",
+    )
+    cancel.add_argument("thread", metavar="THREAD")
+    cancel.add_argument("--db", help=_DB_HELP)
 
     demo = add(
         "demo",
@@ -222,7 +286,7 @@ class _OutputClosed(Exception):
 def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitCode]]:
     from rich.console import Console
 
-    from pes_agent.cli import index, runner, store_commands
+    from pes_agent.cli import approvals, index, runner, store_commands
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
@@ -243,7 +307,28 @@ def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitC
             as_json=args.json,
             console=console,
             embeddings=args.embeddings if args.retrieve else None,
+            require_approval=_split(args.require_approval),
+            no_input=args.no_input,
         )
+    if args.command == "approve":
+        return lambda: approvals.approve_command(
+            thread_id=args.thread,
+            denials=approvals.parse_denials(args.deny),
+            trace_id=args.trace,
+            provider=args.provider,
+            base_url=args.base_url,
+            tool_specs=_split(args.tools),
+            system_prompt=args.system,
+            store=store,
+            as_json=args.json,
+            console=console,
+        )
+    if args.command == "pending":
+        return lambda: approvals.pending_command(
+            store, args.thread, console=console, as_json=args.json
+        )
+    if args.command == "cancel":
+        return lambda: approvals.cancel_command(store, args.thread, console=console)
     if args.command == "demo":
         return lambda: runner.demo_command(
             thread_id=args.thread, store=store, as_json=args.json, console=console

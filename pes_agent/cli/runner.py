@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
+import sys
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
+from pes_agent.approvals import ApprovalHandler, Decision, PausedRun
 from pes_agent.cli.demo import DEMO_QUERY, demo_model, demo_tools
 from pes_agent.cli.errors import CLIError, ExitCode, exit_code_for, report
 from pes_agent.cli.index import open_retriever
-from pes_agent.cli.live import RunHeader, make_view
+from pes_agent.cli.live import RunHeader, compact_json, make_view
 from pes_agent.cli.paths import StoreLocation
+from pes_agent.cli.prompt import TerminalApprover
 from pes_agent.cli.store_commands import write_json
 from pes_agent.cli.tool_loading import load_tools
 from pes_agent.config import ProviderConfig
@@ -26,7 +30,16 @@ from pes_agent.providers.base import LLMProvider
 from pes_agent.retrieval.retriever import Retriever
 from pes_agent.run import AgentFinalResponse, AgentProps
 
-__all__ = ["AgentRun", "build_agent", "demo_command", "new_thread_id", "run_command"]
+__all__ = [
+    "AgentRun",
+    "agent_options",
+    "build_agent",
+    "demo_command",
+    "execute",
+    "new_thread_id",
+    "run_command",
+    "store_options",
+]
 
 # The environment variable each built-in provider reads its key from.
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -69,8 +82,13 @@ def build_agent(
     store: StoreLocation,
     system_prompt: str | None = None,
     retriever: Retriever | None = None,
+    require_approval: Sequence[str] = (),
+    approval_handler: ApprovalHandler | None = None,
 ) -> AgentCore:
-    """An agent for the command line; every configuration mistake becomes a one-line `CLIError`."""
+    """An agent for the command line; every configuration mistake becomes a one-line `CLIError`.
+
+    `require_approval` names tools whose calls wait for a decision (on top of the tools made
+    with `requires_approval=True`); `approval_handler` takes the decisions in process."""
     all_tools = [*tools, *load_tools(tool_specs)]
     spec: str | ProviderConfig | LLMProvider = (
         _provider_spec(provider, base_url) if isinstance(provider, str) else provider
@@ -84,39 +102,68 @@ def build_agent(
                 "(pass --db or set PES_AGENT_DB)"
             ) from None
     try:
-        return create_agent(
+        agent = create_agent(
             provider=spec,
             tools=all_tools,
             storage=store.spec,
             system_prompt=system_prompt,
             retriever=retriever,
+            require_approval=list(require_approval) or None,
+            approval_handler=approval_handler,
         )
     except ConfigurationError as error:
         hint = _key_hint(provider, error) if isinstance(provider, str) else None
         raise CLIError(hint or str(error)) from None
     except UsageError as error:
         raise CLIError(str(error)) from None
+    unknown = [name for name in require_approval if name not in agent.tools.names]
+    if unknown:
+        known = ", ".join(sorted(agent.tools.names)) or "none (pass --tools MODULE:ATTR)"
+        raise CLIError(f"--require-approval {unknown[0]}: no tool of that name; the tools: {known}")
+    return agent
 
 
 @dataclass(frozen=True, slots=True)
 class AgentRun:
-    """One query to run on a thread, and how to show it."""
+    """One query to run on a thread (or a paused run to resume), and how to show it.
+
+    `approver` asks at the terminal about calls that need approval (its view is set here);
+    without it such calls pause the run, and `no_input_reason` says why nobody was asked when
+    that was not `--no-input`. `agent_args` are the options `pes-agent approve` needs to
+    finish a paused run as this one would have run (provider, tools), `store_args` the
+    `--db` option every command needs to find it.
+    """
 
     query: str
     thread_id: str
     header: RunHeader
     as_json: bool
+    approver: TerminalApprover | None = None
+    no_input_reason: str | None = None
+    agent_args: tuple[str, ...] = ()
+    store_args: tuple[str, ...] = ()
+    paused: PausedRun | None = None
+    decisions: Mapping[str, Decision] = field(default_factory=dict)
+
+    async def start(self, agent: AgentCore) -> AgentFinalResponse:
+        """Process the query, or resume the paused run with the decisions."""
+        if self.paused is not None:
+            return await agent.resume(self.thread_id, self.paused.trace_id, self.decisions)
+        return await agent.process(AgentProps(self.query, self.thread_id))
 
 
 async def _process(agent: AgentCore, run: AgentRun, console: Console) -> AgentFinalResponse:
-    props = AgentProps(run.query, run.thread_id)
     if run.as_json:
-        return await agent.process(props)
+        return await run.start(agent)
     view = make_view(console, run.header)
     with view:
+        if run.paused is not None:
+            view.restore(run.paused)
+        if run.approver is not None:
+            run.approver.view = view
         detach = view.attach(agent, run.thread_id)
         try:
-            result = await agent.process(props)
+            result = await run.start(agent)
         except asyncio.CancelledError:
             view.cancel()
             raise
@@ -133,16 +180,47 @@ async def execute(agent: AgentCore, run: AgentRun, *, console: Console) -> ExitC
     metadata = result.metadata
     if run.as_json:
         write_json(result.model_dump(mode="json"))
-    else:
+    elif metadata.status != "awaiting_approval":  # a paused thread takes no new query yet
         hint = Text(
             f"thread {run.thread_id} · continue it with --thread {run.thread_id} · "
             f"timeline: pes-agent trace {run.thread_id} --html trace.html",
             style="dim",
         )
         console.print(hint, highlight=False, soft_wrap=True)
+    if metadata.status == "awaiting_approval":
+        _print_resume_hint(result, run, console=console, to_stderr=run.as_json)
     if metadata.status == "error":
         report(f"the run failed: {metadata.error}")
     return exit_code_for(metadata.status)
+
+
+def _print_resume_hint(
+    result: AgentFinalResponse, run: AgentRun, *, console: Console, to_stderr: bool
+) -> None:
+    """Say which calls wait, and the commands that approve, deny, list or cancel them."""
+    pending = result.metadata.pending_approvals
+    out = Console(stderr=True, highlight=False) if to_stderr else console
+    thread = run.thread_id
+    calls = f"{len(pending)} call{'s' if len(pending) != 1 else ''}"
+    lines = [Text(f"⏸ the run waits for approval of {calls}:", style="bold magenta")]
+    if run.no_input_reason:
+        lines.append(Text(f"  ({run.no_input_reason})", style="dim"))
+    for call in pending:
+        lines.append(Text(f"  {call.call_id} {call.tool_name} {compact_json(call.arguments, 200)}"))
+    options = [*run.agent_args, *run.store_args]
+    approve = shlex.join(["pes-agent", "approve", thread, *options])
+    deny = shlex.join(
+        ["pes-agent", "approve", thread, "--deny", f"{pending[0].call_id}=REASON", *options]
+    )
+    listing = shlex.join(["pes-agent", "pending", thread, *run.store_args])
+    cancel = shlex.join(["pes-agent", "cancel", thread, *run.store_args])
+    lines += [
+        Text("approve them all:        ", style="bold").append(approve, style=""),
+        Text("deny one, run the rest:  ", style="bold").append(deny, style=""),
+        Text("list, or drop the run:   ", style="bold").append(f"{listing} · {cancel}", style=""),
+    ]
+    for line in lines:
+        out.print(line, highlight=False, soft_wrap=True)
 
 
 async def run_command(
@@ -157,11 +235,18 @@ async def run_command(
     as_json: bool,
     console: Console,
     embeddings: str | None = None,
+    require_approval: Sequence[str] = (),
+    no_input: bool = False,
 ) -> ExitCode:
     """`pes-agent run`: answer `query` with a real model; with `embeddings` (`--retrieve`),
-    searching the index of `store` built with those embeddings first."""
+    searching the index of `store` built with those embeddings first.
+
+    Calls that need approval are asked about at the terminal, unless `no_input` (or the
+    terminal cannot ask): then the run pauses and the commands that resume it are printed."""
     if not query.strip():
         raise CLIError('the query is empty; e.g. pes-agent run "What is 12 * 7?"')
+    why_not = _why_no_input(no_input=no_input, as_json=as_json, console=console)
+    approver = TerminalApprover(console) if why_not is None else None
     retriever = await _index_retriever(store, embeddings) if embeddings is not None else None
     try:
         agent = build_agent(
@@ -171,18 +256,61 @@ async def run_command(
             store=store,
             system_prompt=system_prompt,
             retriever=retriever,
+            require_approval=require_approval,
+            approval_handler=approver,
         )
         thread = thread_id or new_thread_id()
         label = provider if base_url is None else f"{provider} at {base_url}"
         header = RunHeader(query=query, thread_id=thread, model_label=label, store=store.describe())
-        return await execute(
-            agent,
-            AgentRun(query, thread, header, as_json),
-            console=console,
+        run = AgentRun(
+            query,
+            thread,
+            header,
+            as_json,
+            approver=approver,
+            no_input_reason=None if no_input else why_not,
+            agent_args=agent_options(provider, base_url, tool_specs, system_prompt),
+            store_args=store_options(store),
         )
+        return await execute(agent, run, console=console)
     finally:
         if retriever is not None:
             await retriever.aclose()
+
+
+def _why_no_input(*, no_input: bool, as_json: bool, console: Console) -> str | None:
+    """Why calls that need approval cannot be asked about here (None: they can)."""
+    if no_input:
+        return "--no-input"
+    if as_json:
+        return "--json never asks: its output is JSON only"
+    if not sys.stdin.isatty():
+        return "stdin is not a terminal, so nobody was asked; as with --no-input"
+    if not console.is_terminal:
+        return "stdout is not a terminal, so nobody was asked; as with --no-input"
+    return None
+
+
+def agent_options(
+    provider: str, base_url: str | None, tool_specs: Sequence[str], system_prompt: str | None
+) -> tuple[str, ...]:
+    """The options that build this agent again: `pes-agent approve` must run with the same
+    provider and tools as the run it resumes."""
+    options = ["--provider", provider]
+    if base_url is not None:
+        options += ["--base-url", base_url]
+    for spec in tool_specs:
+        options += ["--tools", spec]
+    if system_prompt is not None:
+        options += ["--system", system_prompt]
+    return tuple(options)
+
+
+def store_options(store: StoreLocation) -> tuple[str, ...]:
+    """`--db` naming `store` when it was not the default one (a URL's password is not shown)."""
+    if store.source == "default":
+        return ()
+    return ("--db", str(store.path) if store.path is not None else store.describe())
 
 
 async def _index_retriever(store: StoreLocation, embeddings: str) -> Retriever:

@@ -11,6 +11,12 @@
 - each re-evaluation of the plan (`create_agent(reevaluate=...)`) is a `revision` marker on the
   axis and an entry of `Timeline.revisions`: the page lists each revision with the calls it
   replaced (struck through: they never ran) and the calls it added, and each plan kept.
+- a call that needs approval is an `approval` marker where it was asked about (APPROVAL_REQUESTED)
+  and a `decision` marker where it was decided (APPROVAL_DECIDED), and an entry of
+  `Timeline.approvals`, listed on the page with its arguments and decision. A run that paused
+  and was resumed later (`agent.resume`, `pes-agent approve`) has a `pause` marker; the time it
+  waited is cut out of the axis (the marker says how long it was), so the bars stay readable
+  after a wait of hours. A run still waiting has the status `awaiting_approval`.
 
 `render_html(timeline)` draws the spans as bars on a shared time axis, so calls that ran side by
 side overlap at a glance; hovering a bar shows a summary, clicking it shows its arguments and
@@ -33,6 +39,7 @@ from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 
 __all__ = [
+    "Approval",
     "Marker",
     "Revision",
     "Span",
@@ -69,11 +76,11 @@ class Span:
 
 @dataclass(slots=True)
 class Marker:
-    """A moment of the run worth a mark on the axis: an error, a re-evaluation of the plan, or
-    the final response."""
+    """A moment of the run worth a mark on the axis: an error, a re-evaluation of the plan, a
+    call asked about or decided, the run's pause for approval, or the final response."""
 
     at_ms: float
-    kind: Literal["error", "final", "revision"]
+    kind: Literal["error", "final", "revision", "approval", "decision", "pause"]
     label: str
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -93,6 +100,22 @@ class Revision:
 
 
 @dataclass(slots=True)
+class Approval:
+    """A call that needed approval: asked about at `requested_ms` (`mode` `"paused"`: the run
+    paused; `"handler"`: the approval handler was asked), decided at `decided_ms` (`decision`
+    `"approve"` or `"deny"` with `reason`; None while it waits)."""
+
+    call_id: str
+    tool_name: str
+    arguments: Any
+    requested_ms: float
+    mode: str
+    decision: str | None = None
+    reason: str | None = None
+    decided_ms: float | None = None
+
+
+@dataclass(slots=True)
 class Timeline:
     """Everything the HTML page shows about one run; also what it embeds as JSON."""
 
@@ -106,6 +129,9 @@ class Timeline:
     spans: list[Span]
     markers: list[Marker]
     revisions: list[Revision] = field(default_factory=list)
+    approvals: list[Approval] = field(default_factory=list)
+    waited_ms: float = 0.0
+    """Time the run spent paused for approval, cut out of the axis."""
 
     def to_json(self) -> dict[str, Any]:
         """The timeline as plain JSON data (spans carry their `duration_ms`)."""
@@ -134,6 +160,12 @@ def build_timeline(
     spans: list[Span] = []
     markers: list[Marker] = []
     revisions: list[Revision] = []
+    approvals: dict[str, Approval] = {}
+    # Where the run paused (ms on the raw clock) while it waits for a resume; the wait is cut
+    # out of the axis by shifting everything after it back by `waited`.
+    paused_at: float | None = None
+    last_raw = 0.0
+    waited = 0.0
     # By the call's number (`llmCall`): language steps stream side by side in one phase.
     open_llm: dict[object, Span] = {}
     open_tools: dict[str, Span] = {}
@@ -141,7 +173,21 @@ def build_timeline(
     status = "unfinished"
     llm_count = 0
     for observation in run:
-        at = _ms(observation, origin)
+        raw = _ms(observation, origin)
+        if paused_at is not None and observation.type is ObservationType.APPROVAL_DECIDED:
+            waited += raw - last_raw
+            markers.append(
+                Marker(
+                    paused_at,
+                    "pause",
+                    f"paused for approval, resumed {_duration(raw - last_raw)} later "
+                    "(the wait is not drawn to scale)",
+                    {"waited_ms": raw - last_raw},
+                )
+            )
+            paused_at = None
+        last_raw = raw
+        at = raw - waited
         content = observation.content
         kind = observation.type
         phase = str(content.get("phase", ""))
@@ -240,6 +286,28 @@ def build_timeline(
                     "duration_ms": content.get("durationMs"),
                 }
             )
+        elif kind is ObservationType.APPROVAL_REQUESTED:
+            call_id, tool_name = str(content.get("callId")), str(content.get("toolName"))
+            mode = str(content.get("mode", "paused"))
+            approvals[call_id] = Approval(call_id, tool_name, content.get("arguments"), at, mode)
+            markers.append(
+                Marker(at, "approval", f"{call_id} {tool_name} waits for approval", dict(content))
+            )
+            if mode == "paused":
+                paused_at = at
+                status = "awaiting_approval"
+        elif kind is ObservationType.APPROVAL_DECIDED:
+            call_id, tool_name = str(content.get("callId")), str(content.get("toolName"))
+            decision = str(content.get("decision"))
+            approval = approvals.get(call_id) or approvals.setdefault(
+                call_id, Approval(call_id, tool_name, None, at, "paused")
+            )
+            approval.decision, approval.reason = decision, content.get("reason")
+            approval.decided_ms = at
+            label = f"{call_id} {tool_name} {'approved' if decision == 'approve' else 'denied'}"
+            markers.append(Marker(at, "decision", label, dict(content)))
+            if status == "awaiting_approval":
+                status = "unfinished"
         elif kind is ObservationType.ERROR:
             status = "error"
             markers.append(
@@ -251,7 +319,7 @@ def build_timeline(
             markers.append(Marker(at, "final", f"final response ({status})", {"status": status}))
             if "synthesis" in last_llm and isinstance(message, dict):
                 last_llm["synthesis"].details["answer"] = message.get("content")
-    duration = _ms(run[-1], origin)
+    duration = _ms(run[-1], origin) - waited
     query = answer = None
     for message in messages:
         if message.metadata.get("trace_id") != trace_id:
@@ -271,6 +339,8 @@ def build_timeline(
         spans=spans,
         markers=markers,
         revisions=revisions,
+        approvals=list(approvals.values()),
+        waited_ms=waited,
     )
 
 
@@ -348,7 +418,8 @@ def _summary(span: Span) -> str:
 
 _CSS = """
 :root { --llm: #4f7fd9; --ok: #2f9e5b; --err: #d64545; --retry: #e0892b; --muted: #6b7280;
-        --grid: #e5e7eb; --bg: #ffffff; --fg: #111827; --panel: #f9fafb; --rev: #8b5cf6; }
+        --grid: #e5e7eb; --bg: #ffffff; --fg: #111827; --panel: #f9fafb; --rev: #8b5cf6;
+        --appr: #c026d3; }
 * { box-sizing: border-box; }
 body { margin: 0; padding: 24px 32px; font: 14px/1.45 system-ui, -apple-system, "Segoe UI",
        Roboto, sans-serif; color: var(--fg); background: var(--bg); }
@@ -381,6 +452,12 @@ h1 { font-size: 20px; margin: 0 0 4px; }
 .marker { position: absolute; top: 0; bottom: 0; width: 2px; }
 .marker.error { background: var(--err); } .marker.final { background: var(--fg); }
 .marker.revision { background: var(--rev); }
+.marker.approval { background: var(--appr); } .marker.decision { background: var(--appr);
+  opacity: .55; } .marker.pause { background: repeating-linear-gradient(180deg, var(--appr) 0 4px,
+  transparent 4px 8px); width: 3px; }
+.badge.awaiting_approval { background: var(--appr); }
+.approvals { margin: 0 0 16px; padding-left: 20px; } .approvals code { font-size: 12px; }
+.approvals .deny { color: var(--err); } .approvals .approve { color: var(--ok); }
 .revisions-title { font-size: 15px; margin: 8px 0 4px; }
 .revisions { margin: 0 0 16px; padding-left: 20px; } .revisions del { color: var(--muted); }
 .legend { margin: 8px 0 16px; color: var(--muted); font-size: 12px; }
@@ -424,6 +501,43 @@ _JS = """
   });
 })();
 """
+
+
+def _approvals_html(timeline: Timeline) -> str:
+    """The list of calls that needed approval, with their arguments and decisions."""
+    if not timeline.approvals:
+        return ""
+    esc = html.escape
+    items = []
+    for approval in timeline.approvals:
+        arguments = json.dumps(approval.arguments, ensure_ascii=False, default=str)
+        asked = "the run paused" if approval.mode == "paused" else "asked the approval handler"
+        text = (
+            f"<b>{esc(approval.call_id)}</b> {esc(approval.tool_name)} "
+            f"<code>{esc(arguments)}</code> · at {esc(_duration(approval.requested_ms))} "
+            f"{esc(asked)}"
+        )
+        if approval.decision is None:
+            text += " · <b>waiting for a decision</b>"
+        else:
+            word = "approved" if approval.decision == "approve" else "denied"
+            css = "approve" if approval.decision == "approve" else "deny"
+            text += f' · <b class="{css}">{word}</b>'
+            if approval.reason:
+                text += f": {esc(approval.reason)}"
+        items.append(f'<li data-approval="{esc(approval.call_id)}">{text}</li>')
+    waited = ""
+    if timeline.waited_ms:
+        waited = (
+            f'<p class="meta">The run waited {esc(_duration(timeline.waited_ms))} for the '
+            "decisions; that wait is cut out of the time axis.</p>"
+        )
+    return (
+        '<h2 class="revisions-title">Approvals</h2><ul class="approvals">'
+        + "".join(items)
+        + "</ul>"
+        + waited
+    )
 
 
 def render_html(timeline: Timeline) -> str:
@@ -488,9 +602,11 @@ def render_html(timeline: Timeline) -> str:
             + "".join(items)
             + "</ul>"
         )
+    approvals = _approvals_html(timeline)
     tools = sum(1 for s in timeline.spans if s.kind == "tool")
     llms = len(timeline.spans) - tools
-    status = timeline.status if timeline.status in ("success", "partial", "error") else "unfinished"
+    shown = ("success", "partial", "error", "awaiting_approval")
+    status = timeline.status if timeline.status in shown else "unfinished"
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -510,7 +626,9 @@ started {esc(timeline.started_at)} · {esc(_duration(timeline.duration_ms))} ·
 <span style="background:var(--ok)"></span>tool call
 <span style="background:var(--err)"></span>error
 <span style="background:var(--retry)"></span>retried
-<span style="background:var(--rev)"></span>plan revision</div>
+<span style="background:var(--rev)"></span>plan revision
+<span style="background:var(--appr)"></span>approval asked / decided</div>
+{approvals}
 {revisions}
 <div class="chart">
 {"".join(rows)}

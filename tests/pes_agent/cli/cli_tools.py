@@ -3,11 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 from typing import Any
 
 from pes_agent import tool
 
-__all__ = ["TOOLS", "fail", "get_weather", "multiply", "raw_html", "slow"]
+__all__ = [
+    "LEDGER_ENV",
+    "TOOLS",
+    "fail",
+    "get_weather",
+    "multiply",
+    "raw_html",
+    "record",
+    "slow",
+    "transfer_money",
+]
+
+#: The file (named by this environment variable) where `transfer_money` and `record` write a
+#: line each time they run, so a test can count side effects across processes.
+LEDGER_ENV = "PES_TEST_LEDGER"
+
+
+def _write(line: str) -> None:
+    ledger = os.environ.get(LEDGER_ENV)
+    if ledger:
+        with Path(ledger).open("a", encoding="utf-8") as file:
+            file.write(line + "\n")
+
 
 
 @tool
@@ -42,4 +66,18 @@ def raw_html(text: str) -> str:
     return text
 
 
-TOOLS = [get_weather, multiply, fail, slow, raw_html]
+@tool(requires_approval=True)
+def transfer_money(amount: int, to: str) -> str:
+    """Send `amount` euros to `to` (needs a person's approval)."""
+    _write(f"transfer {amount} {to}")
+    return f"sent {amount} EUR to {to}"
+
+
+@tool
+def record(text: str) -> str:
+    """Write `text` down."""
+    _write(f"record {text}")
+    return f"recorded {text!r}"
+
+
+TOOLS = [get_weather, multiply, fail, slow, raw_html, transfer_money, record]
