@@ -384,7 +384,7 @@ class RunState:
             if step in replaced:
                 row.status = "replaced"
             elif result is not None:
-                row.status = "error" if result.error is not None else "success"
+                row.status = "success" if result.status == "success" else "error"
                 row.output, row.error = result.output, result.error
             elif row.call_id in pending:
                 row.status = "approval"
@@ -498,15 +498,18 @@ class LiveView(_ViewBase):
 
     def __init__(self, console: Console, header: RunHeader) -> None:
         super().__init__(console, header)
-        self._live = Live(
-            console=console,
+        self._live = self._new_live()
+        self._ticker: asyncio.Task[None] | None = None
+
+    def _new_live(self) -> Live:
+        return Live(
+            console=self.console,
             auto_refresh=False,
             transient=False,
             redirect_stdout=True,
             redirect_stderr=True,
             get_renderable=self.render,
         )
-        self._ticker: asyncio.Task[None] | None = None
 
     def __enter__(self) -> LiveView:
         self._live.start(refresh=True)
@@ -537,8 +540,9 @@ class LiveView(_ViewBase):
         try:
             yield
         finally:
-            self._live.transient = False
-            self._live.vertical_overflow = "ellipsis"  # stop() set it to "visible"
+            # A new display: the old one would move the cursor up over what was printed, to
+            # where it last drew.
+            self._live = self._new_live()
             self._live.start(refresh=True)
             self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
