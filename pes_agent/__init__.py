@@ -37,6 +37,7 @@ from pes_agent.errors import (
     StateConflictError,
     StorageError,
     ToolExecutionError,
+    ToolSourceError,
     UsageError,
 )
 from pes_agent.execution.executors import ConcurrentExecutor, SequentialExecutor
@@ -188,6 +189,7 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolSchema",
+    "ToolSourceError",
     "Usage",
     "UsageError",
     "VectorStore",

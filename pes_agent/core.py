@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 from ecs_core import EntityId, TerminalComponent, World
 from pes_agent._closing import AsyncCloseable, ClosedOnExit, close_all
@@ -214,6 +214,18 @@ class AgentCore(ClosedOnExit):
             finally:
                 self._released.set()
 
+    async def __aenter__(self) -> Self:
+        """Open the tool sources (MCP servers) now, so the first run does not wait for them.
+
+        If one cannot be opened the agent is closed and the `ToolSourceError` raised.
+        """
+        try:
+            await self.tools.open_sources()
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
     def _take_world(self) -> World:
         if self._spare_worlds:
             return self._spare_worlds.pop()
@@ -312,6 +324,13 @@ class AgentCore(ClosedOnExit):
         thread_id = props.thread_id
         log = _log.bind(thread_id=thread_id, trace_id=trace_id)
         options = props.options
+        try:
+            # Before anything is planned: the planner must see the sources' tool schemas.
+            await self.tools.open_sources()
+        except RunError as error:
+            return await self._ended_early(
+                props, trace_id, started, "tools", error.message, status="error"
+            )
         try:
             context = await self.state.load_context(thread_id)
             limit = _first(

@@ -11,6 +11,8 @@ PESAgentError
     │   └── ScriptExhaustedError   a ScriptedProvider ran out of responses
     ├── PlanParseError        the model's plan could not be used, even after the repair round-trip
     ├── ToolExecutionError    a tool raised, timed out or was refused (carries call_id, tool_name)
+    ├── ToolSourceError       a tool source (an MCP server) could not be opened: its tools are
+    │                         unknown, so nothing is planned (carries source_name)
     └── StorageError          the store could not be read or written; `transient` says whether
         │                     the same call may succeed if tried again
         └── StateConflictError    a compare-and-set save found another version than expected
@@ -33,6 +35,7 @@ __all__ = [
     "StateConflictError",
     "StorageError",
     "ToolExecutionError",
+    "ToolSourceError",
     "UsageError",
 ]
 
@@ -126,6 +129,14 @@ class ToolExecutionError(RunError):
         super().__init__(message, thread_id=thread_id, trace_id=trace_id)
         self.call_id = call_id
         self.tool_name = tool_name
+
+
+class ToolSourceError(RunError):
+    """A tool source (such as an MCP server) did not start, answer or list its tools."""
+
+    def __init__(self, message: str, *, source_name: str) -> None:
+        super().__init__(message)
+        self.source_name = source_name
 
 
 class StorageError(RunError):

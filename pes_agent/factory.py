@@ -35,6 +35,7 @@ from pes_agent.storage.base import Storage
 from pes_agent.synthesis.synthesizer import LLMSynthesizer
 from pes_agent.tools.base import Tool
 from pes_agent.tools.registry import ToolRegistry
+from pes_agent.tools.sources import ToolSource
 from pes_agent.tools.threads import DEFAULT_SYNC_TOOL_THREADS
 
 __all__ = ["create_agent"]
@@ -56,7 +57,7 @@ def _check_protocol(name: str, value: object, method: str, protocol: str) -> Non
 def create_agent(
     *,
     provider: str | ProviderConfig | LLMProvider,
-    tools: Iterable[Tool | Callable[..., Any]] = (),
+    tools: Iterable[Tool | ToolSource | Callable[..., Any]] = (),
     storage: str | Storage = "memory",
     system_prompt: str | None = None,
     history_limit: int = 20,
@@ -85,7 +86,9 @@ def create_agent(
 
     `provider` is `"openai:MODEL"`, `"anthropic:MODEL"`, `"ollama:MODEL"`, a `ProviderConfig`,
     or any object implementing the provider protocol (such as `testing.ScriptedProvider`).
-    `tools` are `@tool` functions, plain typed functions with docstrings, or tool objects.
+    `tools` are `@tool` functions, plain typed functions with docstrings, tool objects, or
+    tool sources such as `pes_agent.mcp.MCPServer` (opened in `async with agent` or before the
+    first plan; `aclose()` closes the connections it opened, see `pes_agent.tools.sources`).
     `storage` is `"memory"`, `"sqlite:///PATH"`, `"postgresql://..."` or a storage object.
     `retry_policy` tunes the one retry layer of the provider clients (attempts, backoff,
     Retry-After cap). `sync_tool_threads` bounds the agent's own threads for sync tools (a
@@ -165,7 +168,7 @@ def create_agent(
 
     registry = ToolRegistry(sync_threads=sync_tool_threads)
     for item in tools:
-        registry.register(item)
+        registry.add(item)
 
     # The agent closes only what it builds here; objects passed in belong to the caller, who
     # may share them with other agents.
