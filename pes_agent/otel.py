@@ -19,7 +19,7 @@ run exactly as it went (tool calls that ran side by side overlap):
   thread), `gen_ai.usage.input_tokens` / `output_tokens`, `pes_agent.trace_id`,
   `pes_agent.run.status`;
 - `chat {model}` (CLIENT), LLM_STREAM_START to LLM_STREAM_END or a final LLM_STREAM_ERROR:
-  `gen_ai.operation.name="chat"`, `gen_ai.provider.name` (and the older `gen_ai.system`),
+  `gen_ai.operation.name="chat"`, `gen_ai.provider.name`,
   `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.usage.input_tokens` /
   `output_tokens`, `gen_ai.response.finish_reasons`, `pes_agent.phase`;
 - `execute_tool {tool}` (INTERNAL), TOOL_CALL to TOOL_EXECUTION: `gen_ai.operation.name=
@@ -300,7 +300,6 @@ class _Tracer:
             attributes={
                 "gen_ai.operation.name": "chat",
                 "gen_ai.provider.name": provider,
-                "gen_ai.system": provider,
                 "gen_ai.request.model": model,
                 "pes_agent.phase": str(content.get("phase") or ""),
             },
