@@ -33,7 +33,6 @@ def _write(line: str) -> None:
             file.write(line + "\n")
 
 
-
 @tool
 async def get_weather(city: str) -> dict[str, Any]:
     """Current weather for a city."""
