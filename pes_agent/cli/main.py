@@ -138,6 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--embeddings", default="hashing", help=_EMBEDDINGS_HELP)
     run.add_argument(
+        "--mcp",
+        action="append",
+        metavar="COMMAND",
+        help="an MCP server to start over stdio whose tools the agent may call (repeatable), "
+        "e.g. --mcp \"python my_server.py\" (needs pip install 'pes-agent[mcp]')",
+    )
+    run.add_argument(
         "--require-approval",
         action="append",
         metavar="TOOL",
@@ -309,6 +316,7 @@ def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitC
             embeddings=args.embeddings if args.retrieve else None,
             require_approval=_split(args.require_approval),
             no_input=args.no_input,
+            mcp_commands=args.mcp or (),
         )
     if args.command == "approve":
         return lambda: approvals.approve_command(

@@ -8,7 +8,7 @@ import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
@@ -24,11 +24,14 @@ from pes_agent.cli.store_commands import write_json
 from pes_agent.cli.tool_loading import load_tools
 from pes_agent.config import ProviderConfig
 from pes_agent.core import AgentCore
-from pes_agent.errors import ConfigurationError, PESAgentError, UsageError
+from pes_agent.errors import ConfigurationError, PESAgentError, ToolSourceError, UsageError
 from pes_agent.factory import create_agent
 from pes_agent.providers.base import LLMProvider
 from pes_agent.retrieval.retriever import Retriever
 from pes_agent.run import AgentFinalResponse, AgentProps
+
+if TYPE_CHECKING:
+    from pes_agent.mcp import MCPServer
 
 __all__ = [
     "AgentRun",
@@ -237,9 +240,11 @@ async def run_command(
     embeddings: str | None = None,
     require_approval: Sequence[str] = (),
     no_input: bool = False,
+    mcp_commands: Sequence[str] = (),
 ) -> ExitCode:
     """`pes-agent run`: answer `query` with a real model; with `embeddings` (`--retrieve`),
-    searching the index of `store` built with those embeddings first.
+    searching the index of `store` built with those embeddings first. Each of
+    `mcp_commands` (`--mcp "python server.py"`) is an MCP server started over stdio for the run.
 
     Calls that need approval are asked about at the terminal, unless `no_input` (or the
     terminal cannot ask): then the run pauses and the commands that resume it are printed."""
@@ -247,12 +252,14 @@ async def run_command(
         raise CLIError('the query is empty; e.g. pes-agent run "What is 12 * 7?"')
     why_not = _why_no_input(no_input=no_input, as_json=as_json, console=console)
     approver = TerminalApprover(console) if why_not is None else None
+    servers = _mcp_servers(mcp_commands)
     retriever = await _index_retriever(store, embeddings) if embeddings is not None else None
     try:
         agent = build_agent(
             provider=provider,
             base_url=base_url,
             tool_specs=tool_specs,
+            tools=servers,
             store=store,
             system_prompt=system_prompt,
             retriever=retriever,
@@ -272,10 +279,31 @@ async def run_command(
             agent_args=agent_options(provider, base_url, tool_specs, system_prompt),
             store_args=store_options(store),
         )
-        return await execute(agent, run, console=console)
+        try:
+            return await execute(agent, run, console=console)
+        except ToolSourceError as error:
+            raise CLIError(f"--mcp: {error.message}") from None
     finally:
         if retriever is not None:
             await retriever.aclose()
+
+
+def _mcp_servers(commands: Sequence[str]) -> list[MCPServer]:
+    """An `MCPServer` per `--mcp` command line, split as a shell would split it."""
+    if not commands:
+        return []
+    from pes_agent.mcp import MCPServer
+
+    servers: list[MCPServer] = []
+    for command in commands:
+        words = shlex.split(command)
+        if not words:
+            raise CLIError('--mcp needs a command, e.g. --mcp "python my_server.py"')
+        try:
+            servers.append(MCPServer.stdio(*words))
+        except ConfigurationError as error:
+            raise CLIError(f"--mcp {command!r}: {error}") from None
+    return servers
 
 
 def _why_no_input(*, no_input: bool, as_json: bool, console: Console) -> str | None:
