@@ -229,7 +229,7 @@ WORKER = textwrap.dedent(
     from pes_agent.mcp import MCPServer
 
     async def main():
-        server = MCPServer.stdio(sys.executable, sys.argv[1], name="calc")
+        server = MCPServer.stdio(sys.executable, sys.argv[1], "--stubborn", name="calc")
         async with server.connect() as connection:
             pids = next(t for t in connection.tools if t.schema.name == "pids")
             print(json.dumps(await pids.execute({}, None)), flush=True)
@@ -241,7 +241,8 @@ WORKER = textwrap.dedent(
 
 
 def test_server_stops_within_5_s_of_sigkill_of_the_process_that_owned_it() -> None:
-    """When the agent's process is SIGKILLed, its stdio server (and guard) are gone in 5 s."""
+    """When the agent's process is SIGKILLed, its stdio server (and guard) are gone in 5 s,
+    even a server that does not exit when its stdin closes."""
     worker = subprocess.Popen(
         [sys.executable, "-c", WORKER, CALC_SERVER],
         stdout=subprocess.PIPE,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import threading
 import time
 
 from mcp.server.mcpserver import MCPServer
@@ -57,7 +58,12 @@ def main() -> None:
     parser.add_argument("--slow", type=float, default=0.0)
     parser.add_argument("--http", type=int)
     parser.add_argument("--name", default="calc")
+    # Like many real servers (wrappers, servers with worker threads), do not exit when stdin
+    # closes: only a signal ends this process, so only the guard can prevent an orphan.
+    parser.add_argument("--stubborn", action="store_true")
     options = parser.parse_args()
+    if options.stubborn:
+        threading.Thread(target=threading.Event().wait, name="keeps-running").start()
     if options.pid_file:
         with open(options.pid_file, "w") as handle:
             handle.write(str(os.getpid()))
