@@ -1,0 +1,669 @@
+"""The ASGI application: routes, validation, auth and server-sent event streams."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from pes_agent.config import ThreadConfig
+from pes_agent.core import AgentCore
+from pes_agent.errors import NotAwaitingApprovalError, UsageError
+from pes_agent.observing.logs import get_logger
+from pes_agent.observing.manager import ObservationManager
+from pes_agent.observing.streams import StreamEvent
+from pes_agent.observing.types import Observation
+from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata
+from pes_agent.server.auth import Caller, OwnerStore, TokenTable, is_reserved_thread
+from pes_agent.server.models import (
+    ApprovalList,
+    CancelResult,
+    DecisionsRequest,
+    MessageList,
+    ObservationList,
+    RunRequest,
+    ThreadList,
+)
+from pes_agent.server.openapi import openapi_document
+from pes_agent.server.runs import (
+    RunEvent,
+    RunHandle,
+    RunRegistry,
+    event_for_observation,
+    event_for_stream,
+)
+from pes_agent.threads.messages import ConversationMessage, MessageRole
+
+__all__ = ["ApiError", "create_app"]
+
+_log = get_logger("pes_agent.server")
+
+M = TypeVar("M", bound=BaseModel)
+
+#: Seconds between keep-alive comments on an idle event stream (proxies close silent ones).
+HEARTBEAT_S = 15.0
+
+
+class ApiError(Exception):
+    """An error answered as `{"error": {"type", "message"}}` with an HTTP status."""
+
+    def __init__(self, status: int, type: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type
+        self.message = message
+
+
+def _error_response(error: ApiError) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
+    return JSONResponse(
+        {"error": {"type": error.type, "message": error.message}},
+        status_code=error.status,
+        headers=headers,
+    )
+
+
+def _validation_message(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors(include_input=False, include_url=False):
+        where = ".".join(str(p) for p in item["loc"]) or "body"
+        parts.append(f"{where}: {item['msg']}")
+    return "; ".join(parts)
+
+
+def _sse(event: RunEvent) -> bytes:
+    if event.event == "ping":
+        return b": ping\n\n"
+    head = f"id: {event.id}\n" if event.id else ""
+    return f"{head}event: {event.event}\ndata: {json.dumps(event.data)}\n\n".encode()
+
+
+def _wants_stream(request: Request) -> bool:
+    return "text/event-stream" in request.headers.get("accept", "")
+
+
+def _flag(request: Request, name: str) -> bool:
+    value = request.query_params.get(name, "false").lower()
+    if value not in ("true", "false", "1", "0"):
+        raise ApiError(400, "invalid_parameter", f"{name} must be true or false")
+    return value in ("true", "1")
+
+
+def _last_event_id(request: Request) -> int:
+    raw = request.headers.get("last-event-id", "0").strip() or "0"
+    if not raw.isdigit():
+        raise ApiError(400, "invalid_last_event_id", "Last-Event-ID must be an event id")
+    return int(raw)
+
+
+def _cancelled_response(handle: RunHandle, props: AgentProps) -> AgentFinalResponse:
+    return AgentFinalResponse(
+        response=ConversationMessage(
+            thread_id=handle.thread_id, role=MessageRole.AI, content="The run was cancelled."
+        ),
+        metadata=ExecutionMetadata(
+            thread_id=handle.thread_id,
+            trace_id=handle.trace_id,
+            user_id=props.user_id,
+            status="cancelled",
+            total_duration_ms=0.0,
+            error="cancelled through the API",
+        ),
+    )
+
+
+class _Api:
+    """The handlers, sharing the agent, the token table and the runs of this process."""
+
+    def __init__(
+        self,
+        agent: AgentCore,
+        tokens: TokenTable,
+        *,
+        max_body_bytes: int,
+        allow_provider_config: bool,
+        registry: RunRegistry,
+    ) -> None:
+        self.agent = agent
+        self.tokens = tokens
+        self.owners = OwnerStore(agent.state)
+        self.max_body_bytes = max_body_bytes
+        self.allow_provider_config = allow_provider_config
+        self.runs = registry
+
+    # -- request plumbing ---------------------------------------------------------------
+
+    def caller(self, request: Request) -> Caller:
+        caller = self.tokens.caller(request.headers.get("authorization"))
+        if caller is None:
+            raise ApiError(401, "unauthorized", "send a valid token as 'Authorization: Bearer …'")
+        return caller
+
+    async def body(self, request: Request, model: type[M]) -> M:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise self._too_large()
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise self._too_large()
+            chunks.append(chunk)
+        try:
+            data = json.loads(b"".join(chunks) or b"null")
+        except ValueError:
+            raise ApiError(400, "invalid_json", "the request body is not valid JSON") from None
+        if not isinstance(data, dict):
+            raise ApiError(400, "invalid_body", "the request body must be a JSON object")
+        try:
+            return model.model_validate(data)
+        except ValidationError as error:
+            raise ApiError(422, "validation_error", _validation_message(error)) from None
+
+    def _too_large(self) -> ApiError:
+        return ApiError(
+            413, "body_too_large", f"the request body is over {self.max_body_bytes} bytes"
+        )
+
+    def thread_id(self, request: Request) -> str:
+        thread_id: str = request.path_params["thread_id"]
+        if not thread_id.strip() or len(thread_id) > 200 or is_reserved_thread(thread_id):
+            raise ApiError(400, "invalid_thread_id", "not a usable thread id")
+        return thread_id
+
+    async def _exists(self, thread_id: str) -> bool:
+        state = self.agent.state
+        return (
+            await state.get_thread_config(thread_id) is not None
+            or await state.get_agent_state(thread_id) is not None
+            or bool(await self.agent.conversation.get_messages(thread_id, limit=1))
+        )
+
+    async def authorize(self, caller: Caller, thread_id: str, *, create: bool = False) -> None:
+        """Let a scoped caller through to its own threads only (unknown ones look absent)."""
+        if caller.user_id is None:
+            return
+        owner = await self.owners.owner(thread_id)
+        if owner == caller.user_id:
+            return
+        if (
+            owner is None
+            and create
+            and not await self._exists(thread_id)
+            and await self.owners.claim(thread_id, caller.user_id) == caller.user_id
+        ):
+            return
+        raise ApiError(404, "thread_not_found", "no such thread")
+
+    def _check_provider(self, has_provider_config: bool) -> None:
+        if has_provider_config and not self.allow_provider_config:
+            # A client-chosen provider could send the server's API keys to any base URL.
+            raise ApiError(
+                403,
+                "provider_config_forbidden",
+                "this server does not let requests choose the provider "
+                "(create_app(..., allow_provider_config=True) allows it)",
+            )
+
+    # -- runs -----------------------------------------------------------------------------
+
+    def _start(self, props: AgentProps, resume: Mapping[str, Any] | None = None) -> RunHandle:
+        assert props.trace_id is not None
+        handle = RunHandle(
+            props.thread_id, props.trace_id, props.user_id, replay_limit=self.runs.replay_limit
+        )
+        handle.add("run", {"thread_id": props.thread_id, "trace_id": props.trace_id})
+        agent = self.agent
+
+        async def work(handle: RunHandle) -> None:
+            def on_observation(observation: Observation) -> None:
+                if observation.trace_id == handle.trace_id:
+                    handle.add(*event_for_observation(observation))
+
+            def on_stream(event: StreamEvent) -> None:
+                if event.trace_id == handle.trace_id:
+                    handle.add(*event_for_stream(event))
+
+            unsubscribe_observations = agent.observations.subscribe(
+                on_observation, thread_id=handle.thread_id
+            )
+            unsubscribe_stream = agent.stream.subscribe(on_stream, thread_id=handle.thread_id)
+            try:
+                if resume is None:
+                    response = await agent.process(props)
+                else:
+                    response = await agent.resume(handle.thread_id, handle.trace_id, resume)
+            except asyncio.CancelledError:
+                # Only the API cancels this task (or the server shutting down): report it.
+                response = _cancelled_response(handle, props)
+            except NotAwaitingApprovalError as error:
+                handle.fail(404, "run_not_waiting", str(error))
+                return
+            except UsageError as error:
+                handle.fail(409, "conflict", str(error))
+                return
+            except Exception:
+                _log.exception(
+                    "server_run_failed", thread_id=handle.thread_id, trace_id=handle.trace_id
+                )
+                handle.fail(500, "internal_error", "the run failed; the server log has details")
+                return
+            finally:
+                unsubscribe_observations()
+                unsubscribe_stream()
+            handle.response = response
+            handle.finish("final", response.model_dump(mode="json"))
+
+        return self.runs.start(handle, work)
+
+    async def _answer(self, request: Request, handle: RunHandle) -> Response:
+        cancel_on_disconnect = _flag(request, "cancel_on_disconnect")
+        headers = {"X-Trace-Id": handle.trace_id}
+        if _wants_stream(request):
+            after = _last_event_id(request)
+            return self._stream(handle, after, cancel_on_disconnect, headers)
+        task = handle.task
+        assert task is not None
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if cancel_on_disconnect:
+                task.cancel()
+            raise
+        if handle.failure is not None:
+            status, kind, message = handle.failure
+            raise ApiError(status, kind, message)
+        assert handle.response is not None
+        return JSONResponse(
+            handle.response.model_dump(mode="json"),
+            headers=headers,
+        )
+
+    def _stream(
+        self,
+        handle: RunHandle,
+        after: int,
+        cancel_on_disconnect: bool,
+        headers: dict[str, str],
+    ) -> StreamingResponse:
+        async def events() -> AsyncIterator[bytes]:
+            ended = False
+            try:
+                async for event in handle.follow(after, heartbeat_s=HEARTBEAT_S):
+                    yield _sse(event)
+                ended = True
+            finally:
+                if not ended and cancel_on_disconnect and handle.task is not None:
+                    handle.task.cancel()
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",
+            headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def create_run(self, request: Request) -> Response:
+        caller = self.caller(request)
+        thread_id = self.thread_id(request)
+        body = await self.body(request, RunRequest)
+        if caller.scoped and body.user_id not in (None, caller.user_id):
+            raise ApiError(403, "user_id_forbidden", "this token runs as its own user only")
+        self._check_provider(body.options is not None and body.options.provider_config is not None)
+        await self.authorize(caller, thread_id, create=True)
+        if body.trace_id is not None:
+            existing = self.runs.get(body.trace_id)
+            if existing is not None:
+                if existing.thread_id != thread_id or (
+                    caller.scoped and existing.user_id != caller.user_id
+                ):
+                    raise ApiError(409, "trace_id_in_use", "that trace id belongs to another run")
+                return await self._answer(request, existing)
+        if await self.agent.pending_runs(thread_id):
+            raise ApiError(
+                409,
+                "awaiting_approval",
+                "this thread has a run waiting for approval: decide its pending calls "
+                "(POST .../runs/{trace_id}/decisions) or cancel it (POST /v1/runs/{trace_id}/"
+                "cancel); GET /v1/approvals lists it",
+            )
+        props = AgentProps(
+            body.query,
+            thread_id,
+            session_id=body.session_id,
+            user_id=caller.user_id if caller.scoped else body.user_id,
+            trace_id=body.trace_id or uuid.uuid4().hex,
+            options=body.options,
+        )
+        return await self._answer(request, self._start(props))
+
+    async def run_events(self, request: Request) -> Response:
+        caller = self.caller(request)
+        handle = self.runs.get(request.path_params["trace_id"])
+        if handle is None or (caller.scoped and handle.user_id != caller.user_id):
+            raise ApiError(404, "run_not_found", "no run with that trace id on this server")
+        return self._stream(
+            handle,
+            _last_event_id(request),
+            _flag(request, "cancel_on_disconnect"),
+            {"X-Trace-Id": handle.trace_id},
+        )
+
+    async def cancel_run(self, request: Request) -> Response:
+        caller = self.caller(request)
+        trace_id: str = request.path_params["trace_id"]
+        handle = self.runs.get(trace_id)
+        if handle is not None and not handle.done:
+            if caller.scoped and handle.user_id != caller.user_id:
+                raise ApiError(404, "run_not_found", "no run with that trace id")
+            assert handle.task is not None
+            handle.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(handle.task)
+            result = CancelResult(
+                trace_id=trace_id,
+                thread_id=handle.thread_id,
+                was="running",
+                response=handle.response,
+            )
+            return JSONResponse(result.model_dump(mode="json"))
+        for paused in await self.agent.pending_runs():
+            if paused.trace_id != trace_id:
+                continue
+            await self.authorize(caller, paused.thread_id)
+            await self.agent.cancel_pending(paused.thread_id)
+            result = CancelResult(
+                trace_id=trace_id, thread_id=paused.thread_id, was="awaiting_approval"
+            )
+            return JSONResponse(result.model_dump(mode="json"))
+        raise ApiError(
+            404,
+            "run_not_found",
+            "no run with that trace id is executing in this server process or waiting for approval",
+        )
+
+    # -- approvals ------------------------------------------------------------------------
+
+    async def approvals(self, request: Request) -> Response:
+        caller = self.caller(request)
+        thread_id = request.query_params.get("thread_id")
+        runs = await self.agent.pending_runs(thread_id)
+        if caller.scoped:
+            runs = [run for run in runs if await self._owns(caller, run.thread_id)]
+        return JSONResponse(ApprovalList(runs=runs).model_dump(mode="json"))
+
+    async def _owns(self, caller: Caller, thread_id: str) -> bool:
+        return await self.owners.owner(thread_id) == caller.user_id
+
+    async def decide(self, request: Request) -> Response:
+        caller = self.caller(request)
+        thread_id = self.thread_id(request)
+        trace_id: str = request.path_params["trace_id"]
+        body = await self.body(request, DecisionsRequest)
+        await self.authorize(caller, thread_id)
+        paused = next(
+            (run for run in await self.agent.pending_runs(thread_id) if run.trace_id == trace_id),
+            None,
+        )
+        if paused is None:
+            raise ApiError(404, "run_not_waiting", "no run with that trace id waits for approval")
+        pending = {p.call_id for p in paused.pending}
+        unknown = sorted(set(body.decisions) - pending)
+        if unknown:
+            raise ApiError(
+                422,
+                "unknown_call_ids",
+                f"these call ids do not wait for approval: {', '.join(unknown)}; "
+                f"pending: {', '.join(sorted(pending))}",
+            )
+        decisions = {call_id: d.decision() for call_id, d in body.decisions.items()}
+        props = paused.props.model_copy(update={"trace_id": trace_id})
+        return await self._answer(request, self._start(props, resume=decisions))
+
+    # -- threads --------------------------------------------------------------------------
+
+    async def list_threads(self, request: Request) -> Response:
+        caller = self.caller(request)
+        threads = [t for t in await self.agent.state.list_threads() if not is_reserved_thread(t)]
+        if caller.scoped:
+            threads = [t for t in threads if await self._owns(caller, t)]
+        return JSONResponse(ThreadList(threads=threads).model_dump(mode="json"))
+
+    async def messages(self, request: Request) -> Response:
+        caller = self.caller(request)
+        thread_id = self.thread_id(request)
+        limit = _int_param(request, "limit")
+        await self.authorize(caller, thread_id)
+        messages = await self.agent.conversation.get_messages(thread_id, limit=limit)
+        return JSONResponse(MessageList(messages=messages).model_dump(mode="json"))
+
+    async def observations(self, request: Request) -> Response:
+        caller = self.caller(request)
+        thread_id = self.thread_id(request)
+        types = request.query_params.getlist("type") or None
+        after = request.query_params.get("after")
+        limit = _int_param(request, "limit")
+        trace_id = request.query_params.get("trace_id")
+        await self.authorize(caller, thread_id)
+        try:
+            found = await self.agent.observations.get_observations(
+                thread_id, types=types, trace_id=trace_id
+            )
+        except UsageError as error:
+            raise ApiError(400, "invalid_parameter", str(error)) from None
+        if after is not None:
+            ids = [o.id for o in found]
+            if after not in ids:
+                # Filters may hide the cursor: look for it among all of the thread's.
+                everything = await self.agent.observations.get_observations(thread_id)
+                order = {o.id: n for n, o in enumerate(everything)}
+                if after not in order:
+                    raise ApiError(400, "invalid_cursor", "after names no observation here")
+                found = [o for o in found if order[o.id] > order[after]]
+            else:
+                found = found[ids.index(after) + 1 :]
+        if limit is not None:
+            found = found[:limit]
+        next_after = found[-1].id if found else after
+        body = ObservationList(observations=found, next_after=next_after)
+        return JSONResponse(body.model_dump(mode="json"))
+
+    async def delete_thread(self, request: Request) -> Response:
+        caller = self.caller(request)
+        thread_id = self.thread_id(request)
+        await self.authorize(caller, thread_id)
+        if any(run.thread_id == thread_id for run in self.runs.running()):
+            raise ApiError(409, "run_in_progress", "a run is executing on this thread")
+        await self.agent.state.delete_thread(thread_id)
+        await self.owners.forget(thread_id)
+        return Response(status_code=204)
+
+    async def put_config(self, request: Request) -> Response:
+        caller = self.caller(request)
+        thread_id = self.thread_id(request)
+        config = await self.body(request, ThreadConfig)
+        self._check_provider(config.provider_config is not None)
+        await self.authorize(caller, thread_id, create=True)
+        await self.agent.state.set_thread_config(thread_id, config)
+        return JSONResponse(config.model_dump(mode="json", exclude={"provider_config"}))
+
+    async def get_config(self, request: Request) -> Response:
+        caller = self.caller(request)
+        thread_id = self.thread_id(request)
+        await self.authorize(caller, thread_id)
+        config = await self.agent.state.get_thread_config(thread_id)
+        if config is None:
+            raise ApiError(404, "config_not_found", "this thread was never configured")
+        # A provider config may hold an API key: never sent back.
+        return JSONResponse(config.model_dump(mode="json", exclude={"provider_config"}))
+
+    async def thread_events(self, request: Request) -> Response:
+        caller = self.caller(request)
+        thread_id = self.thread_id(request)
+        await self.authorize(caller, thread_id)
+        queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=10_000)
+
+        def put(item: tuple[str, dict[str, Any]]) -> None:
+            with contextlib.suppress(asyncio.QueueFull):
+                queue.put_nowait(item)
+
+        def on_observation(observation: Observation) -> None:
+            put(event_for_observation(observation))
+
+        def on_stream(event: StreamEvent) -> None:
+            put(event_for_stream(event))
+
+        observations = self.agent.observations
+        # listen() also delivers what other processes record (PostgreSQL); a custom
+        # observation manager without it still gives this process's observations.
+        if isinstance(observations, ObservationManager):
+            unsubscribe_observations = await observations.listen(
+                on_observation, thread_id=thread_id
+            )
+        else:
+            unsubscribe_observations = observations.subscribe(on_observation, thread_id=thread_id)
+        unsubscribe_stream = self.agent.stream.subscribe(on_stream, thread_id=thread_id)
+
+        async def events() -> AsyncIterator[bytes]:
+            next_id = 1
+            try:
+                yield _sse(RunEvent(next_id, "subscribed", {"thread_id": thread_id}))
+                while True:
+                    try:
+                        name, data = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
+                    except TimeoutError:
+                        yield b": ping\n\n"
+                        continue
+                    next_id += 1
+                    yield _sse(RunEvent(next_id, name, data))
+            finally:
+                unsubscribe_observations()
+                unsubscribe_stream()
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(openapi_document())
+
+
+def _int_param(request: Request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    if not raw.isdigit():
+        raise ApiError(400, "invalid_parameter", f"{name} must be a non-negative integer")
+    return int(raw)
+
+
+Handler = Callable[[Request], Any]
+
+
+def _guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    async def endpoint(request: Request) -> Response:
+        try:
+            response: Response = await handler(request)
+        except ApiError as error:
+            return _error_response(error)
+        return response
+
+    endpoint.__name__ = getattr(handler, "__name__", "endpoint")
+    return endpoint
+
+
+def create_app(
+    agent: AgentCore,
+    *,
+    tokens: Mapping[str, str | None] | Sequence[str] | None = None,
+    cors_origins: Sequence[str] = (),
+    max_body_bytes: int = 1_000_000,
+    allow_provider_config: bool = False,
+    replay_limit: int = 2048,
+) -> Starlette:
+    """An ASGI app serving `agent` over HTTP (see the README's "HTTP service").
+
+    `tokens`: accepted bearer tokens, a list (unscoped) or a map `{token: user_id}` (a token
+    mapped to a user id sees only that user's threads; None: unscoped); when not given,
+    `PES_AGENT_API_TOKEN` from the environment if set, else no auth. `cors_origins`: the
+    origins a browser may call from (none by default). `allow_provider_config`: let requests
+    pick a provider (off: a client-chosen base URL would receive the server's keys).
+    `replay_limit`: events kept per run for `Last-Event-ID` resume.
+    """
+    if max_body_bytes <= 0:
+        raise UsageError("max_body_bytes must be positive, e.g. 1_000_000")
+    registry = RunRegistry(replay_limit=replay_limit)
+    api = _Api(
+        agent,
+        TokenTable(tokens),
+        max_body_bytes=max_body_bytes,
+        allow_provider_config=allow_provider_config,
+        registry=registry,
+    )
+    routes = [
+        Route("/openapi.json", _guarded(api.openapi), methods=["GET"]),
+        Route("/v1/threads", _guarded(api.list_threads), methods=["GET"]),
+        Route("/v1/threads/{thread_id}", _guarded(api.delete_thread), methods=["DELETE"]),
+        Route("/v1/threads/{thread_id}/runs", _guarded(api.create_run), methods=["POST"]),
+        Route("/v1/threads/{thread_id}/messages", _guarded(api.messages), methods=["GET"]),
+        Route("/v1/threads/{thread_id}/observations", _guarded(api.observations), methods=["GET"]),
+        Route("/v1/threads/{thread_id}/config", _guarded(api.put_config), methods=["PUT"]),
+        Route("/v1/threads/{thread_id}/config", _guarded(api.get_config), methods=["GET"]),
+        Route("/v1/threads/{thread_id}/events", _guarded(api.thread_events), methods=["GET"]),
+        Route(
+            "/v1/threads/{thread_id}/runs/{trace_id}/decisions",
+            _guarded(api.decide),
+            methods=["POST"],
+        ),
+        Route("/v1/runs/{trace_id}/events", _guarded(api.run_events), methods=["GET"]),
+        Route("/v1/runs/{trace_id}/cancel", _guarded(api.cancel_run), methods=["POST"]),
+        Route("/v1/approvals", _guarded(api.approvals), methods=["GET"]),
+    ]
+    middleware = []
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["GET", "POST", "PUT", "DELETE"],
+                allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+                expose_headers=["X-Trace-Id"],
+            )
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await registry.aclose()
+
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={404: _not_found, 405: _not_allowed},
+    )
+    app.state.runs = registry
+    return app
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return _error_response(ApiError(404, "not_found", "no such endpoint"))
+
+
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    return _error_response(ApiError(405, "method_not_allowed", "method not allowed here"))

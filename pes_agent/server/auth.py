@@ -1,0 +1,123 @@
+"""Bearer tokens, who they speak for, and which threads that caller may touch.
+
+Tokens are compared in constant time (`hmac.compare_digest`) against every configured token,
+so the time a check takes says nothing about how close a guess was. A token mapped to a user
+id is *scoped*: its runs carry that user id and it sees only the threads that user owns. A
+thread's owner is the user whose request first ran on it or configured it; it is kept in the
+agent's storage (as the state of a reserved thread, `OWNER_PREFIX + thread_id`), so every
+worker process sharing the storage agrees on it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pes_agent.config import AgentState
+from pes_agent.errors import StateConflictError
+from pes_agent.threads.state import StateManager
+
+__all__ = [
+    "OWNER_PREFIX",
+    "TOKEN_ENV",
+    "Caller",
+    "OwnerStore",
+    "TokenTable",
+    "is_reserved_thread",
+]
+
+#: The environment variable holding the API's bearer token (unscoped: it sees every thread).
+TOKEN_ENV = "PES_AGENT_API_TOKEN"
+
+#: Thread ids starting with this hold the server's owner records; the API refuses them.
+OWNER_PREFIX = "pes-agent-server:owner:"
+
+
+def is_reserved_thread(thread_id: str) -> bool:
+    """Whether `thread_id` is one of the server's own bookkeeping threads."""
+    return thread_id.startswith(OWNER_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who a request speaks for: `user_id` None is an unscoped caller that sees every thread."""
+
+    user_id: str | None = None
+
+    @property
+    def scoped(self) -> bool:
+        """Whether this caller sees only its own threads."""
+        return self.user_id is not None
+
+
+class TokenTable:
+    """The accepted tokens and the user each is scoped to (None: unscoped)."""
+
+    def __init__(self, tokens: Mapping[str, str | None] | Sequence[str] | None) -> None:
+        table: dict[bytes, str | None] = {}
+        if tokens is None:
+            env = os.environ.get(TOKEN_ENV, "")
+            if env:
+                table[env.encode()] = None
+        elif isinstance(tokens, Mapping):
+            table = {token.encode(): user for token, user in tokens.items()}
+        else:
+            table = {token.encode(): None for token in tokens}
+        if any(not token for token in table):
+            raise ValueError("an API token must be a non-empty string")
+        self._table = table
+
+    @property
+    def enabled(self) -> bool:
+        """Whether requests must carry a bearer token."""
+        return bool(self._table)
+
+    def caller(self, authorization: str | None) -> Caller | None:
+        """The caller an `Authorization` header speaks for, or None when it is not accepted."""
+        if not self._table:
+            return Caller()
+        if authorization is None:
+            return None
+        scheme, _, presented = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not presented.strip():
+            return None
+        given = presented.strip().encode()
+        found: Caller | None = None
+        # Every token is compared, matched or not, so the timing does not depend on which.
+        for token, user in self._table.items():
+            if hmac.compare_digest(token, given):
+                found = Caller(user)
+        return found
+
+
+class OwnerStore:
+    """Which user owns each thread, kept in the agent's storage beside the threads."""
+
+    def __init__(self, state: StateManager) -> None:
+        self._state = state
+
+    async def owner(self, thread_id: str) -> str | None:
+        """The user owning `thread_id`, or None when no scoped caller ever used it."""
+        saved = await self._state.get_agent_state(OWNER_PREFIX + thread_id)
+        if saved is None:
+            return None
+        user = saved.data.get("user_id")
+        return user if isinstance(user, str) else None
+
+    async def claim(self, thread_id: str, user_id: str) -> str:
+        """Make `user_id` the owner unless the thread has one; returns the owner."""
+        try:
+            await self._state.set_agent_state(
+                OWNER_PREFIX + thread_id, AgentState(data={"user_id": user_id}), expected_version=0
+            )
+        except StateConflictError:
+            owner = await self.owner(thread_id)
+            # A record without a user id (written by hand?) belongs to nobody.
+            return owner if owner is not None else ""
+        return user_id
+
+    async def forget(self, thread_id: str) -> None:
+        """Drop the owner record of a deleted thread."""
+        await self._state.delete_thread(OWNER_PREFIX + thread_id)

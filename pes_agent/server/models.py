@@ -1,0 +1,136 @@
+"""The HTTP API's request and response bodies (pydantic models; the OpenAPI schemas)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pes_agent.approvals.models import Approve, Decision, Deny, PausedRun
+from pes_agent.config import RunOptions, ThreadConfig
+from pes_agent.observing.types import Observation
+from pes_agent.run import AgentFinalResponse
+from pes_agent.threads.messages import ConversationMessage
+
+__all__ = [
+    "SCHEMA_MODELS",
+    "ApprovalList",
+    "CancelResult",
+    "DecisionBody",
+    "DecisionsRequest",
+    "ErrorBody",
+    "ErrorDetail",
+    "MessageList",
+    "ObservationList",
+    "RunRequest",
+    "ThreadList",
+    "schema_ref",
+]
+
+_ID = r"^[A-Za-z0-9_.:\-]{1,200}$"
+
+
+class RunRequest(BaseModel):
+    """`POST /v1/threads/{thread_id}/runs`: the question and options of one run."""
+
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+    query: str = Field(min_length=1, max_length=200_000)
+    options: RunOptions | None = None
+    #: Give a trace id to make the request idempotent: a run this server already has with it
+    #: is attached to (with `Last-Event-ID`, resumed) instead of started again.
+    trace_id: str | None = Field(default=None, pattern=_ID)
+    session_id: str | None = Field(default=None, max_length=200)
+    #: Only for unscoped callers; a token scoped to a user always runs as that user.
+    user_id: str | None = Field(default=None, max_length=200)
+
+
+class DecisionBody(BaseModel):
+    """One decision: `{"approve": true}` or `{"approve": false, "reason": "too expensive"}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approve: bool
+    reason: str | None = Field(default=None, max_length=2000)
+
+    def decision(self) -> Decision:
+        """The library's `Approve()` or `Deny(reason)`."""
+        if self.approve:
+            return Approve()
+        return Deny(self.reason) if self.reason else Deny()
+
+
+class DecisionsRequest(BaseModel):
+    """`POST .../runs/{trace_id}/decisions`: a decision for each pending call id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decisions: dict[str, DecisionBody] = Field(min_length=1)
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: a stable `type` to branch on and a `message` for people."""
+
+    type: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx/5xx answer: `{"error": {"type": ..., "message": ...}}`."""
+
+    error: ErrorDetail
+
+
+class ThreadList(BaseModel):
+    """`GET /v1/threads`: the thread ids the caller may see, sorted."""
+
+    threads: list[str]
+
+
+class MessageList(BaseModel):
+    """`GET /v1/threads/{id}/messages`: the history, oldest first."""
+
+    messages: list[ConversationMessage]
+
+
+class ObservationList(BaseModel):
+    """`GET /v1/threads/{id}/observations`: in the order recorded; `next_after` is the cursor
+    to pass as `after` for what comes later."""
+
+    observations: list[Observation]
+    next_after: str | None = None
+
+
+class ApprovalList(BaseModel):
+    """`GET /v1/approvals`: the runs waiting for a person's decisions."""
+
+    runs: list[PausedRun]
+
+
+class CancelResult(BaseModel):
+    """`POST /v1/runs/{trace_id}/cancel`: what was cancelled."""
+
+    trace_id: str
+    thread_id: str
+    was: Literal["running", "awaiting_approval"]
+    response: AgentFinalResponse | None = None
+
+
+#: Models whose JSON Schemas the OpenAPI document lists.
+SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
+    RunRequest,
+    DecisionsRequest,
+    ThreadConfig,
+    ErrorBody,
+    ThreadList,
+    MessageList,
+    ObservationList,
+    ApprovalList,
+    CancelResult,
+    AgentFinalResponse,
+)
+
+
+def schema_ref(model: type[BaseModel]) -> dict[str, Any]:
+    """A `$ref` to a model's schema in the OpenAPI components."""
+    return {"$ref": f"#/components/schemas/{model.__name__}"}

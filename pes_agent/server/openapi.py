@@ -1,0 +1,163 @@
+"""The OpenAPI 3.1 document of the HTTP API, built from the pydantic models."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from pes_agent.server.models import (
+    SCHEMA_MODELS,
+    ApprovalList,
+    CancelResult,
+    DecisionsRequest,
+    ErrorBody,
+    MessageList,
+    ObservationList,
+    RunRequest,
+    ThreadList,
+    schema_ref,
+)
+
+__all__ = ["openapi_document"]
+
+_THREAD = {"name": "thread_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_TRACE = {"name": "trace_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_SSE = {
+    "text/event-stream": {
+        "schema": {"type": "string"},
+        "description": "`run` first, then observations (event named by type, e.g. `PLAN`), "
+        "`token`/`thinking`/`stream` model stream events, ending with `final` (the "
+        "AgentFinalResponse) or `error`; ids increase within a stream (Last-Event-ID resumes)",
+    }
+}
+
+
+def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _op(summary: str, ok: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    error = _json(schema_ref(ErrorBody), "an error")
+    return {
+        "summary": summary,
+        "responses": {"200": ok, "4XX": error},
+        "security": [{"bearer": []}],
+        **extra,
+    }
+
+
+def _body(model: Any) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": schema_ref(model)}}}
+
+
+@functools.cache
+def openapi_document() -> dict[str, Any]:
+    """The API's OpenAPI document (served at `/openapi.json`)."""
+    _, defs = models_json_schema(
+        [(model, "validation") for model in SCHEMA_MODELS],
+        ref_template="#/components/schemas/{model}",
+    )
+    run_ok = _json(schema_ref_name("AgentFinalResponse"))
+    run_ok["content"].update(_SSE)
+    query = {"name": "cancel_on_disconnect", "in": "query", "schema": {"type": "boolean"}}
+    paths: dict[str, Any] = {
+        "/v1/threads": {"get": _op("List the threads", _json(schema_ref(ThreadList)))},
+        "/v1/threads/{thread_id}": {
+            "delete": _op(
+                "Delete a thread",
+                {"description": "deleted"},
+                parameters=[_THREAD],
+            )
+        },
+        "/v1/threads/{thread_id}/runs": {
+            "post": _op(
+                "Run the agent on a thread (JSON, or SSE with Accept: text/event-stream)",
+                run_ok,
+                parameters=[_THREAD, query],
+                requestBody=_body(RunRequest),
+            )
+        },
+        "/v1/threads/{thread_id}/messages": {
+            "get": _op(
+                "The thread's messages, oldest first",
+                _json(schema_ref(MessageList)),
+                parameters=[
+                    _THREAD,
+                    {"name": "limit", "in": "query", "schema": {"type": "integer"}},
+                ],
+            )
+        },
+        "/v1/threads/{thread_id}/observations": {
+            "get": _op(
+                "The thread's observations (type filter, after cursor)",
+                _json(schema_ref(ObservationList)),
+                parameters=[
+                    _THREAD,
+                    {"name": "type", "in": "query", "schema": {"type": "array"}},
+                    {"name": "after", "in": "query", "schema": {"type": "string"}},
+                    {"name": "trace_id", "in": "query", "schema": {"type": "string"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer"}},
+                ],
+            )
+        },
+        "/v1/threads/{thread_id}/config": {
+            "put": _op(
+                "Set the thread's config",
+                _json(schema_ref_name("ThreadConfig")),
+                parameters=[_THREAD],
+                requestBody={
+                    "required": True,
+                    "content": {"application/json": {"schema": schema_ref_name("ThreadConfig")}},
+                },
+            ),
+            "get": _op(
+                "The thread's config",
+                _json(schema_ref_name("ThreadConfig")),
+                parameters=[_THREAD],
+            ),
+        },
+        "/v1/threads/{thread_id}/events": {
+            "get": _op(
+                "A live SSE feed of everything recorded on the thread",
+                {"description": "events", "content": _SSE},
+                parameters=[_THREAD],
+            )
+        },
+        "/v1/threads/{thread_id}/runs/{trace_id}/decisions": {
+            "post": _op(
+                "Decide a paused run's pending calls and resume it",
+                run_ok,
+                parameters=[_THREAD, _TRACE, query],
+                requestBody=_body(DecisionsRequest),
+            )
+        },
+        "/v1/runs/{trace_id}/events": {
+            "get": _op(
+                "Attach to a run's events (Last-Event-ID resumes)",
+                {"description": "events", "content": _SSE},
+                parameters=[_TRACE, query],
+            )
+        },
+        "/v1/runs/{trace_id}/cancel": {
+            "post": _op("Cancel a run", _json(schema_ref(CancelResult)), parameters=[_TRACE])
+        },
+        "/v1/approvals": {
+            "get": _op("The runs waiting for approval", _json(schema_ref(ApprovalList)))
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "pes-agent", "version": "1"},
+        "paths": paths,
+        "components": {
+            "schemas": defs.get("$defs", {}),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def schema_ref_name(name: str) -> dict[str, Any]:
+    """A `$ref` to the component schema called `name`."""
+    return {"$ref": f"#/components/schemas/{name}"}

@@ -1,0 +1,176 @@
+"""Runs the server started: each in its own task, with a bounded replay buffer of its events.
+
+A run is not tied to the request that started it: a client that disconnects leaves it running
+(unless it asked otherwise), and another request can attach to its events by trace id, with
+`Last-Event-ID` to resume after the last event it saw. Each run keeps its newest
+`replay_limit` events; a client resuming from an event older than that gets the stream from
+the oldest event kept, after a `gap` event saying how many it missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from pes_agent.observing.streams import StreamEvent
+from pes_agent.observing.types import Observation
+from pes_agent.run import AgentFinalResponse
+
+__all__ = ["RunEvent", "RunHandle", "RunRegistry", "event_for_observation", "event_for_stream"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """One server-sent event: its `id` (increasing within a stream), `event` name and data."""
+
+    id: int
+    event: str
+    data: dict[str, Any]
+
+
+def event_for_observation(observation: Observation) -> tuple[str, dict[str, Any]]:
+    """The SSE name (the observation type, e.g. `PLAN`) and data of an observation."""
+    return observation.type.value, observation.model_dump(mode="json")
+
+
+def event_for_stream(event: StreamEvent) -> tuple[str, dict[str, Any]]:
+    """The SSE name and data of a model stream event.
+
+    `token` for answer text, `thinking` for thinking text, `stream` for a restart, end or
+    error of a model stream (its `kind` says which).
+    """
+    name = event.kind if event.kind in ("token", "thinking") else "stream"
+    return name, {
+        "thread_id": event.thread_id,
+        "trace_id": event.trace_id,
+        "phase": event.phase,
+        "kind": event.kind,
+        "text": event.text,
+    }
+
+
+@dataclass(eq=False)
+class RunHandle:
+    """A run executing (or lately finished) in this process, and its buffered events."""
+
+    thread_id: str
+    trace_id: str
+    user_id: str | None
+    replay_limit: int
+    task: asyncio.Task[None] | None = None
+    #: How the run ended: its final response, or (HTTP status, error type, message).
+    response: AgentFinalResponse | None = None
+    failure: tuple[int, str, str] | None = None
+    events: deque[RunEvent] = field(init=False)
+    next_id: int = 1
+    done: bool = False
+    finished_at: float | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.events = deque(maxlen=self.replay_limit)
+
+    def add(self, event: str, data: dict[str, Any]) -> None:
+        """Append an event to the buffer and wake the readers."""
+        if self.done:
+            return
+        self.events.append(RunEvent(self.next_id, event, data))
+        self.next_id += 1
+        self._changed.set()
+
+    def finish(self, event: str, data: dict[str, Any]) -> None:
+        """Append the last event (`final` or `error`); nothing is added after it."""
+        self.add(event, data)
+        self.done = True
+        self.finished_at = time.monotonic()
+        self._changed.set()
+
+    def fail(self, status: int, kind: str, message: str) -> None:
+        """End the run with an `error` event (the run could not be started or crashed)."""
+        self.failure = (status, kind, message)
+        self.finish("error", {"type": kind, "message": message})
+
+    async def follow(self, after: int = 0, *, heartbeat_s: float = 15.0) -> AsyncIterator[RunEvent]:
+        """The events with an id above `after`, then each new one, until the run's last;
+        a `ping` event (id 0) after each `heartbeat_s` without one."""
+        while True:
+            self._changed.clear()
+            oldest = self.events[0].id if self.events else self.next_id
+            if after + 1 < oldest:
+                yield RunEvent(0, "gap", {"missed": oldest - after - 1, "resumed_at": oldest})
+                after = oldest - 1
+            pending = [event for event in self.events if event.id > after]
+            for event in pending:
+                yield event
+                after = event.id
+            if self.done and not any(event.id > after for event in self.events):
+                return
+            if not pending:
+                try:
+                    await asyncio.wait_for(self._changed.wait(), heartbeat_s)
+                except TimeoutError:
+                    yield RunEvent(0, "ping", {})
+
+
+class RunRegistry:
+    """The runs this process executes or lately finished, by trace id.
+
+    Finished runs stay `retention_s` seconds (at most `max_finished` of them) so that a client
+    can still read or resume their events.
+    """
+
+    def __init__(
+        self, *, replay_limit: int = 2048, retention_s: float = 300.0, max_finished: int = 1000
+    ) -> None:
+        self.replay_limit = replay_limit
+        self._retention_s = retention_s
+        self._max_finished = max_finished
+        self._runs: OrderedDict[str, RunHandle] = OrderedDict()
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def get(self, trace_id: str) -> RunHandle | None:
+        """The run with this trace id, if this process runs it or finished it lately."""
+        self._prune()
+        return self._runs.get(trace_id)
+
+    def running(self) -> list[RunHandle]:
+        """The runs still executing."""
+        return [run for run in self._runs.values() if not run.done]
+
+    def start(
+        self,
+        handle: RunHandle,
+        work: Callable[[RunHandle], Coroutine[Any, Any, None]],
+    ) -> RunHandle:
+        """Run `work(handle)` in a task of its own, registered under the handle's trace id."""
+        self._prune()
+        self._runs[handle.trace_id] = handle
+        task = asyncio.create_task(work(handle), name=f"pes-agent run {handle.trace_id}")
+        handle.task = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return handle
+
+    async def aclose(self) -> None:
+        """Cancel the runs still executing and wait for them to end."""
+        tasks = [task for task in self._tasks if not task.done()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+    def _prune(self) -> None:
+        now = time.monotonic()
+        finished = [run for run in self._runs.values() if run.done]
+        excess = len(finished) - self._max_finished
+        for run in finished:
+            assert run.finished_at is not None
+            if excess > 0 or now - run.finished_at > self._retention_s:
+                self._runs.pop(run.trace_id, None)
+                excess -= 1
