@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -26,6 +27,8 @@ def plan_json(*calls: dict[str, Any]) -> str:
 def scripted(request: LLMRequest) -> str:
     """Plans one `look` call for the planning phase, answers with the query for synthesis."""
     if request.phase == "planning":
+        if "nap please" in str(request.messages[-1].content):
+            return plan_json({"callId": "call_1", "toolName": "nap", "arguments": {"s": 0.8}})
         if "pay please" in str(request.messages[-1].content):
             return plan_json({"callId": "call_1", "toolName": "pay", "arguments": {"amount": 5}})
         return plan_json({"callId": "call_1", "toolName": "look", "arguments": {"q": "x"}})
@@ -38,6 +41,13 @@ async def look(q: str) -> str:
     return q.upper()
 
 
+@tool
+async def nap(s: float) -> str:
+    """Sleep `s` seconds (a run slow enough to disconnect from or cancel)."""
+    await asyncio.sleep(s)
+    return "rested"
+
+
 @tool(requires_approval=True)
 async def pay(amount: int) -> str:
     """Pay an amount."""
@@ -47,7 +57,7 @@ async def pay(amount: int) -> str:
 def make_agent(db: Path, *, latency_s: float = 0.0, count: int = 400) -> AgentCore:
     """An agent whose scripted model always plans and answers, on the SQLite file `db`."""
     model = ScriptedProvider([scripted] * count, latency_s=latency_s, chunk_size=3)
-    return create_agent(provider=model, tools=[look, pay], storage=f"sqlite:///{db}")
+    return create_agent(provider=model, tools=[look, nap, pay], storage=f"sqlite:///{db}")
 
 
 @pytest.fixture

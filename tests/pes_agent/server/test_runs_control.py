@@ -1,0 +1,106 @@
+"""Cancelling runs and deciding paused ones through the API (ASGI transport)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pes_agent import AgentCore
+
+from .conftest import ClientFactory
+
+
+async def wait_for_running(client: Any, trace_id: str) -> None:
+    """Waits until the run `trace_id` on thread `t` has recorded something."""
+    for _ in range(200):
+        events = await client.get("/v1/threads/t/observations")
+        if any(o["trace_id"] == trace_id for o in events.json()["observations"]):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the run never started")
+
+
+async def test_cancel_a_running_run_reports_cancelled(
+    client_for: ClientFactory, agent: AgentCore
+) -> None:
+    """POST /v1/runs/{trace_id}/cancel stops an executing run: status cancelled, no turn saved."""
+    client = client_for("admin-token")
+    running = asyncio.create_task(
+        client.post("/v1/threads/t/runs", json={"query": "nap please", "trace_id": "tr-1"})
+    )
+    await wait_for_running(client, "tr-1")
+    cancelled = await client.post("/v1/runs/tr-1/cancel")
+    assert cancelled.status_code == 200
+    assert cancelled.json()["was"] == "running"
+    assert cancelled.json()["response"]["metadata"]["status"] == "cancelled"
+    answered = await running
+    assert answered.json()["metadata"]["status"] == "cancelled"
+    assert await agent.conversation.get_messages("t") == []
+
+
+async def test_cancel_unknown_run_is_404(client_for: ClientFactory) -> None:
+    """Cancelling a trace id nobody runs or waits on is a 404 JSON error."""
+    response = await client_for("admin-token").post("/v1/runs/nothing/cancel")
+    assert response.status_code == 404
+    assert response.json()["error"]["type"] == "run_not_found"
+
+
+async def test_paused_run_is_listed_decided_and_resumed(
+    client_for: ClientFactory, agent: AgentCore
+) -> None:
+    """A paused run is listed in /v1/approvals, blocks new runs, and resumes on approval."""
+    client = client_for("alice-token")
+    paused = await client.post("/v1/threads/p/runs", json={"query": "pay please"})
+    meta = paused.json()["metadata"]
+    assert meta["status"] == "awaiting_approval"
+    assert [p["call_id"] for p in meta["pending_approvals"]] == ["call_1"]
+    trace_id = meta["trace_id"]
+    listed = (await client.get("/v1/approvals")).json()["runs"]
+    assert [(r["thread_id"], r["trace_id"]) for r in listed] == [("p", trace_id)]
+    assert (await client_for("bob-token").get("/v1/approvals")).json()["runs"] == []
+    blocked = await client.post("/v1/threads/p/runs", json={"query": "hello"})
+    assert blocked.status_code == 409
+    assert blocked.json()["error"]["type"] == "awaiting_approval"
+    path = f"/v1/threads/p/runs/{trace_id}/decisions"
+    unknown = await client.post(path, json={"decisions": {"call_9": {"approve": True}}})
+    assert unknown.status_code == 422
+    assert (await client.post(path, json={"decisions": {}})).status_code == 422
+    bob = await client_for("bob-token").post(
+        path, json={"decisions": {"call_1": {"approve": True}}}
+    )
+    assert bob.status_code == 404
+    resumed = await client.post(path, json={"decisions": {"call_1": {"approve": True}}})
+    assert resumed.status_code == 200
+    assert resumed.json()["metadata"]["status"] == "success"
+    assert resumed.json()["metadata"]["trace_id"] == trace_id
+    assert (await client.get("/v1/approvals")).json()["runs"] == []
+    again = await client.post(path, json={"decisions": {"call_1": {"approve": True}}})
+    assert again.status_code == 404
+
+
+async def test_denied_call_resumes_with_its_reason(client_for: ClientFactory) -> None:
+    """A denial with a reason resumes the run; the pay call ends as an error naming it."""
+    client = client_for("admin-token")
+    paused = (await client.post("/v1/threads/d/runs", json={"query": "pay please"})).json()
+    trace_id = paused["metadata"]["trace_id"]
+    resumed = await client.post(
+        f"/v1/threads/d/runs/{trace_id}/decisions",
+        json={"decisions": {"call_1": {"approve": False, "reason": "too dear"}}},
+    )
+    assert resumed.json()["metadata"]["status"] == "partial"
+    executions = await client.get(
+        "/v1/threads/d/observations", params={"type": "TOOL_EXECUTION", "trace_id": trace_id}
+    )
+    assert "too dear" in executions.text
+
+
+async def test_cancel_a_paused_run(client_for: ClientFactory, agent: AgentCore) -> None:
+    """Cancelling a run waiting for approval drops it; the thread takes new runs again."""
+    client = client_for("admin-token")
+    paused = (await client.post("/v1/threads/c/runs", json={"query": "pay please"})).json()
+    trace_id = paused["metadata"]["trace_id"]
+    cancelled = await client.post(f"/v1/runs/{trace_id}/cancel")
+    assert cancelled.json()["was"] == "awaiting_approval"
+    assert await agent.pending_runs("c") == []
+    again = await client.post("/v1/threads/c/runs", json={"query": "hello"})
+    assert again.json()["metadata"]["status"] == "success"
