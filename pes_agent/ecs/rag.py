@@ -38,6 +38,7 @@ from pes_agent.ecs.messages import ChatMessage
 from pes_agent.errors import RunError, UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import ObservationType
+from pes_agent.retrieval._observation import RETRIEVED_TITLE, retrieved_content
 from pes_agent.retrieval.base import ScoredDocument
 from pes_agent.retrieval.passages import DEFAULT_MAX_CHARS, clip_passages, render_passages
 
@@ -125,14 +126,8 @@ class RAGSystem:
             messages.insert(last_user, block)
         await recorder_for(world, entity).record(
             ObservationType.RETRIEVAL,
-            "Passages retrieved",
-            {
-                "status": "done",
-                "query": query,
-                "ids": [document.id for document in documents],
-                "scores": [document.score for document in documents],
-                "durationMs": elapsed_ms,
-            },
+            RETRIEVED_TITLE,
+            retrieved_content(query, documents, elapsed_ms),
         )
         await world.events.publish(
             RAGRetrievalCompletedEvent(

@@ -11,6 +11,7 @@ from pes_agent.observing.types import ObservationType
 from pes_agent.pes.base import PhaseRun, PhaseSystem
 from pes_agent.pes.components import Phase, Retrieved
 from pes_agent.pes.resources import ResourceTable
+from pes_agent.retrieval._observation import RETRIEVED_TITLE, retrieved_content
 from pes_agent.retrieval.retriever import Retriever
 
 __all__ = ["RetrievalSystem"]
@@ -65,13 +66,7 @@ class RetrievalSystem(PhaseSystem):
         elapsed_ms = (time.perf_counter() - started) * 1000
         await run.record(
             ObservationType.RETRIEVAL,
-            "Passages retrieved",
-            {
-                "status": "done",
-                "query": query,
-                "ids": [document.id for document in documents],
-                "scores": [document.score for document in documents],
-                "durationMs": elapsed_ms,
-            },
+            RETRIEVED_TITLE,
+            retrieved_content(query, documents, elapsed_ms),
         )
         run.add(Retrieved(documents=documents))
