@@ -1,0 +1,126 @@
+"""Server-sent events read from a real uvicorn server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+import uvicorn
+
+from pes_agent import AgentCore
+from pes_agent.server import create_app
+
+Event = tuple[int, str, dict[str, Any]]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+async def base_url(agent: AgentCore) -> AsyncIterator[str]:
+    """A uvicorn server for the agent's app, in this event loop, on a free local port."""
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(agent, tokens=["t0k"]), host="127.0.0.1", port=port, log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    for _ in range(500):
+        if server.started:
+            break
+        await asyncio.sleep(0.01)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    await task
+
+
+async def read_events(response: Any, stop: int | None = None) -> list[Event]:
+    """Events of an SSE response, until `final`/`error` or `stop` events were read."""
+    events: list[Event] = []
+    fields: dict[str, str] = {}
+    async for line in response.aiter_lines():
+        if line == "":
+            if "event" in fields:
+                event = (int(fields.get("id", 0)), fields["event"], json.loads(fields["data"]))
+                events.append(event)
+                if event[1] in ("final", "error") or (stop and len(events) >= stop):
+                    return events
+            fields = {}
+        elif not line.startswith(":"):
+            key, _, value = line.partition(": ")
+            fields[key] = value
+    return events
+
+
+HEADERS = {"Authorization": "Bearer t0k", "Accept": "text/event-stream"}
+
+
+async def start_stream(client: httpx.AsyncClient, query: str, stop: int, **params: str) -> Any:
+    async with client.stream(
+        "POST", "/v1/threads/t/runs", json={"query": query}, headers=HEADERS, params=params
+    ) as response:
+        assert response.status_code == 200
+        return response.headers["x-trace-id"], await read_events(response, stop)
+
+
+async def test_disconnect_keeps_the_run_and_last_event_id_resumes(
+    base_url: str, agent: AgentCore
+) -> None:
+    """A client leaving mid-run does not stop it; reattaching with Last-Event-ID resumes."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=10) as client:
+        trace_id, first = await start_stream(client, "nap please", stop=3)
+        assert first[0][1] == "run"
+        last_id = first[-1][0]
+        headers = {**HEADERS, "Last-Event-ID": str(last_id)}
+        async with client.stream("GET", f"/v1/runs/{trace_id}/events", headers=headers) as again:
+            rest = await read_events(again)
+    assert rest[0][0] == last_id + 1
+    ids = [event_id for event_id, _, _ in rest]
+    assert ids == list(range(last_id + 1, last_id + 1 + len(ids)))
+    assert rest[-1][1] == "final"
+    assert rest[-1][2]["metadata"]["status"] == "success"
+    assert len(await agent.conversation.get_messages("t")) == 2
+
+
+async def test_disconnect_cancels_when_asked(base_url: str, agent: AgentCore) -> None:
+    """With cancel_on_disconnect=true leaving the stream cancels the run: no turn is saved."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=10) as client:
+        trace_id, _ = await start_stream(client, "nap please", stop=3, cancel_on_disconnect="true")
+        async with client.stream("GET", f"/v1/runs/{trace_id}/events", headers=HEADERS) as again:
+            events = await read_events(again)
+    assert events[-1][1] == "final"
+    assert events[-1][2]["metadata"]["status"] == "cancelled"
+    assert await agent.conversation.get_messages("t") == []
+
+
+async def test_thread_events_feed_shows_a_run_live(base_url: str) -> None:
+    """GET /v1/threads/{id}/events streams the observations and tokens of a run on the thread."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=10) as client:
+        headers = {"Authorization": "Bearer t0k"}
+        async with client.stream("GET", "/v1/threads/t/events", headers=HEADERS) as feed:
+            lines = feed.aiter_lines()
+            assert await anext(lines) == "id: 1"
+            run = asyncio.create_task(
+                client.post("/v1/threads/t/runs", json={"query": "hello"}, headers=headers)
+            )
+            names: list[str] = []
+            ids: list[int] = []
+            async for line in lines:
+                if line.startswith("event: "):
+                    names.append(line.removeprefix("event: "))
+                if line.startswith("id: "):
+                    ids.append(int(line.removeprefix("id: ")))
+                if names and names[-1] == "FINAL_RESPONSE":
+                    break
+            assert (await run).status_code == 200
+    assert {"PLAN", "TOOL_EXECUTION", "token", "FINAL_RESPONSE"} <= set(names)
+    assert ids == sorted(ids)
