@@ -246,15 +246,26 @@ async def retrying_stream(
                     last_reason = failure.reason
                     attempt_manager.retry_state.set_exception((type(failure), failure, None))
         except AttemptFailure as failure:
-            log.error(
-                "llm.call_failed",
-                attempts=attempt_number,
-                reason=failure.reason,
-                status_code=failure.status_code,
-                retryable=failure.retryable,
-                latency_ms=round((time.perf_counter() - started) * 1000.0, 1),
-            )
-            raise on_give_up(failure, attempt_number) from None
+            raise _give_up(failure, attempt_number, started, log, on_give_up) from None
+
+
+def _give_up(
+    failure: AttemptFailure,
+    attempts: int,
+    started: float,
+    log: structlog.typing.FilteringBoundLogger,
+    on_give_up: Callable[[AttemptFailure, int], Exception],
+) -> Exception:
+    """Log `llm.call_failed` for a call begun at `started`; return what to raise for it."""
+    log.error(
+        "llm.call_failed",
+        attempts=attempts,
+        reason=failure.reason,
+        status_code=failure.status_code,
+        retryable=failure.retryable,
+        latency_ms=round((time.perf_counter() - started) * 1000.0, 1),
+    )
+    return on_give_up(failure, attempts)
 
 
 def _retrying(
@@ -318,15 +329,7 @@ async def retrying_call(
                 return result
             attempt_manager.retry_state.set_exception((type(failure), failure, None))
     except AttemptFailure as failure:
-        log.error(
-            "llm.call_failed",
-            attempts=attempt_number,
-            reason=failure.reason,
-            status_code=failure.status_code,
-            retryable=failure.retryable,
-            latency_ms=round((time.perf_counter() - started) * 1000.0, 1),
-        )
-        raise on_give_up(failure, attempt_number) from None
+        raise _give_up(failure, attempt_number, started, log, on_give_up) from None
     raise AssertionError("tenacity ended without a result or a failure")  # pragma: no cover
 
 
