@@ -231,11 +231,9 @@ async def retrying_stream(
                                     pieces += 1
                                     chars += _call_chars(event)
                                 yield event
-                except AttemptFailure as exc:
-                    failure = exc
                 except Exception as exc:
                     # Created here but never raised here, so it does not chain the SDK exception.
-                    failure = classify(exc)
+                    failure = _as_failure(exc, classify)
                     if failure is None:
                         raise
                 if failure is None:
@@ -247,6 +245,13 @@ async def retrying_stream(
                     attempt_manager.retry_state.set_exception((type(failure), failure, None))
         except AttemptFailure as failure:
             raise _give_up(failure, attempt_number, started, log, on_give_up) from None
+
+
+def _as_failure(
+    exc: Exception, classify: Callable[[Exception], AttemptFailure | None]
+) -> AttemptFailure | None:
+    """The attempt's exception as an `AttemptFailure`, or `None` when it is to propagate."""
+    return exc if isinstance(exc, AttemptFailure) else classify(exc)
 
 
 def _give_up(
@@ -319,10 +324,8 @@ async def retrying_call(
             try:
                 async with slot:
                     result = await attempt()
-            except AttemptFailure as exc:
-                failure = exc
             except Exception as exc:
-                failure = classify(exc)
+                failure = _as_failure(exc, classify)
                 if failure is None:
                     raise
             if failure is None:
