@@ -220,6 +220,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print the final response and metadata as JSON"
     )
 
+    serve = add(
+        "serve",
+        "serve the agent over HTTP (JSON and server-sent events)",
+        "Run the HTTP API of pes_agent.server with uvicorn: runs, threads, live events and "
+        "approvals. Set PES_AGENT_API_TOKEN to require a bearer token. --demo serves the "
+        "offline demo agent (scripted model, built-in tools).",
+    )
+    _add_agent_options(serve)
+    serve.add_argument("--db", help=_DB_HELP)
+    serve.add_argument("--host", default="127.0.0.1", help="the address (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="the port (default: 8000)")
+    serve.add_argument(
+        "--workers", type=int, default=1, help="worker processes sharing --db (default: 1)"
+    )
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        metavar="ORIGIN",
+        help="an origin browsers may call the API from (repeatable; default: none)",
+    )
+    serve.add_argument("--demo", action="store_true", help="serve the offline demo agent")
+
     index = add(
         "index",
         "index text files for `pes-agent run --retrieve`",
@@ -375,6 +397,21 @@ def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitC
     raise AssertionError(f"unhandled command {args.command!r}")
 
 
+def _serve(args: argparse.Namespace) -> ExitCode:
+    from pes_agent.cli.serve import ServeOptions, serve_command
+
+    options = ServeOptions(
+        provider=args.provider,
+        db=args.db,
+        base_url=args.base_url,
+        tool_specs=tuple(_split(args.tools)),
+        system_prompt=args.system,
+        demo=args.demo,
+        cors_origins=tuple(_split(args.cors_origin)),
+    )
+    return serve_command(options, host=args.host, port=args.port, workers=args.workers)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `pes-agent` command line with `argv` (default: `sys.argv[1:]`); returns the
     exit code."""
@@ -392,6 +429,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         _configure_logging(debug)
+        if args.command == "serve":
+            # uvicorn runs its own event loop (and, with --workers, its worker processes).
+            return int(_serve(args))
         command = _command(args)
         return int(asyncio.run(command()))
     except KeyboardInterrupt:

@@ -31,6 +31,7 @@ def create_app(
     max_body_bytes: int = 1_000_000,
     allow_provider_config: bool = False,
     replay_limit: int = 2048,
+    close_agent: bool = False,
 ) -> Any:
     """An ASGI app serving `agent` (see `pes_agent.server.app.create_app`)."""
     try:
@@ -46,4 +47,5 @@ def create_app(
         max_body_bytes=max_body_bytes,
         allow_provider_config=allow_provider_config,
         replay_limit=replay_limit,
+        close_agent=close_agent,
     )

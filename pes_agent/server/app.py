@@ -593,6 +593,7 @@ def create_app(
     max_body_bytes: int = 1_000_000,
     allow_provider_config: bool = False,
     replay_limit: int = 2048,
+    close_agent: bool = False,
 ) -> Starlette:
     """An ASGI app serving `agent` over HTTP (see the README's "HTTP service").
 
@@ -601,7 +602,8 @@ def create_app(
     `PES_AGENT_API_TOKEN` from the environment if set, else no auth. `cors_origins`: the
     origins a browser may call from (none by default). `allow_provider_config`: let requests
     pick a provider (off: a client-chosen base URL would receive the server's keys).
-    `replay_limit`: events kept per run for `Last-Event-ID` resume.
+    `replay_limit`: events kept per run for `Last-Event-ID` resume. `close_agent`: the app
+    owns the agent and closes it when the server shuts down.
     """
     if max_body_bytes <= 0:
         raise UsageError("max_body_bytes must be positive, e.g. 1_000_000")
@@ -650,6 +652,8 @@ def create_app(
             yield
         finally:
             await registry.aclose()
+            if close_agent:
+                await agent.aclose()
 
     app = Starlette(
         routes=routes,
