@@ -153,10 +153,19 @@ class PacedProvider:
         await self.inner.aclose()
 
 
+def _demo_response(request: LLMRequest) -> ScriptedResponse | str:
+    # By phase, not by position: the server runs many demo runs at once on one model.
+    if request.phase == "planning":
+        return ScriptedResponse(json.dumps(_PLAN), thinking=[_THINKING])
+    return _ANSWER
+
+
 def demo_model() -> PacedProvider:
-    """The demo's scripted model: a plan (after a thinking block), then the answer."""
+    """The demo's scripted model: for every run, a plan (after a thinking block), then the
+    answer; any number of runs, concurrent ones too (`pes-agent serve --demo`)."""
     scripted = ScriptedProvider(
-        [ScriptedResponse(json.dumps(_PLAN), thinking=[_THINKING]), _ANSWER],
+        [_demo_response],
+        repeat=True,
         latency_s=0.1,
         chunk_size=16,
         name="scripted",

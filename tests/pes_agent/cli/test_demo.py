@@ -157,3 +157,19 @@ def test_without_rich_the_command_says_how_to_install_it(tmp_path: Path) -> None
     assert lines(done.stderr) == [
         "pes-agent: error: the command line needs rich: pip install 'pes-agent[cli]'"
     ]
+
+
+async def test_the_demo_model_answers_any_number_of_runs_at_once() -> None:
+    """`serve --demo` shares one demo model between runs: each gets a plan, then the answer,
+    however the runs interleave (a model scripted by position ran out after the first run)."""
+    import asyncio
+
+    from pes_agent import AgentProps, create_agent
+    from pes_agent.cli.demo import demo_model, demo_tools
+
+    async with create_agent(provider=demo_model(), tools=demo_tools()) as agent:
+        responses = await asyncio.gather(
+            *(agent.process(AgentProps("Lisbon or Porto?", f"t{i % 3}")) for i in range(6))
+        )
+    assert [r.metadata.status for r in responses] == ["success"] * 6
+    assert all("Go to **Lisbon**" in r.response.content for r in responses)
