@@ -19,7 +19,15 @@ from pes_agent.approvals import Approve, Decision, Deny, PausedRun
 from pes_agent.cli.errors import CLIError, ExitCode
 from pes_agent.cli.live import RunHeader, compact_json
 from pes_agent.cli.paths import StoreLocation
-from pes_agent.cli.runner import AgentRun, agent_options, build_agent, execute, store_options
+from pes_agent.cli.runner import (
+    AgentRun,
+    agent_options,
+    build_agent,
+    execute,
+    mcp_servers,
+    open_agent_tools,
+    store_options,
+)
 from pes_agent.cli.store_commands import open_existing_store, write_json
 from pes_agent.factory import create_agent
 from pes_agent.testing import ScriptedProvider
@@ -108,18 +116,23 @@ async def approve_command(
     store: StoreLocation,
     as_json: bool,
     console: Console,
+    mcp_commands: Sequence[str] = (),
 ) -> ExitCode:
     """`pes-agent approve`: resume the thread's paused run, every pending call approved except
-    those in `denials`, and show the rest of the run."""
+    those in `denials`, and show the rest of the run. `mcp_commands` start the same MCP
+    servers (`--mcp`) as the run had, when its remaining calls are their tools."""
     paused = await _paused_run(store, thread_id, trace_id)
     decisions = decisions_for(paused, denials)
     agent = build_agent(
         provider=provider,
         base_url=base_url,
         tool_specs=tool_specs,
+        tools=mcp_servers(mcp_commands),
         store=store,
         system_prompt=system_prompt,
     )
+    # The servers' tools are known once they are open: before checking what is missing.
+    await open_agent_tools(agent)
     finished = set(paused.results) | set(paused.replaced_steps)
     needed = {
         call.tool_name
@@ -131,7 +144,7 @@ async def approve_command(
         await agent.aclose()
         raise CLIError(
             f"the paused run calls {', '.join(missing)}, which no --tools provides here; "
-            "pass the same --tools (and --provider) as the run"
+            "pass the same --tools and --mcp (and --provider) as the run"
         )
     label = provider if base_url is None else f"{provider} at {base_url}"
     header = RunHeader(
@@ -146,7 +159,7 @@ async def approve_command(
         thread_id,
         header,
         as_json,
-        agent_args=agent_options(provider, base_url, tool_specs, system_prompt),
+        agent_args=agent_options(provider, base_url, tool_specs, system_prompt, mcp_commands),
         store_args=store_options(store),
         paused=paused,
         decisions=decisions,

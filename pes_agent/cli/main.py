@@ -75,7 +75,8 @@ def _split(values: Sequence[str] | None) -> list[str]:
 
 
 def _add_agent_options(command: argparse.ArgumentParser) -> None:
-    """--provider, --base-url, --tools and --system: the agent `run` and `approve` build."""
+    """--provider, --base-url, --tools, --system and --mcp: the agent `run` and `approve`
+    build."""
     command.add_argument(
         "-p",
         "--provider",
@@ -94,6 +95,13 @@ def _add_agent_options(command: argparse.ArgumentParser) -> None:
         "current directory is importable, e.g. --tools mytools:TOOLS",
     )
     command.add_argument("--system", metavar="PROMPT", help="the system prompt")
+    command.add_argument(
+        "--mcp",
+        action="append",
+        metavar="COMMAND",
+        help="an MCP server to start over stdio whose tools the agent may call (repeatable), "
+        "e.g. --mcp \"python my_server.py\" (needs pip install 'pes-agent[mcp]')",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -137,13 +145,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="search the index of --db (built by `pes-agent index`) for passages first",
     )
     run.add_argument("--embeddings", default="hashing", help=_EMBEDDINGS_HELP)
-    run.add_argument(
-        "--mcp",
-        action="append",
-        metavar="COMMAND",
-        help="an MCP server to start over stdio whose tools the agent may call (repeatable), "
-        "e.g. --mcp \"python my_server.py\" (needs pip install 'pes-agent[mcp]')",
-    )
     run.add_argument(
         "--require-approval",
         action="append",
@@ -349,6 +350,7 @@ def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitC
             base_url=args.base_url,
             tool_specs=_split(args.tools),
             system_prompt=args.system,
+            mcp_commands=args.mcp or (),
             store=store,
             as_json=args.json,
             console=console,

@@ -119,11 +119,32 @@ def build_agent(
         raise CLIError(hint or str(error)) from None
     except UsageError as error:
         raise CLIError(str(error)) from None
+    if not tools:
+        # With MCP servers the names are known once they are open (`open_agent_tools`).
+        check_gated_names(agent, require_approval)
+    return agent
+
+
+def check_gated_names(agent: AgentCore, require_approval: Sequence[str]) -> None:
+    """Refuse `--require-approval` naming a tool the agent does not have."""
     unknown = [name for name in require_approval if name not in agent.tools.names]
     if unknown:
         known = ", ".join(sorted(agent.tools.names)) or "none (pass --tools MODULE:ATTR)"
         raise CLIError(f"--require-approval {unknown[0]}: no tool of that name; the tools: {known}")
-    return agent
+
+
+async def open_agent_tools(agent: AgentCore, require_approval: Sequence[str] = ()) -> None:
+    """Open the agent's MCP servers (`--mcp`) so their tools are known, then check the
+    `--require-approval` names; on failure the agent is closed and a `CLIError` raised."""
+    try:
+        await agent.tools.open_sources()
+        check_gated_names(agent, require_approval)
+    except ToolSourceError as error:
+        await agent.aclose()
+        raise CLIError(f"--mcp: {error.message}") from None
+    except CLIError:
+        await agent.aclose()
+        raise
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +273,7 @@ async def run_command(
         raise CLIError('the query is empty; e.g. pes-agent run "What is 12 * 7?"')
     why_not = _why_no_input(no_input=no_input, as_json=as_json, console=console)
     approver = TerminalApprover(console) if why_not is None else None
-    servers = _mcp_servers(mcp_commands)
+    servers = mcp_servers(mcp_commands)
     retriever = await _index_retriever(store, embeddings) if embeddings is not None else None
     try:
         agent = build_agent(
@@ -266,6 +287,8 @@ async def run_command(
             require_approval=require_approval,
             approval_handler=approver,
         )
+        if servers:
+            await open_agent_tools(agent, require_approval)
         thread = thread_id or new_thread_id()
         label = provider if base_url is None else f"{provider} at {base_url}"
         header = RunHeader(query=query, thread_id=thread, model_label=label, store=store.describe())
@@ -276,7 +299,7 @@ async def run_command(
             as_json,
             approver=approver,
             no_input_reason=None if no_input else why_not,
-            agent_args=agent_options(provider, base_url, tool_specs, system_prompt),
+            agent_args=agent_options(provider, base_url, tool_specs, system_prompt, mcp_commands),
             store_args=store_options(store),
         )
         try:
@@ -288,7 +311,7 @@ async def run_command(
             await retriever.aclose()
 
 
-def _mcp_servers(commands: Sequence[str]) -> list[MCPServer]:
+def mcp_servers(commands: Sequence[str]) -> list[MCPServer]:
     """An `MCPServer` per `--mcp` command line, split as a shell would split it."""
     if not commands:
         return []
@@ -320,15 +343,21 @@ def _why_no_input(*, no_input: bool, as_json: bool, console: Console) -> str | N
 
 
 def agent_options(
-    provider: str, base_url: str | None, tool_specs: Sequence[str], system_prompt: str | None
+    provider: str,
+    base_url: str | None,
+    tool_specs: Sequence[str],
+    system_prompt: str | None,
+    mcp_commands: Sequence[str] = (),
 ) -> tuple[str, ...]:
     """The options that build this agent again: `pes-agent approve` must run with the same
-    provider and tools as the run it resumes."""
+    provider and tools (MCP servers included) as the run it resumes."""
     options = ["--provider", provider]
     if base_url is not None:
         options += ["--base-url", base_url]
     for spec in tool_specs:
         options += ["--tools", spec]
+    for command in mcp_commands:
+        options += ["--mcp", command]
     if system_prompt is not None:
         options += ["--system", system_prompt]
     return tuple(options)

@@ -56,3 +56,36 @@ def test_run_mcp_with_a_missing_command_is_a_configuration_error(tmp_path: Path)
     assert "--mcp" in result.stderr
     assert "not found" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+async def test_a_run_paused_on_an_mcp_tool_is_resumed_by_approve_with_the_same_mcp(
+    model_server: ModelServer, tmp_path: Path
+) -> None:
+    """`run --mcp ... --no-input` pauses before the gated MCP call and prints an approve command
+    carrying --mcp; `approve` without it names the missing tool, the printed one finishes."""
+    env = cli_env(tmp_path)
+    env.update(OPENAI_API_KEY=API_KEY, OPENAI_BASE_URL=model_server.openai_base_url)
+    model_server.script(Reply(PLAN), Reply("A gadget costs 12 euros."))
+    command = shlex.join([sys.executable, str(SERVER), "--stdio"])
+    db = str(tmp_path / "agent.db")
+    paused = await run_cli_async(
+        "run", "What does a gadget cost?", "--provider", "openai:test-model", "--db", db,
+        "--thread", "m", "--mcp", command, "--require-approval", "unit_price", "--no-input",
+        env=env,
+    )  # fmt: skip
+    assert paused.code == 4, paused.stderr
+    line = next(x for x in paused.stdout.splitlines() if x.startswith("approve them all:"))
+    approve = shlex.split(line.removeprefix("approve them all:"))[1:]
+    assert approve[approve.index("--mcp") + 1] == command
+
+    without = await run_cli_async(
+        "approve", "m", "--provider", "openai:test-model", "--db", db, env=env
+    )
+    assert without.code == 2
+    assert "unit_price" in without.stderr
+    assert "--mcp" in without.stderr
+
+    done = await run_cli_async(*approve, env=env)
+    assert done.code == 0, done.stderr
+    assert "A gadget costs 12 euros." in done.stdout
+    assert "12.0" in json.dumps(model_server.requests[1].body)
