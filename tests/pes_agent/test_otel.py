@@ -18,6 +18,7 @@ from opentelemetry.trace import StatusCode
 from ecs_core import Runner, World
 from pes_agent import (
     AgentProps,
+    Approve,
     ConfigurationError,
     InMemoryStorage,
     ObservationManager,
@@ -408,3 +409,48 @@ def test_instrument_world_needs_observations(traces: Traces) -> None:
     """A world without an observation recorder is refused with the attach_services fix."""
     with pytest.raises(UsageError, match="attach_services"):
         instrument_world(World(), traces.provider)
+
+
+@tool(requires_approval=True)
+async def pay(amount: int) -> str:
+    """Pay an amount (needs a person's approval)."""
+    return f"paid {amount}"
+
+
+async def test_a_paused_run_and_its_resume_are_two_run_spans_of_one_trace_id(
+    traces: Traces,
+) -> None:
+    """The paused part is a run span with status awaiting_approval and no span for the gated
+    call; `resume()` is a second run span (`pes_agent.resumed`) with the same trace id, holding
+    the gated call's tool span and the synthesis chat span."""
+    script = [plan(call(1, "slow_echo", text="hi"), call(2, "pay", amount=5)), "Paid."]
+    agent = create_agent(provider=ScriptedProvider(script), tools=[slow_echo, pay])
+    async with agent:
+        with instrument(agent, traces.provider):
+            paused = await agent.process(AgentProps("pay 5", "t1"))
+            assert paused.metadata.status == "awaiting_approval"
+            assert [s.name for s in traces.named("execute_tool")] == ["execute_tool slow_echo"]
+            done = await agent.resume("t1", paused.metadata.trace_id, {"call_2": Approve()})
+    assert done.metadata.status == "success"
+    first, second = traces.named("invoke_agent")
+    assert first.attributes is not None
+    assert second.attributes is not None
+    assert first.attributes["pes_agent.run.status"] == "awaiting_approval"
+    assert first.status.status_code is not StatusCode.ERROR
+    assert second.attributes["pes_agent.resumed"] is True
+    assert second.attributes["pes_agent.run.status"] == "success"
+    assert first.attributes["pes_agent.trace_id"] == second.attributes["pes_agent.trace_id"]
+    assert first.attributes["pes_agent.trace_id"] == paused.metadata.trace_id
+    assert interval(first)[1] <= interval(second)[0]
+    assert second.context is not None
+    pay_span = traces.named("execute_tool pay")[0]
+    assert pay_span.parent is not None
+    assert pay_span.parent.span_id == second.context.span_id
+    assert (
+        interval(second)[0] <= interval(pay_span)[0] <= interval(pay_span)[1] <= interval(second)[1]
+    )
+    chats = [
+        s for s in traces.named("chat") if s.parent and s.parent.span_id == second.context.span_id
+    ]
+    assert [s.attributes["pes_agent.phase"] for s in chats if s.attributes] == ["synthesis"]
+    assert traces.open_spans.open == set()
