@@ -53,6 +53,7 @@ __all__ = [
     "compact_json",
     "format_duration",
     "make_view",
+    "retrieval_text",
     "summary_text",
 ]
 
@@ -110,6 +111,23 @@ def format_duration(ms: float | None) -> str:
         return f"{seconds:.2f} s"
     minutes, rest = divmod(int(seconds), 60)
     return f"{minutes} m {rest:02d} s"
+
+
+def retrieval_text(content: dict[str, Any]) -> Text:
+    """One line for a RETRIEVAL observation: the passages found (id and score) and the time,
+    or why the search failed (the run goes on without passages)."""
+    took = format_duration(content.get("durationMs"))
+    if content.get("status") == "failed":
+        return Text(f"✗ retrieval failed in {took}: {content.get('error')}", style="red")
+    ids = [str(id) for id in content.get("ids") or ()]
+    scores = list(content.get("scores") or ())
+    line = Text("⌕ ", style="cyan")
+    count = len(ids)
+    line.append(f"retrieved {count} passage{'' if count == 1 else 's'} in {took}", style="bold")
+    found = [f"{id} ({score:.2f})" for id, score in zip(ids, scores, strict=False)]
+    if found:
+        line.append(": " + _cut(", ".join(found), 300), style="dim")
+    return line
 
 
 def summary_text(metadata: ExecutionMetadata) -> Text:
@@ -197,6 +215,7 @@ class RunState:
         self.intent: str | None = None
         self.plan: str | None = None
         self.planned_at: float | None = None
+        self.retrieval: dict[str, Any] | None = None
         self.rows: list[ToolRow] = []
         # Call ids by step number (index + 1): placeholders name steps, rows are found by id.
         self.steps: list[str] = []
@@ -244,6 +263,8 @@ class RunState:
             if text and text not in self.thoughts:
                 self.thoughts.append(text)
             self.thinking_stream = ""
+        elif kind is ObservationType.RETRIEVAL:
+            self.retrieval = content
         elif kind is ObservationType.TITLE:
             self.title = content.get("title")
         elif kind is ObservationType.INTENT:
@@ -564,6 +585,8 @@ class LiveView(_ViewBase):
         """The whole view as it stands now."""
         state = self.state
         parts: list[RenderableType] = [*self._header_lines(), Text()]
+        if state.retrieval is not None:
+            parts.append(retrieval_text(state.retrieval))
         parts.extend(self._planning())
         if state.rows:
             parts.append(Text())
@@ -793,6 +816,8 @@ class PlainView(_ViewBase):
             self._line("the plan was unusable; asking the model to repair it…", "yellow")
         elif kind is ObservationType.LLM_STREAM_START and content.get("phase") == "reevaluation":
             self._line("re-evaluating the plan…", "dim")
+        elif kind is ObservationType.RETRIEVAL:
+            self._line(retrieval_text(content))
         elif kind is ObservationType.THOUGHTS:
             self._line(f"thinking: {_cut(str(content.get('text', '')), 400)}", "italic")
         elif kind is ObservationType.PLAN and content.get("status") == "ready":

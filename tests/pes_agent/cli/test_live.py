@@ -176,3 +176,40 @@ async def test_live_view_over_a_whole_demo_run_ends_with_the_summary() -> None:
     assert "4 tool calls" in final
     written = terminal.file.getvalue()  # type: ignore[attr-defined]
     assert "Go to Lisbon" in written
+
+
+def test_the_retrieved_passages_show_before_the_plan_in_both_views() -> None:
+    """A RETRIEVAL observation is a line with the passages' ids, scores and the time in the
+    live view (above the plan) and in the plain view; a failed search shows its error."""
+    found = _obs(
+        ObservationType.RETRIEVAL,
+        status="done",
+        query="warranty?",
+        ids=["docs/warranty.md#0", "docs/faq.md#3"],
+        scores=[0.8312, 0.5],
+        durationMs=12.0,
+    )
+    view = LiveView(_terminal(), HEADER)
+    view.state.apply_observation(found)
+    view.state.apply_observation(PLAN)
+    text = _text(view)
+    assert (
+        "⌕ retrieved 2 passages in 12 ms: docs/warranty.md#0 (0.83), docs/faq.md#3 (0.50)" in text
+    )
+    assert text.index("retrieved 2 passages") < text.index("1. both")
+
+    out = io.StringIO()
+    plain = PlainView(Console(file=out, width=200, color_system=None), HEADER)
+    plain._on_observation(found)
+    plain._on_observation(
+        _obs(
+            ObservationType.RETRIEVAL,
+            status="failed",
+            query="q",
+            error="store gone",
+            durationMs=3.0,
+        )
+    )
+    printed = out.getvalue()
+    assert "retrieved 2 passages in 12 ms: docs/warranty.md#0 (0.83)" in printed
+    assert "retrieval failed in 3 ms: store gone" in printed
