@@ -18,7 +18,7 @@ from rich.text import Text
 from pes_agent.cli.errors import CLIError, ExitCode
 from pes_agent.cli.live import compact_json, format_duration
 from pes_agent.cli.paths import StoreLocation
-from pes_agent.cli.trace import build_timeline, render_html
+from pes_agent.observing.timeline import build_timeline, render_html
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import Storage, open_storage
 from pes_agent.threads.messages import MessageRole
