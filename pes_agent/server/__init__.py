@@ -32,6 +32,7 @@ def create_app(
     allow_provider_config: bool = False,
     replay_limit: int = 2048,
     close_agent: bool = False,
+    console: bool = True,
 ) -> Any:
     """An ASGI app serving `agent` (see `pes_agent.server.app.create_app`)."""
     try:
@@ -48,4 +49,5 @@ def create_app(
         allow_provider_config=allow_provider_config,
         replay_limit=replay_limit,
         close_agent=close_agent,
+        console=console,
     )

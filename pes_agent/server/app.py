@@ -14,7 +14,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from pes_agent.config import ThreadConfig
@@ -26,12 +26,15 @@ from pes_agent.observing.streams import StreamEvent
 from pes_agent.observing.types import Observation
 from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata
 from pes_agent.server.auth import Caller, OwnerStore, TokenTable, is_reserved_thread
+from pes_agent.server.console import console_routes, trace_policy
+from pes_agent.server.history import run_summaries, trace_page
 from pes_agent.server.models import (
     ApprovalList,
     CancelResult,
     DecisionsRequest,
     MessageList,
     ObservationList,
+    RunList,
     RunRequest,
     ThreadList,
 )
@@ -479,6 +482,34 @@ class _Api:
         body = ObservationList(observations=found, next_after=next_after)
         return JSONResponse(body.model_dump(mode="json"))
 
+    async def list_runs(self, request: Request) -> Response:
+        caller = self.caller(request)
+        thread_id = self.thread_id(request)
+        await self.authorize(caller, thread_id)
+        observations = await self.agent.observations.get_observations(thread_id)
+        messages = await self.agent.conversation.get_messages(thread_id)
+        running = {run.trace_id for run in self.runs.running() if run.thread_id == thread_id}
+        body = RunList(runs=run_summaries(observations, messages, running=running))
+        return JSONResponse(body.model_dump(mode="json"))
+
+    async def trace(self, request: Request) -> Response:
+        caller = self.caller(request)
+        thread_id = self.thread_id(request)
+        trace_id: str = request.path_params["trace_id"]
+        await self.authorize(caller, thread_id)
+        observations = await self.agent.observations.get_observations(thread_id, trace_id=trace_id)
+        messages = await self.agent.conversation.get_messages(thread_id)
+        page = trace_page(observations, messages, trace_id)
+        if page is None:
+            raise ApiError(404, "run_not_found", "no run with that trace id on this thread")
+        return HTMLResponse(
+            page,
+            headers={
+                "Content-Security-Policy": trace_policy(),
+                "X-Content-Type-Options": "nosniff",
+            },
+        )
+
     async def delete_thread(self, request: Request) -> Response:
         caller = self.caller(request)
         thread_id = self.thread_id(request)
@@ -594,6 +625,7 @@ def create_app(
     allow_provider_config: bool = False,
     replay_limit: int = 2048,
     close_agent: bool = False,
+    console: bool = True,
 ) -> Starlette:
     """An ASGI app serving `agent` over HTTP (see the README's "HTTP service").
 
@@ -603,7 +635,8 @@ def create_app(
     origins a browser may call from (none by default). `allow_provider_config`: let requests
     pick a provider (off: a client-chosen base URL would receive the server's keys).
     `replay_limit`: events kept per run for `Last-Event-ID` resume. `close_agent`: the app
-    owns the agent and closes it when the server shuts down.
+    owns the agent and closes it when the server shuts down. `console`: serve the web console
+    at `/` (a static page; the data it shows goes through the API and its auth).
     """
     if max_body_bytes <= 0:
         raise UsageError("max_body_bytes must be positive, e.g. 1_000_000")
@@ -620,6 +653,10 @@ def create_app(
         Route("/v1/threads", _guarded(api.list_threads), methods=["GET"]),
         Route("/v1/threads/{thread_id}", _guarded(api.delete_thread), methods=["DELETE"]),
         Route("/v1/threads/{thread_id}/runs", _guarded(api.create_run), methods=["POST"]),
+        Route("/v1/threads/{thread_id}/runs", _guarded(api.list_runs), methods=["GET"]),
+        Route(
+            "/v1/threads/{thread_id}/runs/{trace_id}/trace", _guarded(api.trace), methods=["GET"]
+        ),
         Route("/v1/threads/{thread_id}/messages", _guarded(api.messages), methods=["GET"]),
         Route("/v1/threads/{thread_id}/observations", _guarded(api.observations), methods=["GET"]),
         Route("/v1/threads/{thread_id}/config", _guarded(api.put_config), methods=["PUT"]),
@@ -634,6 +671,8 @@ def create_app(
         Route("/v1/runs/{trace_id}/cancel", _guarded(api.cancel_run), methods=["POST"]),
         Route("/v1/approvals", _guarded(api.approvals), methods=["GET"]),
     ]
+    if console:
+        routes.extend(console_routes())
     middleware = []
     if cors_origins:
         middleware.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,7 +23,9 @@ __all__ = [
     "ErrorDetail",
     "MessageList",
     "ObservationList",
+    "RunList",
     "RunRequest",
+    "RunSummary",
     "ThreadList",
     "schema_ref",
 ]
@@ -107,6 +110,30 @@ class ApprovalList(BaseModel):
     runs: list[PausedRun]
 
 
+class RunSummary(BaseModel):
+    """One run of a thread, from its observations: how it went, when, and what was asked.
+
+    `status` is the run's final status (`success`, `partial`, `error`, `awaiting_approval`),
+    `running` while this server process executes it, or `unfinished` when it recorded no end
+    (it runs elsewhere, or stopped without a final response). `duration_ms` leaves out time
+    spent waiting for approval.
+    """
+
+    trace_id: str
+    status: str
+    started_at: datetime
+    duration_ms: float
+    query: str | None = None
+    llm_calls: int = 0
+    tool_calls: int = 0
+
+
+class RunList(BaseModel):
+    """`GET /v1/threads/{id}/runs`: the thread's runs, oldest first."""
+
+    runs: list[RunSummary]
+
+
 class CancelResult(BaseModel):
     """`POST /v1/runs/{trace_id}/cancel`: what was cancelled."""
 
@@ -127,6 +154,7 @@ SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
     ObservationList,
     ApprovalList,
     CancelResult,
+    RunList,
     AgentFinalResponse,
 )
 

@@ -15,6 +15,7 @@ from pes_agent.server.models import (
     ErrorBody,
     MessageList,
     ObservationList,
+    RunList,
     RunRequest,
     ThreadList,
     schema_ref,
@@ -77,6 +78,21 @@ def openapi_document() -> dict[str, Any]:
                 run_ok,
                 parameters=[_THREAD, query],
                 requestBody=_body(RunRequest),
+            ),
+            "get": _op(
+                "The thread's runs, oldest first: trace id, status, start, duration, query",
+                _json(schema_ref(RunList)),
+                parameters=[_THREAD],
+            ),
+        },
+        "/v1/threads/{thread_id}/runs/{trace_id}/trace": {
+            "get": _op(
+                "A run's trace: its calls as bars on a time axis, a self-contained HTML page",
+                {
+                    "description": "the page",
+                    "content": {"text/html": {"schema": {"type": "string"}}},
+                },
+                parameters=[_THREAD, _TRACE],
             )
         },
         "/v1/threads/{thread_id}/messages": {

@@ -1,0 +1,394 @@
+// console.js — the console page: threads, messages, the chat box, the live run view, runs
+// waiting for approval, past runs and their traces, and the token prompt.
+//
+// What happens when:
+//   page load                  -> threads and approvals listed (a 401 shows the token prompt)
+//   a thread is picked         -> its messages and runs listed; its live feed followed
+//   Send (or Enter)            -> POST .../runs as an event stream, drawn by a RunView
+//   an event on the live feed  -> a run of another client, drawn by a RunView
+//   Approve / Deny             -> POST .../decisions as an event stream; the resumed run drawn
+//   Show trace                 -> the run's HTML trace in a sandboxed iframe
+//   a run ends                 -> messages, runs, threads and approvals listed again
+
+import * as api from "./api.js";
+import { compactJson, createRunView, el, formatDuration } from "./runview.js";
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  thread: null, // the selected thread id (it exists on the server once a run started on it)
+  view: null, // the RunView on screen
+  ownTraces: new Set(), // runs this page streams itself: the live feed skips them
+  feed: null, // the AbortController of the followed thread feed
+  following: null, // the thread whose feed is open
+  sending: false,
+};
+
+// -- errors and the token prompt ------------------------------------------------------------
+
+/** Run `work`; a 401 shows the token prompt, any other failure the error line. */
+async function guarded(work, where = $("chat-error")) {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof api.Unauthorized) {
+      askForToken();
+    } else if (error.name !== "AbortError") {
+      where.textContent = error.message;
+    }
+    return undefined;
+  }
+}
+
+/** The server wants a token: show the labelled field (and say so if one was refused). */
+function askForToken() {
+  const refused = api.getToken() !== "";
+  $("connection").textContent = refused
+    ? "The server refused the token: enter another one."
+    : "This server needs an API token.";
+  $("token-form").hidden = false;
+  $("forget-token").hidden = !refused;
+  $("token").focus();
+}
+
+function onTokenSubmit(event) {
+  event.preventDefault();
+  const input = $("token");
+  api.setToken(input.value.trim());
+  input.value = "";
+  $("token-form").hidden = true;
+  $("connection").textContent = "";
+  $("forget-token").hidden = !api.getToken();
+  refreshAll().then(() => {
+    if (state.thread) {
+      follow(state.thread);
+    }
+  });
+}
+
+function onForgetToken() {
+  api.setToken("");
+  $("forget-token").hidden = true;
+  refreshAll();
+}
+
+// -- threads and messages ---------------------------------------------------------------
+
+/** The thread list, the selected thread marked (aria-current). */
+async function loadThreads() {
+  const { threads } = await api.getJson("/v1/threads");
+  $("connection").textContent = "";
+  $("forget-token").hidden = !api.getToken();
+  const list = $("threads");
+  list.replaceChildren(
+    ...threads.map((id) => {
+      const button = el("button", { type: "button", className: "thread" }, id);
+      if (id === state.thread) {
+        button.setAttribute("aria-current", "true");
+      }
+      button.addEventListener("click", () => selectThread(id));
+      return el("li", {}, button);
+    }),
+  );
+  $("threads-empty").hidden = threads.length > 0;
+}
+
+/** Show thread `id`: its messages and runs, and follow its live feed. */
+function selectThread(id, { fresh = false } = {}) {
+  state.thread = id;
+  $("thread-title").textContent = fresh ? `New thread (${id})` : `Thread ${id}`;
+  for (const button of $("threads").querySelectorAll("button")) {
+    if (button.textContent === id) {
+      button.setAttribute("aria-current", "true");
+    } else {
+      button.removeAttribute("aria-current");
+    }
+  }
+  $("trace").hidden = true;
+  $("messages").replaceChildren();
+  $("runs").replaceChildren();
+  $("runs-empty").hidden = false;
+  if (!fresh) {
+    guarded(loadMessages);
+    guarded(loadRuns);
+  }
+  follow(id);
+}
+
+/** A new thread id (the thread is created by its first run). */
+function newThread() {
+  const id = "thread-" + api.newId().slice(0, 8);
+  selectThread(id, { fresh: true });
+  $("query").focus();
+}
+
+/** The selected thread's messages, oldest first. */
+async function loadMessages() {
+  if (!state.thread) {
+    return;
+  }
+  const thread = state.thread;
+  const { messages } = await api.getJson(api.path("/v1/threads", thread, "messages"));
+  if (thread !== state.thread) {
+    return;
+  }
+  $("messages").replaceChildren(...messages.map((m) => messageItem(m.role, m.content)));
+}
+
+/** One message: who wrote it and its text. */
+function messageItem(role, content) {
+  const who = { USER: "You", AI: "Agent", SYSTEM: "System", TOOL: "Tool" }[role] || role;
+  return el(
+    "li",
+    { className: "msg " + role.toLowerCase() },
+    el("span", { className: "role" }, who),
+    el("div", { className: "content" }, content),
+  );
+}
+
+// -- the live feed of the selected thread ---------------------------------------------------------
+
+/** Follow GET /v1/threads/{id}/events: runs other clients start there are drawn live. */
+function follow(thread) {
+  if (state.feed) {
+    state.feed.abort();
+  }
+  const feed = new AbortController();
+  state.feed = feed;
+  state.following = thread;
+  const read = async () => {
+    try {
+      await api.stream(api.path("/v1/threads", thread, "events"), {
+        signal: feed.signal,
+        onEvent: onFeedEvent,
+      });
+    } catch (error) {
+      if (error instanceof api.Unauthorized) {
+        askForToken();
+        return;
+      }
+      if (error.name === "AbortError" || (error instanceof api.ApiError && error.status === 404)) {
+        // Another thread was picked, or this one is not there yet (afterRun follows it then).
+        if (state.feed === feed) {
+          state.following = null;
+        }
+        return;
+      }
+    }
+    // The server closed the feed (a restart?): follow again in a moment.
+    if (state.feed === feed && !feed.signal.aborted) {
+      setTimeout(() => state.feed === feed && follow(thread), 2000);
+    }
+  };
+  read();
+}
+
+/** An event on the thread feed: a run this page does not stream itself is drawn live. */
+function onFeedEvent(name, data) {
+  const trace = data && data.trace_id;
+  if (name === "subscribed" || !trace || state.ownTraces.has(trace)) {
+    return;
+  }
+  if (!state.view || state.view.traceId !== trace) {
+    state.view = createRunView($("run"), { traceId: trace, threadId: state.thread, origin: "watched" });
+  }
+  state.view.apply(name, data);
+  if (name === "FINAL_RESPONSE") {
+    afterRun();
+  }
+}
+
+// -- sending a query ----------------------------------------------------------------------------
+
+/** Send the chat box's text as a run on the selected thread (a new one if none is). */
+async function send(event) {
+  event.preventDefault();
+  const box = $("query");
+  const query = box.value.trim();
+  if (!query || state.sending) {
+    return;
+  }
+  if (!state.thread) {
+    newThread();
+  }
+  const thread = state.thread;
+  $("thread-title").textContent = `Thread ${thread}`;
+  // Chosen here, so that the live feed knows this run as ours before its first event.
+  const traceId = api.newId();
+  state.ownTraces.add(traceId);
+  $("chat-error").textContent = "";
+  box.value = "";
+  $("messages").append(messageItem("USER", query));
+  setSending(true);
+  const view = createRunView($("run"), { traceId, threadId: thread, origin: "own", query });
+  state.view = view;
+  await runStream(view, api.path("/v1/threads", thread, "runs"), { query, trace_id: traceId });
+  setSending(false);
+  box.focus();
+}
+
+/** POST `body` to `path` as an event stream and draw its events in `view`. */
+async function runStream(view, path, body) {
+  await guarded(async () => {
+    try {
+      await api.stream(path, { body, onEvent: (name, data) => view.apply(name, data) });
+    } catch (error) {
+      if (!(error instanceof api.Unauthorized)) {
+        view.fail(error.message);
+      }
+      throw error;
+    }
+  });
+  await afterRun();
+}
+
+function setSending(sending) {
+  state.sending = sending;
+  $("send").disabled = sending;
+  $("send").textContent = sending ? "Running…" : "Send";
+}
+
+/** Enter sends; Shift+Enter (or Enter while composing text) starts a new line. */
+function onQueryKey(event) {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    $("chat").requestSubmit();
+  }
+}
+
+/** A run ended: what it changed is listed again. */
+async function afterRun() {
+  if (state.thread && state.following !== state.thread) {
+    follow(state.thread);
+  }
+  await guarded(async () => {
+    await Promise.all([loadThreads(), loadApprovals(), loadMessages(), loadRuns()]);
+  });
+}
+
+// -- approvals --------------------------------------------------------------------------
+
+/** The runs waiting for a person, each pending call with Approve and Deny buttons. */
+async function loadApprovals() {
+  const { runs } = await api.getJson("/v1/approvals");
+  $("approvals").replaceChildren(...runs.map(approvalCard));
+  $("approvals-empty").hidden = runs.length > 0;
+}
+
+/** One paused run: its thread and query, and its pending calls. */
+function approvalCard(run) {
+  const calls = run.pending.map((call) => {
+    const reasonId = `reason-${run.trace_id}-${call.call_id}`;
+    const approve = el("button", { type: "button", className: "approve" }, "Approve");
+    const deny = el("button", { type: "button", className: "deny" }, "Deny");
+    approve.setAttribute("aria-label", `Approve ${call.call_id} ${call.tool_name}`);
+    deny.setAttribute("aria-label", `Deny ${call.call_id} ${call.tool_name}`);
+    const reason = el("input", { id: reasonId, type: "text", className: "reason" });
+    approve.addEventListener("click", () => decide(run, call.call_id, { approve: true }));
+    deny.addEventListener("click", () =>
+      decide(run, call.call_id, { approve: false, reason: reason.value.trim() || null }),
+    );
+    return el(
+      "li",
+      { className: "pending", dataset: { call: call.call_id } },
+      el("b", {}, `${call.call_id} ${call.tool_name}`),
+      el("code", { className: "args" }, compactJson(call.arguments)),
+      el("label", { htmlFor: reasonId }, `Reason if denied (${call.call_id}, optional)`),
+      reason,
+      el("div", { className: "buttons" }, approve, deny),
+    );
+  });
+  return el(
+    "article",
+    { className: "approval", dataset: { trace: run.trace_id } },
+    el("p", {}, el("b", {}, "thread " + run.thread_id), " · run " + run.trace_id.slice(0, 8)),
+    el("p", { className: "muted" }, (run.props && run.props.query) || ""),
+    el("ul", {}, ...calls),
+  );
+}
+
+/** Decide one pending call and draw the resumed run until it ends (or pauses again). */
+async function decide(run, callId, decision) {
+  if (state.thread !== run.thread_id) {
+    selectThread(run.thread_id);
+  }
+  state.ownTraces.add(run.trace_id);
+  for (const button of $("approvals").querySelectorAll("button")) {
+    button.disabled = true;
+  }
+  const view = createRunView($("run"), {
+    traceId: run.trace_id,
+    threadId: run.thread_id,
+    origin: "resumed",
+  });
+  view.restore(run);
+  state.view = view;
+  const path = api.path("/v1/threads", run.thread_id, "runs", run.trace_id, "decisions");
+  await runStream(view, path, { decisions: { [callId]: decision } });
+  $("run-status").focus();
+}
+
+// -- past runs and their traces -------------------------------------------------------------
+
+/** The selected thread's runs, newest first, each with a button showing its trace. */
+async function loadRuns() {
+  if (!state.thread) {
+    return;
+  }
+  const thread = state.thread;
+  const { runs } = await api.getJson(api.path("/v1/threads", thread, "runs"));
+  if (thread !== state.thread) {
+    return;
+  }
+  const items = runs.reverse().map((run) => {
+    const when = new Date(run.started_at).toLocaleString();
+    const button = el("button", { type: "button" }, "Show trace");
+    button.setAttribute("aria-label", `Show the trace of the run of ${when}`);
+    button.addEventListener("click", () => showTrace(thread, run.trace_id));
+    return el(
+      "li",
+      { dataset: { trace: run.trace_id } },
+      el("span", { className: "badge " + run.status }, run.status.replace("_", " ")),
+      ` ${when} · ${formatDuration(run.duration_ms)} · `,
+      el("span", { className: "run-query" }, run.query || "(no query recorded)"),
+      " ",
+      button,
+    );
+  });
+  $("runs").replaceChildren(...items);
+  $("runs-empty").hidden = items.length > 0;
+}
+
+/** A run's trace page in the sandboxed iframe (scripts run, but in an origin of their own). */
+async function showTrace(thread, traceId) {
+  await guarded(async () => {
+    const html = await api.getText(api.path("/v1/threads", thread, "runs", traceId, "trace"));
+    const section = $("trace");
+    $("trace-title").textContent = "Trace of run " + traceId.slice(0, 8);
+    $("trace-frame").srcdoc = html;
+    section.hidden = false;
+    $("trace-title").focus();
+  });
+}
+
+// -- start -------------------------------------------------------------------------------------
+
+async function refreshAll() {
+  await guarded(async () => {
+    await Promise.all([loadThreads(), loadApprovals()]);
+    if (state.thread) {
+      await Promise.all([loadMessages(), loadRuns()]);
+    }
+  });
+}
+
+function start() {
+  $("token-form").addEventListener("submit", onTokenSubmit);
+  $("forget-token").addEventListener("click", onForgetToken);
+  $("new-thread").addEventListener("click", newThread);
+  $("chat").addEventListener("submit", send);
+  $("query").addEventListener("keydown", onQueryKey);
+  refreshAll();
+}
+
+start();
