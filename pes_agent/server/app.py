@@ -489,7 +489,9 @@ class _Api:
         observations = await self.agent.observations.get_observations(thread_id)
         messages = await self.agent.conversation.get_messages(thread_id)
         running = {run.trace_id for run in self.runs.running() if run.thread_id == thread_id}
-        body = RunList(runs=run_summaries(observations, messages, running=running))
+        paused = {run.trace_id: run.props.query for run in await self.agent.pending_runs(thread_id)}
+        summaries = run_summaries(observations, messages, running=running, queries=paused)
+        body = RunList(runs=summaries)
         return JSONResponse(body.model_dump(mode="json"))
 
     async def trace(self, request: Request) -> Response:

@@ -6,7 +6,7 @@ so the console's run list, its trace view and the CLI's page agree on a run's st
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from pes_agent.observing.timeline import build_timeline, render_html
 from pes_agent.observing.types import Observation
@@ -21,11 +21,13 @@ def run_summaries(
     messages: Sequence[ConversationMessage],
     *,
     running: Collection[str] = (),
+    queries: Mapping[str, str] = {},
 ) -> list[RunSummary]:
     """One summary per run (trace id) in `observations`, oldest first.
 
     `running`: the trace ids this process is executing, whose status is `running` whatever
-    their observations say so far.
+    their observations say so far. `queries`: the query of runs whose messages are not saved
+    yet (a run saves its turn when it ends; a paused run keeps its query in its stored state).
     """
     by_trace: dict[str, list[Observation]] = {}
     for observation in observations:
@@ -40,7 +42,7 @@ def run_summaries(
                 status="running" if trace_id in running else timeline.status,
                 started_at=recorded[0].timestamp,
                 duration_ms=timeline.duration_ms,
-                query=timeline.query,
+                query=timeline.query if timeline.query is not None else queries.get(trace_id),
                 llm_calls=len(timeline.spans) - tools,
                 tool_calls=tools,
             )

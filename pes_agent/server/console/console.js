@@ -156,6 +156,7 @@ function follow(thread) {
   const feed = new AbortController();
   state.feed = feed;
   state.following = thread;
+  $("live").hidden = true;
   const read = async () => {
     try {
       await api.stream(api.path("/v1/threads", thread, "events"), {
@@ -175,6 +176,9 @@ function follow(thread) {
         return;
       }
     }
+    if (state.feed === feed) {
+      $("live").hidden = true;
+    }
     // The server closed the feed (a restart?): follow again in a moment.
     if (state.feed === feed && !feed.signal.aborted) {
       setTimeout(() => state.feed === feed && follow(thread), 2000);
@@ -185,8 +189,12 @@ function follow(thread) {
 
 /** An event on the thread feed: a run this page does not stream itself is drawn live. */
 function onFeedEvent(name, data) {
+  if (name === "subscribed") {
+    $("live").hidden = false; // from now on nothing recorded on the thread is missed
+    return;
+  }
   const trace = data && data.trace_id;
-  if (name === "subscribed" || !trace || state.ownTraces.has(trace)) {
+  if (!trace || state.ownTraces.has(trace)) {
     return;
   }
   if (!state.view || state.view.traceId !== trace) {

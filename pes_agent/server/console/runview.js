@@ -286,7 +286,8 @@ class RunView {
       this.callEnded(content, at);
     } else if (type === "APPROVAL_REQUESTED") {
       const row = this.row(content.callId, content.toolName);
-      row.arguments = content.arguments;
+      row.arguments = content.arguments; // resolved: what the call would run with
+      this.showArguments(row);
       this.setRowStatus(row, "approval");
     } else if (type === "APPROVAL_DECIDED") {
       const row = this.row(content.callId, content.toolName);

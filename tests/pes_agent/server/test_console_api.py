@@ -43,8 +43,8 @@ async def test_a_paused_run_is_listed_as_awaiting_approval(client_for: ClientFac
     client = client_for("admin-token")
     paused = await run(client, "p", "pay please")
     runs = (await client.get("/v1/threads/p/runs")).json()["runs"]
-    assert [(r["trace_id"], r["status"]) for r in runs] == [
-        (paused["metadata"]["trace_id"], "awaiting_approval")
+    assert [(r["trace_id"], r["status"], r["query"]) for r in runs] == [
+        (paused["metadata"]["trace_id"], "awaiting_approval", "pay please")
     ]
 
 

@@ -1,0 +1,408 @@
+"""The web console in real headless Chromium (Debian's `chromium`, driven by Playwright).
+
+Each test starts uvicorn on 127.0.0.1 serving an app over the demo agent (the scripted model
+of `pes-agent demo`: two parallel get_weather calls, then pick_warmest, then find_events) on
+a SQLite file, and uses the console as a person would. Screenshots go to the test's tmp_path;
+with `PES_AGENT_SCREENSHOTS=docs/screenshots` they are also written there (the committed ones).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+import uvicorn
+
+from pes_agent import AgentCore, create_agent
+from pes_agent.cli.demo import DEMO_QUERY, demo_model, demo_tools
+from pes_agent.server import create_app
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS_ENV = "PES_AGENT_SCREENSHOTS"
+ANSWER_START = "Go to **Lisbon**"
+# Generous: the machine is shared and slow; nothing here measures speed.
+WAIT_MS = 30_000
+
+
+def require_chromium() -> None:
+    """Skips the test without Debian's chromium or Playwright's client, or fails it in CI."""
+    problem = None
+    if not CHROMIUM.exists():
+        problem = f"{CHROMIUM} is missing (apt-get install chromium)"
+    elif not _playwright_installed():
+        problem = "Playwright's client is missing (pip install playwright)"
+    if problem is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{problem}: CI must run the browser tests", pytrace=False)
+        pytest.skip(problem)
+
+
+def _playwright_installed() -> bool:
+    try:
+        import playwright.async_api  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class Console:
+    """A running server with the console, and a browser page on it."""
+
+    url: str
+    agent: AgentCore
+    page: Any
+
+
+@asynccontextmanager
+async def running_server(
+    db: Path, *, tokens: Sequence[str] = (), require_approval: list[str] | None = None
+) -> AsyncIterator[tuple[str, AgentCore]]:
+    """uvicorn on a free local port serving the demo agent on the SQLite file `db`."""
+    agent = create_agent(
+        provider=demo_model(),
+        tools=demo_tools(),
+        storage=f"sqlite:///{db}",
+        require_approval=require_approval,
+    )
+    async with agent:
+        port = free_port()
+        config = uvicorn.Config(
+            create_app(agent, tokens=list(tokens)),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            # A test that fails with a page still open must not hang on its event stream.
+            timeout_graceful_shutdown=5,
+        )
+        server = uvicorn.Server(config)
+        task = asyncio.create_task(server.serve())
+        for _ in range(1000):
+            if server.started:
+                break
+            await asyncio.sleep(0.01)
+        try:
+            yield f"http://127.0.0.1:{port}", agent
+        finally:
+            server.should_exit = True
+            await task
+
+
+OpenConsole = Callable[..., Awaitable[Console]]
+
+
+@pytest.fixture
+async def open_console(tmp_path: Path) -> AsyncIterator[OpenConsole]:
+    """`await open_console(tokens=..., require_approval=...)`: a server and a page showing it."""
+    require_chromium()
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=str(CHROMIUM))
+        async with AsyncExitStack() as stack:
+            errors: list[str] = []
+
+            async def open_(**server_options: Any) -> Console:
+                url, agent = await stack.enter_async_context(
+                    running_server(tmp_path / "console.db", **server_options)
+                )
+                page = await browser.new_page(viewport={"width": 1280, "height": 1000})
+                page.on("pageerror", lambda error: errors.append(str(error)))
+                page.on(
+                    "console",
+                    lambda message: (
+                        errors.append(message.text)
+                        if message.type == "error" and "401" not in message.text
+                        else None
+                    ),
+                )
+                await page.goto(url + "/")
+                return Console(url, agent, page)
+
+            yield open_
+            # Before the servers stop: the pages' open event streams end with the browser.
+            await browser.close()
+    # A script error or a blocked resource (CSP) shows in the browser console.
+    assert errors == []
+
+
+def screenshot_paths(tmp_path: Path, name: str) -> list[Path]:
+    """Where a screenshot goes: the test's directory, and the docs' when asked."""
+    paths = [tmp_path / "screenshots" / name]
+    extra = os.environ.get(SCREENSHOTS_ENV)
+    if extra:
+        paths.append(Path(extra) / name)
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return paths
+
+
+async def save_screenshot(locator: Any, tmp_path: Path, name: str) -> Path:
+    """A PNG of `locator` (painted first: a frame may paint late), in every screenshot place."""
+    await locator.scroll_into_view_if_needed()
+    await locator.page.evaluate(
+        "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+    )
+    paths = screenshot_paths(tmp_path, name)
+    data = await locator.screenshot()
+    for path in paths:
+        path.write_bytes(data)
+    assert data.startswith(b"\x89PNG")
+    return paths[0]
+
+
+# Records what the page showed over time, since the assertions are about moments that pass:
+# which tool rows were running together, and how long the answer was each time it changed.
+RECORDER = """() => {
+  window.__seen = {running: [], answer: [], planWhileRunning: false};
+  const look = () => {
+    const running = [...document.querySelectorAll('tr[data-status="running"]')]
+      .map((row) => row.dataset.call).sort().join(",");
+    const seen = window.__seen;
+    if (running && seen.running[seen.running.length - 1] !== running) seen.running.push(running);
+    const answer = document.getElementById("answer");
+    const length = answer ? answer.textContent.length : 0;
+    if (length && seen.answer[seen.answer.length - 1] !== length) seen.answer.push(length);
+    const plan = document.querySelector(".plan:not([hidden]) .plan-steps li");
+    const status = document.getElementById("run-status");
+    if (plan && status && status.classList.contains("running")) seen.planWhileRunning = true;
+  };
+  new MutationObserver(look).observe(document.body, {
+    subtree: true, childList: true, characterData: true, attributes: true,
+    attributeFilter: ["data-status", "class", "hidden"],
+  });
+}"""
+
+
+async def send_query(page: Any, query: str = DEMO_QUERY) -> None:
+    await page.get_by_label("Message", exact=True).fill(query)
+    await page.get_by_label("Message", exact=True).press("Enter")
+
+
+async def wait_for_status(page: Any, status: str) -> None:
+    await page.wait_for_selector(f"#run-status .badge.{status}", timeout=WAIT_MS)
+
+
+async def test_live_run_shows_plan_parallel_calls_and_streaming_answer(
+    open_console: OpenConsole, tmp_path: Path
+) -> None:
+    """Sending a query draws the plan, both weather calls running at once, the answer as it
+    streams, then status success with tokens and time."""
+    console = await open_console()
+    page = console.page
+    await page.evaluate(RECORDER)
+    await send_query(page)
+    await page.wait_for_selector('tr[data-call="call_2"][data-status="running"]', timeout=WAIT_MS)
+    await save_screenshot(page.locator("#run"), tmp_path, "console-live-run.png")
+    await wait_for_status(page, "success")
+    await save_screenshot(page.locator("#run"), tmp_path, "console-run-finished.png")
+    seen = await page.evaluate("() => window.__seen")
+    assert seen["planWhileRunning"]
+    assert "call_1,call_2" in seen["running"], seen["running"]
+    answer = await page.locator("#answer").text_content()
+    assert answer.startswith(ANSWER_START)
+    lengths = seen["answer"]
+    assert any(0 < length < len(answer) for length in lengths), lengths
+    assert lengths[-1] == len(answer)
+    steps = await page.locator(".plan-steps li").all_text_contents()
+    assert len(steps) == 3
+    assert steps[0].startswith("Look up the weather in Lisbon and in Porto")
+    rows = page.locator("tr[data-call]")
+    assert await rows.count() == 4
+    assert {await row.get_attribute("data-status") for row in await rows.all()} == {"done"}
+    # Arguments: the planned placeholders, then the values the call ran with.
+    pick = page.locator('tr[data-call="call_3"]')
+    assert "{step_1_result}" in await pick.locator(".planned").text_content()
+    assert '"celsius":24' in await pick.locator(".args").text_content()
+    # The two lookups' bars share the axis and overlap; the pick starts after both end.
+    bars = {}
+    for call in ("call_1", "call_2", "call_3"):
+        bar = page.locator(f'tr[data-call="{call}"] .bar')
+        bars[call] = (
+            float(await bar.get_attribute("data-start-ms")),
+            float(await bar.get_attribute("data-end-ms")),
+        )
+    (start_1, end_1), (start_2, end_2) = bars["call_1"], bars["call_2"]
+    assert max(start_1, start_2) < min(end_1, end_2)
+    assert bars["call_3"][0] >= max(end_1, end_2)
+    status = await page.locator("#run-status").text_content()
+    assert "success" in status
+    assert "2 LLM calls · 4 tool calls" in status
+    assert " tokens (" in status
+    # The thread, its two messages and the run are listed afterwards.
+    await page.wait_for_selector("#runs li", timeout=WAIT_MS)
+    assert await page.locator("#messages li").count() == 2
+    assert await page.locator("#threads button[aria-current=true]").count() == 1
+
+
+async def test_trace_view_screenshot_shows_a_bar_per_call_overlapping_lookups(
+    open_console: OpenConsole, tmp_path: Path
+) -> None:
+    """A past run's trace opens in a sandboxed frame: a bar per call, the two weather bars
+    overlapping on the time axis, and its bars clickable (its script runs under the CSP)."""
+    console = await open_console()
+    async with httpx.AsyncClient(base_url=console.url, timeout=60) as client:
+        done = await client.post("/v1/threads/trip/runs", json={"query": DEMO_QUERY})
+    trace_id = done.json()["metadata"]["trace_id"]
+    page = console.page
+    await page.reload()
+    await page.get_by_role("button", name="trip", exact=True).click()
+    await page.locator(f'#runs li[data-trace="{trace_id}"] button').click()
+    frame_element = page.locator("#trace-frame")
+    assert await frame_element.get_attribute("sandbox") == "allow-scripts"
+    frame = page.frame_locator("#trace-frame")
+    await frame.locator(".bar.tool").nth(3).wait_for(timeout=WAIT_MS)
+    shot = await save_screenshot(frame_element, tmp_path, "console-trace.png")
+    assert shot.stat().st_size > 10_000
+    labels = await frame.locator(".row .label").all_text_contents()
+    assert [label for label in labels if "·" in label and label.startswith("call_")] == [
+        "call_1 · get_weather",
+        "call_2 · get_weather",
+        "call_3 · pick_warmest",
+        "call_4 · find_events",
+    ]
+    boxes = {}
+    for label in ("call_1 · get_weather", "call_2 · get_weather", "call_3 · pick_warmest"):
+        row = frame.locator(".row", has=frame.locator(".label", has_text=label))
+        box = await row.locator(".bar").bounding_box()
+        assert box is not None, label
+        assert box["width"] > 0, label
+        boxes[label.split(" ")[0]] = (box["x"], box["x"] + box["width"])
+    (left_1, right_1), (left_2, right_2) = boxes["call_1"], boxes["call_2"]
+    overlap = min(right_1, right_2) - max(left_1, left_2)
+    assert overlap > 0.9 * min(right_1 - left_1, right_2 - left_2)
+    assert boxes["call_3"][0] >= max(right_1, right_2) - 1
+    await frame.locator(".bar.tool").first.click()
+    details = await frame.locator("#details-body").text_content()
+    assert '"city": "Lisbon"' in details
+
+
+async def test_approval_flow_approve_resumes_the_run(
+    open_console: OpenConsole, tmp_path: Path
+) -> None:
+    """A gated call pauses the run; the console lists it with its arguments, and Approve
+    resumes the run until its answer."""
+    console = await open_console(require_approval=["find_events"])
+    page = console.page
+    await send_query(page)
+    await wait_for_status(page, "awaiting_approval")
+    pending = page.locator('#approvals .pending[data-call="call_4"]')
+    await pending.wait_for(timeout=WAIT_MS)
+    assert '{"city":"Lisbon"}' in await pending.locator(".args").text_content()
+    assert await page.locator('tr[data-call="call_4"]').get_attribute("data-status") == ("approval")
+    await save_screenshot(page.locator(".layout"), tmp_path, "console-approval.png")
+    await page.get_by_role("button", name="Approve call_4 find_events").click()
+    await wait_for_status(page, "success")
+    assert "resumed after approval" in await page.locator(".run-meta").text_content()
+    answer = await page.locator("#answer").text_content()
+    assert answer.startswith(ANSWER_START)
+    assert await page.locator('tr[data-call="call_4"]').get_attribute("data-status") == "done"
+    await page.wait_for_selector("#approvals-empty:not([hidden])", timeout=WAIT_MS)
+    assert await console.agent.pending_runs() == []
+
+
+async def test_keyboard_only_sends_a_query(open_console: OpenConsole) -> None:
+    """Tab reaches the message box (through the skip link), Enter sends, focus is visible,
+    and every control has a label."""
+    page = (await open_console()).page
+    await page.keyboard.press("Tab")
+    focused = await page.evaluate("() => document.activeElement.textContent")
+    assert focused == "Skip to the message box"
+    await page.keyboard.press("Enter")
+    assert await page.evaluate("() => document.activeElement.id") == "query"
+    outline = await page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle")
+    assert outline != "none"
+    await page.keyboard.type(DEMO_QUERY)
+    await page.keyboard.press("Enter")
+    await wait_for_status(page, "success")
+    await page.wait_for_selector("#runs li", timeout=WAIT_MS)
+    # Focus comes back to the message box; the next Tab goes to Send.
+    assert await page.evaluate("() => document.activeElement.id") == "query"
+    await page.keyboard.press("Tab")
+    assert await page.evaluate("() => document.activeElement.id") == "send"
+    unlabelled = await page.evaluate(
+        """() => [...document.querySelectorAll("button, input, textarea, select, iframe")]
+          .filter((el) => {
+            if (el.closest("[hidden]")) return false;
+            const name = el.getAttribute("aria-label") || el.textContent.trim();
+            if (el.tagName === "BUTTON") return !name;
+            if (el.tagName === "IFRAME") return !el.title;
+            return el.labels.length === 0;
+          }).map((el) => el.outerHTML)"""
+    )
+    assert unlabelled == []
+
+
+async def test_token_prompt_when_auth_is_on(open_console: OpenConsole) -> None:
+    """A 401 shows a labelled token field; a wrong token is refused, the right one is sent
+    as a bearer header (never in a URL) and kept for the tab."""
+    console = await open_console(tokens=["s3cret-token"])
+    page = console.page
+    urls: list[str] = []
+    authorizations: set[str | None] = set()
+
+    def on_request(request: Any) -> None:
+        urls.append(request.url)
+        if "/v1/" in request.url:
+            authorizations.add(request.headers.get("authorization"))
+
+    page.on("request", on_request)
+    field = page.get_by_label("API token")
+    await field.wait_for(timeout=WAIT_MS)
+    await field.fill("wrong-token")
+    await field.press("Enter")
+    await page.wait_for_selector("#connection:has-text('refused')", timeout=WAIT_MS)
+    await field.fill("s3cret-token")
+    await page.get_by_role("button", name="Use token").click()
+    await page.wait_for_selector("#token-form[hidden]", state="attached", timeout=WAIT_MS)
+    await send_query(page)
+    await wait_for_status(page, "success")
+    assert "Bearer s3cret-token" in authorizations
+    assert not any("s3cret" in url for url in urls)
+    stored = await page.evaluate("() => Object.values(sessionStorage)")
+    assert stored == ["s3cret-token"]
+    await page.reload()
+    await page.wait_for_selector("#threads button", timeout=WAIT_MS)
+    assert await page.locator("#token-form").is_hidden()
+
+
+async def test_a_run_from_another_client_is_shown_live(open_console: OpenConsole) -> None:
+    """With a thread selected, a run another client starts on it is drawn from the live feed."""
+    console = await open_console()
+    async with httpx.AsyncClient(base_url=console.url, timeout=60) as client:
+        await client.post("/v1/threads/shared/runs", json={"query": "first"})
+        page = console.page
+        await page.reload()
+        await page.get_by_role("button", name="shared", exact=True).click()
+        await page.wait_for_selector("#runs li", timeout=WAIT_MS)
+        await page.evaluate(RECORDER)
+        # Once the console is subscribed to the thread's feed, a run is seen from its start.
+        await page.wait_for_selector("#live:not([hidden])", timeout=WAIT_MS)
+        other = await client.post("/v1/threads/shared/runs", json={"query": DEMO_QUERY})
+    assert other.json()["metadata"]["status"] == "success"
+    await wait_for_status(page, "success")
+    meta = await page.locator(".run-meta").text_content()
+    assert "started by another client" in meta
+    assert other.json()["metadata"]["trace_id"] in meta
+    seen = await page.evaluate("() => window.__seen")
+    assert "call_1,call_2" in seen["running"], seen["running"]
+    assert (await page.locator("#answer").text_content()).startswith(ANSWER_START)
+    status = await page.locator("#run-status").text_content()
+    assert "4 tool calls" in status
