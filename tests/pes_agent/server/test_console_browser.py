@@ -105,6 +105,18 @@ async def running_server(
             await task
 
 
+# What Chromium logs for an API answer of 4xx: the console handles those (a token prompt, an
+# error line), so they are not errors of the page.
+HANDLED = "the server responded with a status of 4"
+
+
+def browser_errors(message: Any) -> list[str]:
+    """A console message that is a script error or a refused resource (CSP), if it is one."""
+    if message.type == "error" and HANDLED not in message.text:
+        return [message.text]
+    return []
+
+
 OpenConsole = Callable[..., Awaitable[Console]]
 
 
@@ -125,14 +137,7 @@ async def open_console(tmp_path: Path) -> AsyncIterator[OpenConsole]:
                 )
                 page = await browser.new_page(viewport={"width": 1280, "height": 1000})
                 page.on("pageerror", lambda error: errors.append(str(error)))
-                page.on(
-                    "console",
-                    lambda message: (
-                        errors.append(message.text)
-                        if message.type == "error" and "401" not in message.text
-                        else None
-                    ),
-                )
+                page.on("console", lambda message: errors.extend(browser_errors(message)))
                 await page.goto(url + "/")
                 return Console(url, agent, page)
 
@@ -189,6 +194,56 @@ RECORDER = """() => {
     attributeFilter: ["data-status", "class", "hidden"],
   });
 }"""
+
+
+async def unlabelled_controls(page: Any) -> list[str]:
+    """The visible buttons, fields and frames that have no accessible name."""
+    found: list[str] = await page.evaluate(
+        """() => [...document.querySelectorAll("button, input, textarea, select, iframe")]
+          .filter((el) => {
+            if (el.closest("[hidden]")) return false;
+            const name = el.getAttribute("aria-label") || el.textContent.trim();
+            if (el.tagName === "BUTTON") return !name;
+            if (el.tagName === "IFRAME") return !el.title;
+            return el.labels.length === 0;
+          }).map((el) => el.outerHTML)"""
+    )
+    return found
+
+
+# WCAG's contrast ratio of each visible element's own text against the first opaque
+# background behind it (the console's colours are plain rgb ones).
+LOW_CONTRAST = """() => {
+  const rgb = (text) => {
+    const [r, g, b, a = 1] = text.match(/rgba?\\(([^)]+)\\)/)[1].split(/,\\s*/).map(Number);
+    return {r, g, b, a};
+  };
+  const channel = (v) => (v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+  const luminance = (c) => 0.2126 * channel(c.r) + 0.7152 * channel(c.g) + 0.0722 * channel(c.b);
+  const behind = (el) => {
+    for (let node = el; node; node = node.parentElement) {
+      const colour = rgb(getComputedStyle(node).backgroundColor);
+      if (colour.a > 0) return colour;
+    }
+    return {r: 255, g: 255, b: 255, a: 1};
+  };
+  const low = [];
+  for (const el of document.querySelectorAll("body *")) {
+    const text = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!text || el.closest("[hidden]") || el.getClientRects().length === 0) continue;
+    const [light, dark] = [luminance(rgb(getComputedStyle(el).color)), luminance(behind(el))]
+      .sort((a, b) => b - a);
+    const ratio = (light + 0.05) / (dark + 0.05);
+    if (ratio < 4.5) low.push(`${el.tagName}.${el.className} ${ratio.toFixed(2)}`);
+  }
+  return low;
+}"""
+
+
+async def low_contrast_text(page: Any) -> list[str]:
+    """Visible text whose contrast with its background is under 4.5:1 (WCAG AA)."""
+    found: list[str] = await page.evaluate(LOW_CONTRAST)
+    return found
 
 
 async def send_query(page: Any, query: str = DEMO_QUERY) -> None:
@@ -308,6 +363,11 @@ async def test_approval_flow_approve_resumes_the_run(
     assert '{"city":"Lisbon"}' in await pending.locator(".args").text_content()
     assert await page.locator('tr[data-call="call_4"]').get_attribute("data-status") == ("approval")
     await save_screenshot(page.locator(".layout"), tmp_path, "console-approval.png")
+    assert await unlabelled_controls(page) == []
+    assert await low_contrast_text(page) == []
+    # The thread takes no new run while one waits: the console says why.
+    await send_query(page, "Something else?")
+    await page.wait_for_selector("#chat-error:has-text('waiting for approval')", timeout=WAIT_MS)
     await page.get_by_role("button", name="Approve call_4 find_events").click()
     await wait_for_status(page, "success")
     assert "resumed after approval" in await page.locator(".run-meta").text_content()
@@ -319,8 +379,8 @@ async def test_approval_flow_approve_resumes_the_run(
 
 
 async def test_keyboard_only_sends_a_query(open_console: OpenConsole) -> None:
-    """Tab reaches the message box (through the skip link), Enter sends, focus is visible,
-    and every control has a label."""
+    """Tab reaches the message box (through the skip link), Enter sends, focus is visible;
+    every control has a label and all text a contrast of 4.5:1 at least."""
     page = (await open_console()).page
     await page.keyboard.press("Tab")
     focused = await page.evaluate("() => document.activeElement.textContent")
@@ -337,17 +397,8 @@ async def test_keyboard_only_sends_a_query(open_console: OpenConsole) -> None:
     assert await page.evaluate("() => document.activeElement.id") == "query"
     await page.keyboard.press("Tab")
     assert await page.evaluate("() => document.activeElement.id") == "send"
-    unlabelled = await page.evaluate(
-        """() => [...document.querySelectorAll("button, input, textarea, select, iframe")]
-          .filter((el) => {
-            if (el.closest("[hidden]")) return false;
-            const name = el.getAttribute("aria-label") || el.textContent.trim();
-            if (el.tagName === "BUTTON") return !name;
-            if (el.tagName === "IFRAME") return !el.title;
-            return el.labels.length === 0;
-          }).map((el) => el.outerHTML)"""
-    )
-    assert unlabelled == []
+    assert await unlabelled_controls(page) == []
+    assert await low_contrast_text(page) == []
 
 
 async def test_token_prompt_when_auth_is_on(open_console: OpenConsole) -> None:
