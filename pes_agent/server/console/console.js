@@ -283,18 +283,37 @@ async function loadApprovals() {
   $("approvals-empty").hidden = runs.length > 0;
 }
 
-/** One paused run: its thread and query, and its pending calls. */
+/**
+ * One paused run: its thread and query, and its pending calls. The API resumes a run once
+ * every pending call is decided, so each choice is kept (shown by aria-pressed) until the
+ * last one is made; then all are sent together.
+ */
 function approvalCard(run) {
+  const chosen = {};
+  const left = el("p", { className: "muted", "aria-live": "polite" });
+  const choose = (call, decision, buttons) => {
+    chosen[call.call_id] = decision;
+    buttons.approve.setAttribute("aria-pressed", String(decision.approve));
+    buttons.deny.setAttribute("aria-pressed", String(!decision.approve));
+    const missing = run.pending.length - Object.keys(chosen).length;
+    if (missing === 0) {
+      decide(run, chosen);
+    } else {
+      left.textContent = `${missing} more call${missing === 1 ? "" : "s"} to decide before the run resumes`;
+    }
+  };
   const calls = run.pending.map((call) => {
     const reasonId = `reason-${run.trace_id}-${call.call_id}`;
-    const approve = el("button", { type: "button", className: "approve" }, "Approve");
-    const deny = el("button", { type: "button", className: "deny" }, "Deny");
-    approve.setAttribute("aria-label", `Approve ${call.call_id} ${call.tool_name}`);
-    deny.setAttribute("aria-label", `Deny ${call.call_id} ${call.tool_name}`);
+    const buttons = {
+      approve: el("button", { type: "button", className: "approve" }, "Approve"),
+      deny: el("button", { type: "button", className: "deny" }, "Deny"),
+    };
+    buttons.approve.setAttribute("aria-label", `Approve ${call.call_id} ${call.tool_name}`);
+    buttons.deny.setAttribute("aria-label", `Deny ${call.call_id} ${call.tool_name}`);
     const reason = el("input", { id: reasonId, type: "text", className: "reason" });
-    approve.addEventListener("click", () => decide(run, call.call_id, { approve: true }));
-    deny.addEventListener("click", () =>
-      decide(run, call.call_id, { approve: false, reason: reason.value.trim() || null }),
+    buttons.approve.addEventListener("click", () => choose(call, { approve: true }, buttons));
+    buttons.deny.addEventListener("click", () =>
+      choose(call, { approve: false, reason: reason.value.trim() || null }, buttons),
     );
     return el(
       "li",
@@ -303,7 +322,7 @@ function approvalCard(run) {
       el("code", { className: "args" }, compactJson(call.arguments)),
       el("label", { htmlFor: reasonId }, `Reason if denied (${call.call_id}, optional)`),
       reason,
-      el("div", { className: "buttons" }, approve, deny),
+      el("div", { className: "buttons" }, buttons.approve, buttons.deny),
     );
   });
   return el(
@@ -312,11 +331,12 @@ function approvalCard(run) {
     el("p", {}, el("b", {}, "thread " + run.thread_id), " · run " + run.trace_id.slice(0, 8)),
     el("p", { className: "muted" }, (run.props && run.props.query) || ""),
     el("ul", {}, ...calls),
+    left,
   );
 }
 
-/** Decide one pending call and draw the resumed run until it ends (or pauses again). */
-async function decide(run, callId, decision) {
+/** Send a paused run's decisions and draw the resumed run until it ends (or pauses again). */
+async function decide(run, decisions) {
   if (state.thread !== run.thread_id) {
     selectThread(run.thread_id);
   }
@@ -332,7 +352,7 @@ async function decide(run, callId, decision) {
   view.restore(run);
   state.view = view;
   const path = api.path("/v1/threads", run.thread_id, "runs", run.trace_id, "decisions");
-  await runStream(view, path, { decisions: { [callId]: decision } });
+  await runStream(view, path, { decisions });
   $("run-status").focus();
 }
 

@@ -375,7 +375,7 @@ class RunView {
       row.startMs = at;
     }
     row.durationMs = content.durationMs;
-    row.el.time.textContent = formatDuration(row.durationMs);
+    row.el.time.textContent = started ? formatDuration(row.durationMs) : "";
     if (content.status === "error") {
       row.el.result.className = "result error";
       row.el.result.textContent = "→ " + (content.error || "failed");
@@ -478,6 +478,8 @@ class RunView {
     let text = STATUS_TEXT[status];
     if (status === "planned" && row.approval) {
       text = row.approval;
+    } else if (status === "skipped" && row.approval === "denied") {
+      text = "skipped (denied)";
     } else if (status === "planned" && row.after.length) {
       text = "after " + row.after.join(", ");
     }

@@ -378,6 +378,36 @@ async def test_approval_flow_approve_resumes_the_run(
     assert await console.agent.pending_runs() == []
 
 
+async def test_two_pending_calls_are_decided_together(open_console: OpenConsole) -> None:
+    """With both lookups gated, one approval waits for the other decision; a denial with a
+    reason then resumes the run: the denied call and those after it are skipped."""
+    page = (await open_console(require_approval=["get_weather"])).page
+    await send_query(page)
+    await wait_for_status(page, "awaiting_approval")
+    await page.locator('#approvals .pending[data-call="call_2"]').wait_for(timeout=WAIT_MS)
+    await page.get_by_role("button", name="Approve call_1 get_weather").click()
+    await page.wait_for_selector("#approvals :text('1 more call to decide')", timeout=WAIT_MS)
+    await page.get_by_label("Reason if denied (call_2, optional)").fill("Porto is too far")
+    await page.get_by_role("button", name="Deny call_2 get_weather").click()
+    await page.wait_for_selector("#run-status .badge:not(.awaiting_approval)", timeout=WAIT_MS)
+    statuses = {
+        call: await page.locator(f'tr[data-call="{call}"]').get_attribute("data-status")
+        for call in ("call_1", "call_2", "call_3", "call_4")
+    }
+    assert statuses == {
+        "call_1": "done",
+        "call_2": "skipped",
+        "call_3": "skipped",
+        "call_4": "skipped",
+    }
+    denied = await page.locator('tr[data-call="call_2"] .result').text_content()
+    assert "Porto is too far" in denied
+    assert await page.locator('tr[data-call="call_2"] .status').text_content() == (
+        "skipped (denied)"
+    )
+    assert (await page.locator("#run-status").text_content()).startswith("partial")
+
+
 async def test_keyboard_only_sends_a_query(open_console: OpenConsole) -> None:
     """Tab reaches the message box (through the skip link), Enter sends, focus is visible;
     every control has a label and all text a contrast of 4.5:1 at least."""
