@@ -198,7 +198,8 @@ function onFeedEvent(name, data) {
     return;
   }
   if (!state.view || state.view.traceId !== trace) {
-    state.view = createRunView($("run"), { traceId: trace, threadId: state.thread, origin: "watched" });
+    const run = { traceId: trace, threadId: state.thread, origin: "watched" };
+    state.view = createRunView($("run"), run);
   }
   state.view.apply(name, data);
   if (name === "FINAL_RESPONSE") {
@@ -299,7 +300,8 @@ function approvalCard(run) {
     if (missing === 0) {
       decide(run, chosen);
     } else {
-      left.textContent = `${missing} more call${missing === 1 ? "" : "s"} to decide before the run resumes`;
+      const calls = missing === 1 ? "1 more call" : `${missing} more calls`;
+      left.textContent = `${calls} to decide before the run resumes`;
     }
   };
   const calls = run.pending.map((call) => {

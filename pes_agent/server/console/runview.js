@@ -26,6 +26,8 @@
 // Everything the model or a tool wrote is put in the page as text (textContent), never HTML.
 
 const PLAN_PHASES = new Set(["planning", "repair"]);
+// PLAN statuses of a re-evaluation's end.
+const REEVALUATED = new Set(["revised", "kept", "unusable", "failed"]);
 const EXECUTION_PHASES = new Set(["reevaluation", "language_step"]);
 // {step_N_result...} or <step_N_result...>: a planned call waits for call N.
 const PLACEHOLDER = /[{<]step_(\d+)_result/g;
@@ -96,9 +98,19 @@ export function formatDuration(ms) {
   return minutes + " m " + String(Math.floor(seconds % 60)).padStart(2, "0") + " s";
 }
 
-/** "1,234": a token count. */
+/** "1,234": a count for people. */
 function count(n) {
   return Number(n || 0).toLocaleString("en-US");
+}
+
+/** "1 tool call", "4 tool calls". */
+function plural(n, what) {
+  return `${n} ${what}${n === 1 ? "" : "s"}`;
+}
+
+/** "1,208 tokens (935 in / 273 out)". */
+function tokens(total, input, output) {
+  return `${count(total)} tokens (${count(input)} in / ${count(output)} out)`;
 }
 
 /**
@@ -188,7 +200,12 @@ class RunView {
       this.answerText,
     );
     this.errors = el("ul", { className: "errors" });
-    this.status = el("p", { className: "run-status", id: "run-status", role: "status", tabIndex: -1 });
+    this.status = el("p", {
+      className: "run-status",
+      id: "run-status",
+      role: "status",
+      tabIndex: -1, // focused after a decision, whose buttons go away
+    });
     container.replaceChildren(
       el("h2", { id: "run-title" }, "Run"),
       this.meta,
@@ -206,6 +223,7 @@ class RunView {
     this.showStage();
   }
 
+  /** The question the run answers, when the console knows it. */
   setQuery(query) {
     this.queryLine.replaceChildren();
     if (query) {
@@ -241,6 +259,9 @@ class RunView {
       }
       this.thinking.textContent = "";
     } else if (name === "thinking") {
+      if (!this.thinking.textContent) {
+        this.thinking.textContent = "thinking: ";
+      }
       this.thinking.hidden = false;
       this.thinking.textContent += data.text;
     } else if (name === "token" && data.phase === "synthesis") {
@@ -278,7 +299,7 @@ class RunView {
       this.intent.textContent = content.intent ? "intent: " + content.intent : "";
     } else if (type === "PLAN" && content.status === "ready") {
       this.showPlan(content);
-    } else if (type === "PLAN" && ["revised", "kept", "unusable", "failed"].includes(content.status)) {
+    } else if (type === "PLAN" && REEVALUATED.has(content.status)) {
       this.revise(content);
     } else if (type === "TOOL_CALL") {
       this.callStarted(content, at);
@@ -333,7 +354,9 @@ class RunView {
       .split("\n")
       .map((line) => line.trim())
       .filter(Boolean);
-    this.planSteps.replaceChildren(...lines.map((line) => el("li", {}, line.replace(/^\d+\.\s*/, ""))));
+    // "1. Look up…" becomes an item of the numbered list.
+    const items = lines.map((line) => el("li", {}, line.replace(/^\d+\.\s*/, "")));
+    this.planSteps.replaceChildren(...items);
     this.addRows(content.toolCalls || [], 0);
   }
 
@@ -406,7 +429,8 @@ class RunView {
           after.push(step);
         }
       }
-      const row = this.newRow(this.steps[first + offset], instruction ? "language step" : call.tool_name);
+      const label = instruction ? "language step" : call.tool_name;
+      const row = this.newRow(this.steps[first + offset], label);
       row.planned = args;
       row.arguments = args;
       row.after = after;
@@ -437,7 +461,15 @@ class RunView {
       "tr",
       { dataset: { call: callId } },
       el("th", { scope: "row", className: "call" }, callId),
-      el("td", { className: "detail" }, el("b", {}, toolName), " ", cells.args, cells.planned, cells.result),
+      el(
+        "td",
+        { className: "detail" },
+        el("b", {}, toolName),
+        " ",
+        cells.args,
+        cells.planned,
+        cells.result,
+      ),
       cells.status,
       cells.time,
       el("td", { className: "track" }, cells.bar),
@@ -557,9 +589,9 @@ class RunView {
     }
     const usage = meta.usage || {};
     this.end(meta.status, [
-      `${meta.llm_calls} LLM call${meta.llm_calls === 1 ? "" : "s"}`,
-      `${meta.tool_calls} tool call${meta.tool_calls === 1 ? "" : "s"}`,
-      `${count(usage.total_tokens)} tokens (${count(usage.input_tokens)} in / ${count(usage.output_tokens)} out)`,
+      plural(meta.llm_calls, "LLM call"),
+      plural(meta.tool_calls, "tool call"),
+      tokens(usage.total_tokens, usage.input_tokens, usage.output_tokens),
       formatDuration(meta.total_duration_ms),
     ]);
     if (meta.error && meta.status !== "success") {
@@ -571,9 +603,9 @@ class RunView {
   finishWatched(content) {
     const tools = this.rows.filter((row) => row.endMs !== null).length;
     this.end(content.status || "success", [
-      `${this.usage.llmCalls} LLM call${this.usage.llmCalls === 1 ? "" : "s"}`,
-      `${tools} tool call${tools === 1 ? "" : "s"}`,
-      `${count(this.usage.total)} tokens (${count(this.usage.input)} in / ${count(this.usage.output)} out)`,
+      plural(this.usage.llmCalls, "LLM call"),
+      plural(tools, "tool call"),
+      tokens(this.usage.total, this.usage.input, this.usage.output),
       formatDuration(this.lastMs - this.firstMs),
     ]);
   }
