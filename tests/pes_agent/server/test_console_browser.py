@@ -22,6 +22,7 @@ import pytest
 import uvicorn
 
 from pes_agent import AgentCore, create_agent
+from pes_agent.cli import demo
 from pes_agent.cli.demo import DEMO_QUERY, demo_model, demo_tools
 from pes_agent.server import create_app
 
@@ -246,6 +247,13 @@ async def low_contrast_text(page: Any) -> list[str]:
     return found
 
 
+@pytest.fixture
+def slow_lookups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The weather lookups take 1.5 s instead of 0.5 s: on a busy machine too, the page has
+    time to show them running before they end."""
+    monkeypatch.setattr(demo, "LOOKUP_SECONDS", 1.5)
+
+
 async def send_query(page: Any, query: str = DEMO_QUERY) -> None:
     await page.get_by_label("Message", exact=True).fill(query)
     await page.get_by_label("Message", exact=True).press("Enter")
@@ -256,7 +264,7 @@ async def wait_for_status(page: Any, status: str) -> None:
 
 
 async def test_live_run_shows_plan_parallel_calls_and_streaming_answer(
-    open_console: OpenConsole, tmp_path: Path
+    open_console: OpenConsole, tmp_path: Path, slow_lookups: None
 ) -> None:
     """Sending a query draws the plan, both weather calls running at once, the answer as it
     streams, then status success with tokens and time."""
@@ -464,7 +472,9 @@ async def test_token_prompt_when_auth_is_on(open_console: OpenConsole) -> None:
     assert await page.locator("#token-form").is_hidden()
 
 
-async def test_a_run_from_another_client_is_shown_live(open_console: OpenConsole) -> None:
+async def test_a_run_from_another_client_is_shown_live(
+    open_console: OpenConsole, slow_lookups: None
+) -> None:
     """With a thread selected, a run another client starts on it is drawn from the live feed."""
     console = await open_console()
     async with httpx.AsyncClient(base_url=console.url, timeout=60) as client:
