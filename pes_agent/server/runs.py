@@ -130,7 +130,10 @@ class RunRegistry:
         self.replay_limit = replay_limit
         self._retention_s = retention_s
         self._max_finished = max_finished
-        self._runs: OrderedDict[str, RunHandle] = OrderedDict()
+        self._runs: dict[str, RunHandle] = {}
+        # Finished runs in the order they finished, so pruning looks at the oldest only:
+        # scanning every kept run on each request cost more than the rest of the request.
+        self._finished: OrderedDict[str, RunHandle] = OrderedDict()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def get(self, trace_id: str) -> RunHandle | None:
@@ -149,12 +152,19 @@ class RunRegistry:
     ) -> RunHandle:
         """Run `work(handle)` in a task of its own, registered under the handle's trace id."""
         self._prune()
+        # A resumed run takes over the trace id of the paused run it continues.
+        self._finished.pop(handle.trace_id, None)
         self._runs[handle.trace_id] = handle
         task = asyncio.create_task(work(handle), name=f"pes-agent run {handle.trace_id}")
         handle.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _: self._ended(handle))
         return handle
+
+    def _ended(self, handle: RunHandle) -> None:
+        if handle.done and self._runs.get(handle.trace_id) is handle:
+            self._finished[handle.trace_id] = handle
 
     async def aclose(self) -> None:
         """Cancel the runs still executing and wait for them to end."""
@@ -167,10 +177,13 @@ class RunRegistry:
 
     def _prune(self) -> None:
         now = time.monotonic()
-        finished = [run for run in self._runs.values() if run.done]
-        excess = len(finished) - self._max_finished
-        for run in finished:
+        while self._finished:
+            trace_id, run = next(iter(self._finished.items()))
             assert run.finished_at is not None
-            if excess > 0 or now - run.finished_at > self._retention_s:
-                self._runs.pop(run.trace_id, None)
-                excess -= 1
+            if (
+                len(self._finished) <= self._max_finished
+                and now - run.finished_at <= self._retention_s
+            ):
+                return
+            del self._finished[trace_id]
+            del self._runs[trace_id]
