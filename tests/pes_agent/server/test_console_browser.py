@@ -250,8 +250,10 @@ async def low_contrast_text(page: Any) -> list[str]:
 @pytest.fixture
 def slow_lookups(monkeypatch: pytest.MonkeyPatch) -> None:
     """The weather lookups take 1.5 s instead of 0.5 s: on a busy machine too, the page has
-    time to show them running before they end."""
-    monkeypatch.setattr(demo, "LOOKUP_SECONDS", 1.5)
+    time to show them running before they end. Not when making the docs' screenshots, which
+    show the demo as `pes-agent serve --demo` runs it."""
+    if not os.environ.get(SCREENSHOTS_ENV):
+        monkeypatch.setattr(demo, "LOOKUP_SECONDS", 1.5)
 
 
 async def send_query(page: Any, query: str = DEMO_QUERY) -> None:
