@@ -174,6 +174,13 @@ class AgentCore(ClosedOnExit):
         self._idle.set()
         self._released = asyncio.Event()
 
+    @property
+    def storage(self) -> Storage:
+        """The store holding this agent's threads, for records kept beside them (the HTTP
+        server keeps its owner records and worker directory there). Use `state`,
+        `conversation` and `observations` for the threads themselves."""
+        return self._storage
+
     # A timeout parameter rather than asyncio.timeout(): past it the runs are cancelled but
     # the close still completes, and the caller gets no TimeoutError for a close that worked.
     async def aclose(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109

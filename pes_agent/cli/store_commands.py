@@ -22,6 +22,7 @@ from pes_agent.observing.timeline import build_timeline, render_html
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import Storage, open_storage
 from pes_agent.threads.messages import MessageRole
+from pes_agent.threads.reserved import user_threads
 
 __all__ = [
     "history_command",
@@ -110,7 +111,7 @@ async def _require_thread(
             f"no store at {location.describe()}: nothing has run there yet "
             "(try `pes-agent demo`, or pass --db)"
         )
-    if thread_id not in await storage.list_threads():
+    if thread_id not in user_threads(await storage.list_threads()):
         raise CLIError(
             f"no thread {thread_id!r} in {location.describe()}; "
             "`pes-agent threads` lists the threads there"
@@ -123,7 +124,8 @@ async def threads_command(location: StoreLocation, *, console: Console, as_json:
     async with open_existing_store(location) as storage:
         rows: list[dict[str, Any]] = []
         if storage is not None:
-            for thread_id in await storage.list_threads():
+            # The HTTP server's own records (owners, workers) live beside the threads.
+            for thread_id in user_threads(await storage.list_threads()):
                 messages = await storage.get_messages(thread_id)
                 last_query = next(
                     (m.content for m in reversed(messages) if m.role is MessageRole.USER), None

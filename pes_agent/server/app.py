@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -19,14 +19,14 @@ from starlette.routing import Route
 
 from pes_agent.config import ThreadConfig
 from pes_agent.core import AgentCore
-from pes_agent.errors import NotAwaitingApprovalError, UsageError
+from pes_agent.errors import NotAwaitingApprovalError, StorageError, UsageError
 from pes_agent.observing.logs import get_logger
-from pes_agent.observing.manager import ObservationManager
 from pes_agent.observing.streams import StreamEvent
 from pes_agent.observing.types import Observation
 from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata
 from pes_agent.server.auth import Caller, OwnerStore, TokenTable, is_reserved_thread
 from pes_agent.server.console import console_routes, trace_policy
+from pes_agent.server.feeds import SharedRunFeed, ThreadFeed
 from pes_agent.server.history import run_summaries, trace_page
 from pes_agent.server.models import (
     ApprovalList,
@@ -46,7 +46,9 @@ from pes_agent.server.runs import (
     event_for_observation,
     event_for_stream,
 )
+from pes_agent.server.workers import SharedRun, WorkerDirectory
 from pes_agent.threads.messages import ConversationMessage, MessageRole
+from pes_agent.threads.state import StateManager
 
 __all__ = ["ApiError", "create_app"]
 
@@ -103,11 +105,30 @@ def _flag(request: Request, name: str) -> bool:
     return value in ("true", "1")
 
 
-def _last_event_id(request: Request) -> int:
-    raw = request.headers.get("last-event-id", "0").strip() or "0"
-    if not raw.isdigit():
-        raise ApiError(400, "invalid_last_event_id", "Last-Event-ID must be an event id")
-    return int(raw)
+def _resume_from(request: Request) -> str | None:
+    """The `Last-Event-ID` header, if the client sent one."""
+    return request.headers.get("last-event-id", "").strip() or None
+
+
+def _last_event_id(request: Request, handle: RunHandle) -> int:
+    """Where to resume a run's own stream: an event number, or an observation id (as another
+    worker's stream of the run gives them), found among the events kept; else the start."""
+    raw = _resume_from(request)
+    if raw is None:
+        return 0
+    if raw.isdigit():
+        return int(raw)
+    for event in handle.events:
+        if event.data.get("id") == raw:
+            return event.id
+    return 0
+
+
+def _finished(trace_id: str, status: str | None) -> ApiError:
+    ended = f"with status {status}" if status else "before it could run"
+    if status == "lost":
+        ended = "unfinished: the worker executing it stopped"
+    return ApiError(409, "run_finished", f"the run {trace_id} already ended, {ended}")
 
 
 def _cancelled_response(handle: RunHandle, props: AgentProps) -> AgentFinalResponse:
@@ -137,13 +158,17 @@ class _Api:
         max_body_bytes: int,
         allow_provider_config: bool,
         registry: RunRegistry,
+        workers: WorkerDirectory,
     ) -> None:
         self.agent = agent
         self.tokens = tokens
-        self.owners = OwnerStore(agent.state)
+        # Owner records are bookkeeping: saved without STATE_UPDATE observations.
+        self.owners = OwnerStore(StateManager(agent.storage))
         self.max_body_bytes = max_body_bytes
         self.allow_provider_config = allow_provider_config
         self.runs = registry
+        self.workers = workers
+        self._background: set[asyncio.Task[Any]] = set()
 
     # -- request plumbing ---------------------------------------------------------------
 
@@ -269,13 +294,18 @@ class _Api:
             handle.response = response
             handle.finish("final", response.model_dump(mode="json"))
 
-        return self.runs.start(handle, work)
+        self.runs.start(handle, work)
+        # Other workers learn of the run (and can cancel it) through this worker's record.
+        assert handle.task is not None
+        self.workers.started(handle)
+        handle.task.add_done_callback(lambda _: self.workers.ended(handle))
+        return handle
 
     async def _answer(self, request: Request, handle: RunHandle) -> Response:
         cancel_on_disconnect = _flag(request, "cancel_on_disconnect")
-        headers = {"X-Trace-Id": handle.trace_id}
+        headers = self._headers(handle.trace_id)
         if _wants_stream(request):
-            after = _last_event_id(request)
+            after = _last_event_id(request, handle)
             return self._stream(handle, after, cancel_on_disconnect, headers)
         task = handle.task
         assert task is not None
@@ -293,6 +323,9 @@ class _Api:
             handle.response.model_dump(mode="json"),
             headers=headers,
         )
+
+    def _headers(self, trace_id: str) -> dict[str, str]:
+        return {"X-Trace-Id": trace_id, "X-Worker-Id": self.workers.worker_id}
 
     def _stream(
         self,
@@ -353,15 +386,55 @@ class _Api:
 
     async def run_events(self, request: Request) -> Response:
         caller = self.caller(request)
-        handle = self.runs.get(request.path_params["trace_id"])
-        if handle is None or (caller.scoped and handle.user_id != caller.user_id):
-            raise ApiError(404, "run_not_found", "no run with that trace id on this server")
-        return self._stream(
-            handle,
-            _last_event_id(request),
-            _flag(request, "cancel_on_disconnect"),
-            {"X-Trace-Id": handle.trace_id},
+        trace_id: str = request.path_params["trace_id"]
+        cancel_on_disconnect = _flag(request, "cancel_on_disconnect")
+        handle = self.runs.get(trace_id)
+        if handle is not None:
+            if caller.scoped and handle.user_id != caller.user_id:
+                raise ApiError(404, "run_not_found", "no run with that trace id")
+            after = _last_event_id(request, handle)
+            return self._stream(handle, after, cancel_on_disconnect, self._headers(trace_id))
+        # Executed by another worker: its observations, stored and live, through the store.
+        shared = await self._shared_run(caller, trace_id)
+        feed = await SharedRunFeed.open(self.agent, shared, self.workers, _resume_from(request))
+
+        async def events() -> AsyncIterator[bytes]:
+            ended = False
+            try:
+                async for chunk in feed.events(self.agent, heartbeat_s=HEARTBEAT_S):
+                    yield chunk
+                ended = True
+            finally:
+                if not ended and cancel_on_disconnect:
+                    self._spawn(self.workers.request_cancel(trace_id))
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",
+            headers={
+                **self._headers(trace_id),
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+            },
         )
+
+    async def _shared_run(self, caller: Caller, trace_id: str) -> SharedRun:
+        """The run `trace_id` of another worker, if the caller may see it."""
+        shared = await self.workers.find(trace_id)
+        if shared is None or (caller.scoped and shared.user_id != caller.user_id):
+            raise ApiError(
+                404,
+                "run_not_found",
+                "no worker executes or lately finished a run with that trace id; a past "
+                "run's observations: GET /v1/threads/{thread_id}/observations?trace_id=...",
+            )
+        return shared
+
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run `work` after the request that asked for it ended (kept until it is done)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def cancel_run(self, request: Request) -> Response:
         caller = self.caller(request)
@@ -390,11 +463,30 @@ class _Api:
                 trace_id=trace_id, thread_id=paused.thread_id, was="awaiting_approval"
             )
             return JSONResponse(result.model_dump(mode="json"))
-        raise ApiError(
-            404,
-            "run_not_found",
-            "no run with that trace id is executing in this server process or waiting for approval",
+        if handle is not None:
+            if caller.scoped and handle.user_id != caller.user_id:
+                raise ApiError(404, "run_not_found", "no run with that trace id")
+            raise _finished(trace_id, handle.response.metadata.status if handle.response else None)
+        # Executed by another worker: ask it, through its record in the store.
+        shared = await self._shared_run(caller, trace_id)
+        if shared.running:
+            try:
+                requested = await self.workers.request_cancel(trace_id)
+            except StorageError as error:
+                raise ApiError(503, "busy", error.message) from None
+            if requested is None:
+                raise ApiError(404, "run_not_found", "no run with that trace id")
+            shared = requested
+        if not shared.running:
+            raise _finished(trace_id, shared.status)
+        result = CancelResult(
+            trace_id=trace_id,
+            thread_id=shared.thread_id,
+            was="running",
+            pending=True,
+            worker_id=shared.worker_id,
         )
+        return JSONResponse(result.model_dump(mode="json"), status_code=202)
 
     # -- approvals ------------------------------------------------------------------------
 
@@ -489,6 +581,11 @@ class _Api:
         observations = await self.agent.observations.get_observations(thread_id)
         messages = await self.agent.conversation.get_messages(thread_id)
         running = {run.trace_id for run in self.runs.running() if run.thread_id == thread_id}
+        running |= {
+            run.trace_id
+            for run in await self.workers.others()
+            if run.running and run.thread_id == thread_id
+        }
         paused = {run.trace_id: run.props.query for run in await self.agent.pending_runs(thread_id)}
         summaries = run_summaries(observations, messages, running=running, queries=paused)
         body = RunList(runs=summaries)
@@ -516,7 +613,9 @@ class _Api:
         caller = self.caller(request)
         thread_id = self.thread_id(request)
         await self.authorize(caller, thread_id)
-        if any(run.thread_id == thread_id for run in self.runs.running()):
+        if any(run.thread_id == thread_id for run in self.runs.running()) or any(
+            run.running and run.thread_id == thread_id for run in await self.workers.others()
+        ):
             raise ApiError(409, "run_in_progress", "a run is executing on this thread")
         await self.agent.state.delete_thread(thread_id)
         await self.owners.forget(thread_id)
@@ -545,47 +644,10 @@ class _Api:
         caller = self.caller(request)
         thread_id = self.thread_id(request)
         await self.authorize(caller, thread_id)
-        queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=10_000)
-
-        def put(item: tuple[str, dict[str, Any]]) -> None:
-            with contextlib.suppress(asyncio.QueueFull):
-                queue.put_nowait(item)
-
-        def on_observation(observation: Observation) -> None:
-            put(event_for_observation(observation))
-
-        def on_stream(event: StreamEvent) -> None:
-            put(event_for_stream(event))
-
-        observations = self.agent.observations
-        # listen() also delivers what other processes record (PostgreSQL); a custom
-        # observation manager without it still gives this process's observations.
-        if isinstance(observations, ObservationManager):
-            unsubscribe_observations = await observations.listen(
-                on_observation, thread_id=thread_id
-            )
-        else:
-            unsubscribe_observations = observations.subscribe(on_observation, thread_id=thread_id)
-        unsubscribe_stream = self.agent.stream.subscribe(on_stream, thread_id=thread_id)
-
-        async def events() -> AsyncIterator[bytes]:
-            next_id = 1
-            try:
-                yield _sse(RunEvent(next_id, "subscribed", {"thread_id": thread_id}))
-                while True:
-                    try:
-                        name, data = await asyncio.wait_for(queue.get(), HEARTBEAT_S)
-                    except TimeoutError:
-                        yield b": ping\n\n"
-                        continue
-                    next_id += 1
-                    yield _sse(RunEvent(next_id, name, data))
-            finally:
-                unsubscribe_observations()
-                unsubscribe_stream()
-
+        # Subscribed before the response starts: once `subscribed` arrives nothing is missed.
+        feed = await ThreadFeed.open(self.agent, thread_id, _resume_from(request))
         return StreamingResponse(
-            events(),
+            feed.events(heartbeat_s=HEARTBEAT_S),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -643,12 +705,14 @@ def create_app(
     if max_body_bytes <= 0:
         raise UsageError("max_body_bytes must be positive, e.g. 1_000_000")
     registry = RunRegistry(replay_limit=replay_limit)
+    workers = WorkerDirectory(agent.storage)
     api = _Api(
         agent,
         TokenTable(tokens),
         max_body_bytes=max_body_bytes,
         allow_provider_config=allow_provider_config,
         registry=registry,
+        workers=workers,
     )
     routes = [
         Route("/openapi.json", _guarded(api.openapi), methods=["GET"]),
@@ -683,7 +747,7 @@ def create_app(
                 allow_origins=list(cors_origins),
                 allow_methods=["GET", "POST", "PUT", "DELETE"],
                 allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
-                expose_headers=["X-Trace-Id"],
+                expose_headers=["X-Trace-Id", "X-Worker-Id"],
             )
         )
 
@@ -693,6 +757,7 @@ def create_app(
             yield
         finally:
             await registry.aclose()
+            await workers.aclose()
             if close_agent:
                 await agent.aclose()
 
@@ -703,6 +768,7 @@ def create_app(
         exception_handlers={404: _not_found, 405: _not_allowed},
     )
     app.state.runs = registry
+    app.state.workers = workers
     return app
 
 

@@ -4,8 +4,8 @@ Tokens are compared in constant time (`hmac.compare_digest`) against every confi
 so the time a check takes says nothing about how close a guess was. A token mapped to a user
 id is *scoped*: its runs carry that user id and it sees only the threads that user owns. A
 thread's owner is the user whose request first ran on it or configured it; it is kept in the
-agent's storage (as the state of a reserved thread, `OWNER_PREFIX + thread_id`), so every
-worker process sharing the storage agrees on it.
+agent's storage (as the state of a reserved thread id, `OWNER_PREFIX + thread_id`, see
+`pes_agent.threads.reserved`), so every worker process sharing the storage agrees on it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from pes_agent.config import AgentState
 from pes_agent.errors import StateConflictError
+from pes_agent.threads.reserved import RESERVED_PREFIX, is_reserved_thread
 from pes_agent.threads.state import StateManager
 
 __all__ = [
@@ -31,13 +32,9 @@ __all__ = [
 #: The environment variable holding the API's bearer token (unscoped: it sees every thread).
 TOKEN_ENV = "PES_AGENT_API_TOKEN"
 
-#: Thread ids starting with this hold the server's owner records; the API refuses them.
-OWNER_PREFIX = "pes-agent-server:owner:"
-
-
-def is_reserved_thread(thread_id: str) -> bool:
-    """Whether `thread_id` is one of the server's own bookkeeping threads."""
-    return thread_id.startswith(OWNER_PREFIX)
+#: Thread ids starting with this hold the server's owner records. Like every reserved id
+#: (`is_reserved_thread`) the API refuses them as thread ids.
+OWNER_PREFIX = RESERVED_PREFIX + "owner:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +90,11 @@ class TokenTable:
 
 
 class OwnerStore:
-    """Which user owns each thread, kept in the agent's storage beside the threads."""
+    """Which user owns each thread, kept in the agent's storage beside the threads.
+
+    Give it a `StateManager` without an observation recorder: an owner record is bookkeeping,
+    not a state change of a thread to record and push to the thread feeds.
+    """
 
     def __init__(self, state: StateManager) -> None:
         self._state = state

@@ -114,8 +114,8 @@ class RunSummary(BaseModel):
     """One run of a thread, from its observations: how it went, when, and what was asked.
 
     `status` is the run's final status (`success`, `partial`, `error`, `awaiting_approval`),
-    `running` while this server process executes it, or `unfinished` when it recorded no end
-    (it runs elsewhere, or stopped without a final response). `duration_ms` leaves out time
+    `running` while a worker process serving this store executes it, or `unfinished` when it
+    recorded no end (it stopped without a final response). `duration_ms` leaves out time
     spent waiting for approval.
     """
 
@@ -135,12 +135,20 @@ class RunList(BaseModel):
 
 
 class CancelResult(BaseModel):
-    """`POST /v1/runs/{trace_id}/cancel`: what was cancelled."""
+    """`POST /v1/runs/{trace_id}/cancel`: what was cancelled.
+
+    A run executing in the worker process that took the request is cancelled at once (200,
+    with its `response`). One executing in another worker is asked to stop (202, `pending`
+    true, `worker_id` naming that worker): it ends `cancelled` within about a second, unless
+    it finishes first; its events and `GET /v1/threads/{id}/runs` show how it ended.
+    """
 
     trace_id: str
     thread_id: str
     was: Literal["running", "awaiting_approval"]
     response: AgentFinalResponse | None = None
+    pending: bool = False
+    worker_id: str | None = None
 
 
 #: Models whose JSON Schemas the OpenAPI document lists.

@@ -5,6 +5,7 @@
 | `messages` | `ConversationMessage`, `MessageRole`, history as prompt messages |
 | `conversation` | `ConversationManager`: a thread's history through a `Storage` |
 | `state` | `StateManager`, `ThreadContext`: thread config and agent state |
+| `reserved` | the ids of pes-agent's own records kept beside threads (not threads) |
 
 The public names are re-exported by `pes_agent`; this package imports nothing itself, so its
 modules can depend on one another in any order.

@@ -15,6 +15,7 @@ from pes_agent.protocols import ObservationRecorder
 from pes_agent.storage.base import Storage
 from pes_agent.threads._running import enclosing_run
 from pes_agent.threads.messages import ConversationMessage
+from pes_agent.threads.reserved import user_threads
 
 __all__ = ["MERGE_ATTEMPTS", "StateManager", "ThreadContext", "commit_turn_merging_state"]
 
@@ -101,8 +102,12 @@ class StateManager:
         return saved
 
     async def list_threads(self) -> list[str]:
-        """Every thread with a config, state, message or observation, sorted by id."""
-        return await self._storage.list_threads()
+        """Every thread with a config, state, message or observation, sorted by id.
+
+        The HTTP server's records kept in the same store (ids starting with
+        `pes_agent.threads.reserved.RESERVED_PREFIX`) are not threads and are left out.
+        """
+        return user_threads(await self._storage.list_threads())
 
     async def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's config, state, messages and observations."""

@@ -103,24 +103,33 @@ async def test_disconnect_cancels_when_asked(base_url: str, agent: AgentCore) ->
 
 
 async def test_thread_events_feed_shows_a_run_live(base_url: str) -> None:
-    """GET /v1/threads/{id}/events streams the observations and tokens of a run on the thread."""
+    """GET /v1/threads/{id}/events streams the observations and tokens of a run on the thread;
+    an observation's event id is the observation's id, a token has none."""
     async with httpx.AsyncClient(base_url=base_url, timeout=10) as client:
         headers = {"Authorization": "Bearer t0k"}
         async with client.stream("GET", "/v1/threads/t/events", headers=HEADERS) as feed:
             lines = feed.aiter_lines()
-            assert await anext(lines) == "id: 1"
+            assert await anext(lines) == "event: subscribed"  # an empty thread: no id yet
             run = asyncio.create_task(
                 client.post("/v1/threads/t/runs", json={"query": "hello"}, headers=headers)
             )
-            names: list[str] = []
-            ids: list[int] = []
+            events: list[tuple[str | None, str, dict[str, Any]]] = []
+            event_id: str | None = None
+            name = "subscribed"
             async for line in lines:
-                if line.startswith("event: "):
-                    names.append(line.removeprefix("event: "))
                 if line.startswith("id: "):
-                    ids.append(int(line.removeprefix("id: ")))
-                if names and names[-1] == "FINAL_RESPONSE":
+                    event_id = line.removeprefix("id: ")
+                elif line.startswith("event: "):
+                    name = line.removeprefix("event: ")
+                elif line.startswith("data: "):
+                    events.append((event_id, name, json.loads(line.removeprefix("data: "))))
+                    event_id = None
+                if events and events[-1][1] == "FINAL_RESPONSE":
                     break
             assert (await run).status_code == 200
+    names = [name for _, name, _ in events]
     assert {"PLAN", "TOOL_EXECUTION", "token", "FINAL_RESPONSE"} <= set(names)
-    assert ids == sorted(ids)
+    assert names[0] == "subscribed"
+    for event_id, name, data in events:
+        live_only = name in ("subscribed", "token", "thinking", "stream")
+        assert event_id == (None if live_only else data["id"])

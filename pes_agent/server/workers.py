@@ -1,0 +1,383 @@
+"""What the worker processes serving one store tell each other: the runs each executes, and
+the requests to cancel them.
+
+Several `pes-agent serve` processes (or `--workers N`) on one database each execute their own
+runs. So that any of them can answer for a run another one executes (cancel it, stream its
+events, list it as running), each keeps a *worker record* in the agent's storage, beside the
+threads, as the state of the reserved id `WORKER_PREFIX + worker_id`:
+
+    {"worker": ID, "pid": 1234, "seen": UNIX_TIME,
+     "runs": {TRACE_ID: {"thread_id", "user_id", "status", "ended_at"}},
+     "cancel": {TRACE_ID: UNIX_TIME_REQUESTED}}
+
+and lists itself in the directory (the reserved id `DIRECTORY`: `{"workers": {ID: UNIX_TIME}}`).
+
+- A worker rewrites its record when its runs change, at most every `min_interval_s` (a busy
+  worker writes a few times a second, not twice per run; a run shorter than that may never be
+  listed), and at least every `heartbeat_s` while runs execute. A running run in a record not
+  refreshed for `stale_s` is taken for lost: its worker stopped.
+- Another worker asks for a cancel by adding the run to the record's `cancel` map, as a
+  compare-and-set on the record's version, so neither side overwrites what the other wrote.
+  While a worker has runs executing it reads its record every `poll_s` and cancels the runs
+  named there; with none executing it reads and writes nothing at all.
+- Finished runs stay in the record for `retention_s` (the newest `max_finished`), so a cancel
+  that comes too late is answered "finished" rather than "unknown".
+
+Records are written through the storage directly, not through `StateManager`: bookkeeping is
+not a state change of a thread, so it records no STATE_UPDATE observation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pes_agent.config import AgentState
+from pes_agent.errors import StateConflictError, StorageError, UsageError
+from pes_agent.observing.logs import get_logger
+from pes_agent.server.runs import RunHandle
+from pes_agent.storage.base import Storage
+from pes_agent.threads.reserved import RESERVED_PREFIX
+
+__all__ = ["DIRECTORY", "WORKER_PREFIX", "SharedRun", "WorkerDirectory"]
+
+_log = get_logger("pes_agent.server")
+
+#: The reserved id whose state lists the worker ids.
+DIRECTORY = RESERVED_PREFIX + "workers"
+#: Each worker's record is the state of this prefix + its id.
+WORKER_PREFIX = RESERVED_PREFIX + "worker:"
+
+# How often a busy worker checks that the directory still lists it, and when a worker silent
+# for longer is dropped from the directory with its record.
+_REGISTER_EVERY_S = 60.0
+_FORGET_AFTER_S = 86_400.0
+# Compare-and-set attempts before giving up (each conflict means someone else's write landed).
+_ATTEMPTS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class SharedRun:
+    """A run another worker executes or lately finished, as its record says.
+
+    `status` is `running`, the final status (`success`, `partial`, `error`, `cancelled`,
+    `awaiting_approval`), or `lost` for a run still marked running by a worker that stopped
+    refreshing its record (it died or hangs).
+    """
+
+    trace_id: str
+    thread_id: str
+    user_id: str | None
+    worker_id: str
+    status: str
+
+    @property
+    def running(self) -> bool:
+        """Whether the run still executes on its worker."""
+        return self.status == "running"
+
+
+def _status(handle: RunHandle) -> str:
+    if handle.response is not None:
+        return str(handle.response.metadata.status)
+    # A failure to start or a crash; without either, the task was cancelled before it ran.
+    return "error" if handle.failure is not None else "cancelled"
+
+
+class WorkerDirectory:
+    """This worker's record of its runs, and a reader of the other workers' records.
+
+    The app tells it when a run starts (`started`) and ends (`ended`); everything else happens
+    in one background task that lives only while runs execute (or a change waits to be written).
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        poll_s: float = 0.25,
+        min_interval_s: float = 0.05,
+        heartbeat_s: float = 10.0,
+        stale_s: float = 30.0,
+        retention_s: float = 300.0,
+        max_finished: int = 100,
+    ) -> None:
+        if not 0 < min_interval_s <= poll_s < heartbeat_s < stale_s:
+            raise UsageError("need 0 < min_interval_s <= poll_s < heartbeat_s < stale_s")
+        self.worker_id = uuid.uuid4().hex
+        self._storage = storage
+        self._poll_s = poll_s
+        self._min_interval_s = min_interval_s
+        self._heartbeat_s = heartbeat_s
+        self._stale_s = stale_s
+        self._retention_s = retention_s
+        self._max_finished = max_finished
+        self._live: dict[str, RunHandle] = {}
+        self._finished: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._dirty = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._registered_at = float("-inf")
+        self._closed = False
+
+    @property
+    def key(self) -> str:
+        """The reserved id holding this worker's record."""
+        return WORKER_PREFIX + self.worker_id
+
+    # -- this worker's runs --------------------------------------------------------------
+
+    def started(self, handle: RunHandle) -> None:
+        """Note a run this worker executes from now on."""
+        self._finished.pop(handle.trace_id, None)
+        self._live[handle.trace_id] = handle
+        self._changed()
+
+    def ended(self, handle: RunHandle) -> None:
+        """Note that a run `started` here has ended (its handle holds how)."""
+        if self._live.get(handle.trace_id) is handle:
+            del self._live[handle.trace_id]
+        self._finished[handle.trace_id] = {
+            "thread_id": handle.thread_id,
+            "user_id": handle.user_id,
+            "status": _status(handle),
+            "ended_at": time.time(),
+        }
+        self._finished.move_to_end(handle.trace_id)
+        while len(self._finished) > self._max_finished:
+            self._finished.popitem(last=False)
+        self._changed()
+
+    def _changed(self) -> None:
+        self._dirty.set()
+        if self._closed or (self._task is not None and not self._task.done()):
+            return
+        self._task = asyncio.get_running_loop().create_task(
+            self._loop(), name=f"pes-agent worker record {self.worker_id}"
+        )
+
+    async def _loop(self) -> None:
+        failures = 0
+        while not self._closed:
+            self._dirty.clear()
+            try:
+                await self._sync()
+                failures = 0
+            except UsageError:
+                return  # the storage was closed: nothing more to write
+            except Exception:
+                failures += 1
+                _log.exception("server_worker_record_failed", worker_id=self.worker_id)
+                if not self._live and failures >= 3:
+                    return  # nothing runs: the next run's start tries again
+                self._dirty.set()
+                await asyncio.sleep(min(5.0, self._poll_s * 2**failures))
+            if not self._live and not self._dirty.is_set():
+                return  # idle: `_changed` starts the task again
+            await asyncio.sleep(self._min_interval_s)
+            if not self._dirty.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._dirty.wait(), self._poll_s - self._min_interval_s)
+
+    def _runs(self, now: float) -> dict[str, dict[str, Any]]:
+        while self._finished:
+            trace_id, entry = next(iter(self._finished.items()))
+            if now - entry["ended_at"] <= self._retention_s:
+                break
+            del self._finished[trace_id]
+        runs = {
+            trace_id: {
+                "thread_id": handle.thread_id,
+                "user_id": handle.user_id,
+                "status": "running",
+                "ended_at": None,
+            }
+            for trace_id, handle in self._live.items()
+        }
+        for trace_id, entry in self._finished.items():
+            runs.setdefault(trace_id, entry)
+        return runs
+
+    async def _sync(self) -> None:
+        """Cancel the runs other workers asked to, and write the record if anything changed."""
+        for _ in range(_ATTEMPTS):
+            saved = await self._storage.get_agent_state(self.key)
+            record = saved.data if saved is not None else {}
+            requested = record.get("cancel") or {}
+            for trace_id in requested:
+                handle = self._live.get(trace_id)
+                if handle is not None and handle.task is not None and not handle.done:
+                    _log.info(
+                        "server_run_cancel_requested",
+                        thread_id=handle.thread_id,
+                        trace_id=trace_id,
+                        worker_id=self.worker_id,
+                    )
+                    handle.task.cancel()
+            now = time.time()
+            runs = self._runs(now)
+            beat_due = bool(self._live) and now - float(record.get("seen", 0)) >= self._heartbeat_s
+            if saved is not None and not requested and not beat_due and runs == record.get("runs"):
+                break
+            fresh = {
+                "worker": self.worker_id,
+                "pid": os.getpid(),
+                "seen": now,
+                "runs": runs,
+                "cancel": {},
+            }
+            try:
+                await self._storage.set_agent_state(
+                    self.key,
+                    AgentState(data=fresh),
+                    expected_version=saved.version if saved is not None else 0,
+                )
+            except StateConflictError:
+                continue  # a cancel request landed meanwhile: read it
+            break
+        await self._register()
+
+    async def _register(self) -> None:
+        """Make sure the directory lists this worker (checked once a minute at most), and
+        drop the workers silent for a day."""
+        now = time.time()
+        if now - self._registered_at < _REGISTER_EVERY_S:
+            return
+        for _ in range(_ATTEMPTS):
+            saved = await self._storage.get_agent_state(DIRECTORY)
+            workers: dict[str, float] = dict((saved.data if saved else {}).get("workers") or {})
+            forget = [
+                worker_id
+                for worker_id, at in workers.items()
+                if worker_id != self.worker_id
+                and now - float(at) > _FORGET_AFTER_S
+                and now - await self._seen(worker_id) > _FORGET_AFTER_S
+            ]
+            listed = self.worker_id in workers and now - float(workers[self.worker_id]) < 3600
+            if listed and not forget:
+                break
+            for worker_id in forget:
+                del workers[worker_id]
+            workers[self.worker_id] = now
+            try:
+                await self._storage.set_agent_state(
+                    DIRECTORY,
+                    AgentState(data={"workers": workers}),
+                    expected_version=saved.version if saved is not None else 0,
+                )
+            except StateConflictError:
+                continue
+            for worker_id in forget:
+                await self._storage.delete_thread(WORKER_PREFIX + worker_id)
+            break
+        self._registered_at = now
+
+    async def _seen(self, worker_id: str) -> float:
+        saved = await self._storage.get_agent_state(WORKER_PREFIX + worker_id)
+        return float(saved.data.get("seen", 0)) if saved is not None else 0.0
+
+    async def aclose(self) -> None:
+        """Write the record one last time (the runs cancelled at shutdown as ended), then stop."""
+        self._closed = True
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        try:
+            await self._sync()
+        except Exception:
+            _log.warning("server_worker_record_not_written", worker_id=self.worker_id)
+
+    # -- the other workers' runs ---------------------------------------------------------
+
+    async def _records(self) -> list[tuple[str, AgentState]]:
+        directory = await self._storage.get_agent_state(DIRECTORY)
+        workers = (directory.data if directory else {}).get("workers") or {}
+        others = [worker_id for worker_id in workers if worker_id != self.worker_id]
+        states = await asyncio.gather(
+            *(self._storage.get_agent_state(WORKER_PREFIX + worker_id) for worker_id in others)
+        )
+        return [
+            (worker_id, state)
+            for worker_id, state in zip(others, states, strict=True)
+            if state is not None
+        ]
+
+    def _shared(
+        self, worker_id: str, record: Mapping[str, Any], trace_id: str, now: float
+    ) -> SharedRun | None:
+        entry = (record.get("runs") or {}).get(trace_id)
+        if not isinstance(entry, dict):
+            return None
+        status = str(entry.get("status"))
+        if status == "running" and now - float(record.get("seen", 0)) > self._stale_s:
+            status = "lost"
+        user_id = entry.get("user_id")
+        return SharedRun(
+            trace_id=trace_id,
+            thread_id=str(entry.get("thread_id")),
+            user_id=user_id if isinstance(user_id, str) else None,
+            worker_id=worker_id,
+            status=status,
+        )
+
+    async def others(self) -> list[SharedRun]:
+        """The runs the other workers execute or lately finished."""
+        now = time.time()
+        found = []
+        for worker_id, state in await self._records():
+            for trace_id in state.data.get("runs") or {}:
+                shared = self._shared(worker_id, state.data, trace_id, now)
+                if shared is not None:
+                    found.append(shared)
+        return found
+
+    async def find(self, trace_id: str) -> SharedRun | None:
+        """The run `trace_id` if another worker executes it or lately finished it."""
+        now = time.time()
+        for worker_id, state in await self._records():
+            shared = self._shared(worker_id, state.data, trace_id, now)
+            if shared is not None:
+                return shared
+        return None
+
+    async def request_cancel(self, trace_id: str) -> SharedRun | None:
+        """Ask the worker executing `trace_id` to cancel it.
+
+        Returns the run as found when the request was written (`running`), or as it ended
+        if it already had (then nothing is asked); None when no other worker knows the run.
+        The executing worker notices within about `poll_s`.
+        """
+        for _ in range(_ATTEMPTS):
+            now = time.time()
+            for worker_id, state in await self._records():
+                shared = self._shared(worker_id, state.data, trace_id, now)
+                if shared is None:
+                    continue
+                if not shared.running:
+                    return shared
+                record = dict(state.data)
+                record["cancel"] = {**(record.get("cancel") or {}), trace_id: now}
+                try:
+                    await self._storage.set_agent_state(
+                        WORKER_PREFIX + worker_id,
+                        AgentState(data=record),
+                        expected_version=state.version,
+                    )
+                except StateConflictError:
+                    break  # the worker wrote its record meanwhile: look again
+                return shared
+            else:
+                return None
+        raise StorageError(
+            "the cancel request could not be written: the worker's record kept changing; try again",
+            transient=True,
+            trace_id=trace_id,
+        )

@@ -1,0 +1,292 @@
+"""Two apps over one agent behave as two worker processes on one store: a run executing on one
+is cancelled, followed and listed through the other (the worker records in the store)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from pes_agent import AgentCore, create_agent
+from pes_agent.config import AgentState
+from pes_agent.providers.base import LLMRequest
+from pes_agent.server import create_app
+from pes_agent.server.runs import RunHandle
+from pes_agent.server.workers import WORKER_PREFIX, WorkerDirectory
+from pes_agent.storage import InMemoryStorage
+from pes_agent.testing import ScriptedProvider
+
+from .conftest import TOKENS, look, nap, pay, plan_json, scripted
+from .sse import SSEStream, read_sse, serving
+
+ADMIN = {"Authorization": "Bearer admin-token"}
+STREAM = {**ADMIN, "Accept": "text/event-stream"}
+
+
+def with_long_naps(request: LLMRequest) -> str:
+    """`scripted`, except that "long nap" plans a 60 s nap (only a cancel ends it early) and
+    "slow nap" one of 1.5 s."""
+    query = str(request.messages[-1].content)
+    for words, seconds in (("long nap", 60), ("slow nap", 1.5)):
+        if request.phase == "planning" and words in query:
+            return plan_json({"callId": "call_1", "toolName": "nap", "arguments": {"s": seconds}})
+    return scripted(request)
+
+
+@pytest.fixture
+async def agent(tmp_path: Path) -> AsyncIterator[AgentCore]:
+    """An agent on a SQLite file whose model plans a long nap when asked."""
+    model = ScriptedProvider([with_long_naps] * 200, chunk_size=3)
+    async with create_agent(
+        provider=model, tools=[look, nap, pay], storage=f"sqlite:///{tmp_path / 'w.db'}"
+    ) as core:
+        yield core
+
+
+@pytest.fixture
+async def two_workers(agent: AgentCore) -> AsyncIterator[tuple[Any, Any, str, str]]:
+    """Two apps over the agent (two worker records in its store), each on a uvicorn server."""
+    first, second = create_app(agent, tokens=TOKENS), create_app(agent, tokens=TOKENS)
+    async with serving(first) as url_a, serving(second) as url_b:
+        yield first, second, url_a, url_b
+
+
+async def wait_until_running_elsewhere(client: httpx.AsyncClient, thread: str, trace: str) -> None:
+    """Until the worker behind `client` lists `trace` as running (from the other's record)."""
+    for _ in range(1000):
+        runs = (await client.get(f"/v1/threads/{thread}/runs", headers=ADMIN)).json()["runs"]
+        if any(run["trace_id"] == trace and run["status"] == "running" for run in runs):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"run {trace} never showed as running on the other worker")
+
+
+async def test_cancel_through_another_worker_is_accepted_then_the_run_ends_cancelled(
+    two_workers: tuple[Any, Any, str, str], agent: AgentCore
+) -> None:
+    """A cancel sent to worker A for a run executing on worker B answers 202 naming B; B's run
+    ends `cancelled` without saving a turn; cancelling it again is a 409 saying it ended."""
+    _, second, url_a, url_b = two_workers
+    async with (
+        httpx.AsyncClient(base_url=url_a, timeout=30) as a,
+        httpx.AsyncClient(base_url=url_b, timeout=30) as b,
+    ):
+        run = asyncio.create_task(
+            b.post(
+                "/v1/threads/t/runs", json={"query": "long nap", "trace_id": "tr-x"}, headers=ADMIN
+            )
+        )
+        await wait_until_running_elsewhere(a, "t", "tr-x")
+        bob = await a.post("/v1/runs/tr-x/cancel", headers={"Authorization": "Bearer bob-token"})
+        assert bob.status_code == 404
+        asked = await a.post("/v1/runs/tr-x/cancel", headers=ADMIN)
+        assert asked.status_code == 202
+        body = asked.json()
+        assert body["pending"] is True
+        assert body["was"] == "running"
+        assert body["thread_id"] == "t"
+        assert body["worker_id"] == second.state.workers.worker_id
+        answered = await run
+        assert answered.headers["x-worker-id"] == second.state.workers.worker_id
+        assert answered.json()["metadata"]["status"] == "cancelled"
+        assert await agent.conversation.get_messages("t") == []
+        for _ in range(500):  # until B's record says the run ended
+            again = await a.post("/v1/runs/tr-x/cancel", headers=ADMIN)
+            if again.status_code != 202:
+                break
+            await asyncio.sleep(0.02)
+        assert again.status_code == 409
+        assert again.json()["error"]["type"] == "run_finished"
+        assert "cancelled" in again.json()["error"]["message"]
+
+
+async def test_cancelling_a_run_this_worker_finished_is_409(
+    two_workers: tuple[Any, Any, str, str],
+) -> None:
+    """A run that ended is reported as ended, with its status, not as unknown."""
+    _, _, url_a, _ = two_workers
+    async with httpx.AsyncClient(base_url=url_a, timeout=30) as a:
+        done = await a.post("/v1/threads/t/runs", json={"query": "hi"}, headers=ADMIN)
+        trace_id = done.json()["metadata"]["trace_id"]
+        again = await a.post(f"/v1/runs/{trace_id}/cancel", headers=ADMIN)
+    assert again.status_code == 409
+    assert "success" in again.json()["error"]["message"]
+
+
+async def test_run_events_on_another_worker_replay_then_follow_to_the_end(
+    two_workers: tuple[Any, Any, str, str], agent: AgentCore
+) -> None:
+    """GET /v1/runs/{trace_id}/events on worker A, for a run executing on worker B, gives the
+    run's observations (ids: observation ids) and ends with `end` and the run's status; with
+    Last-Event-ID it resumes after that observation, on either worker."""
+    _, second, url_a, url_b = two_workers
+    async with (
+        httpx.AsyncClient(base_url=url_a, timeout=30) as a,
+        httpx.AsyncClient(base_url=url_b, timeout=30) as b,
+    ):
+        run = asyncio.create_task(
+            b.post(
+                "/v1/threads/t/runs", json={"query": "slow nap", "trace_id": "tr-f"}, headers=ADMIN
+            )
+        )
+        await wait_until_running_elsewhere(a, "t", "tr-f")
+        async with a.stream("GET", "/v1/runs/tr-f/events", headers=STREAM) as response:
+            assert response.status_code == 200
+            events = await read_sse(response)
+        assert (await run).json()["metadata"]["status"] == "success"
+        stored = await agent.observations.get_observations("t", trace_id="tr-f")
+
+        first, observed, last = events[0], events[1:-1], events[-1]
+        assert first.name == "run"
+        assert first.data["worker_id"] == second.state.workers.worker_id
+        assert [(e.id, e.name) for e in observed] == [(o.id, o.type.value) for o in stored]
+        assert (last.name, last.data["status"]) == ("end", "success")
+        assert not any(e.name == "token" for e in events)  # tokens stay in B's process
+
+        resume = {**STREAM, "Last-Event-ID": stored[1].id}
+        async with a.stream("GET", "/v1/runs/tr-f/events", headers=resume) as response:
+            rest = await read_sse(response)
+        assert [e.id for e in rest[1:-1]] == [o.id for o in stored[2:]]
+        assert rest[-1].name == "end"
+
+        plan = next(o for o in stored if o.type.value == "PLAN")
+        async with b.stream(
+            "GET", "/v1/runs/tr-f/events", headers={**STREAM, "Last-Event-ID": plan.id}
+        ) as response:
+            own = await read_sse(response)
+        assert own[0].data["id"] != plan.id
+        assert plan.id not in {e.data.get("id") for e in own}
+        assert own[-1].name == "final"
+        missing = await a.get("/v1/runs/no-such-run/events", headers=STREAM)
+        assert missing.status_code == 404
+        assert "observations?trace_id=" in missing.json()["error"]["message"]
+
+
+async def test_thread_feed_resumes_after_last_event_id_with_what_was_missed(
+    two_workers: tuple[Any, Any, str, str], agent: AgentCore
+) -> None:
+    """A client leaving the thread feed and coming back with Last-Event-ID first gets every
+    observation stored after that one (runs on either worker), once each, then live ones."""
+    _, _, url_a, url_b = two_workers
+    async with (
+        httpx.AsyncClient(base_url=url_a, timeout=30) as a,
+        httpx.AsyncClient(base_url=url_b, timeout=30) as b,
+    ):
+        await a.post("/v1/threads/t/runs", json={"query": "before"}, headers=ADMIN)
+        before = await agent.observations.get_observations("t")
+        async with a.stream("GET", "/v1/threads/t/events", headers=STREAM) as response:
+            feed = SSEStream(response)
+            seen = await feed.read(until=lambda e: e.name == "subscribed")
+            run = asyncio.create_task(
+                b.post("/v1/threads/t/runs", json={"query": "during"}, headers=ADMIN)
+            )
+            seen += await feed.read(until=lambda e: e.name == "PLAN")
+        # Where a reconnect would resume: the last observation stored when it subscribed.
+        assert (seen[0].name, seen[0].id) == ("subscribed", before[-1].id)
+        last_seen = seen[-1].id
+        assert last_seen is not None
+        await run  # finishes while nobody listens
+        await b.post("/v1/threads/t/runs", json={"query": "while away"}, headers=ADMIN)
+
+        expected = await a.get(
+            "/v1/threads/t/observations", params={"after": last_seen}, headers=ADMIN
+        )
+        missed = [o["id"] for o in expected.json()["observations"]]
+        resume = {**STREAM, "Last-Event-ID": last_seen}
+        async with a.stream("GET", "/v1/threads/t/events", headers=resume) as response:
+            feed = SSEStream(response)
+            replayed = await feed.read(until=lambda e: e.id == missed[-1])
+            assert replayed[0].name == "subscribed"
+            assert replayed[0].id == last_seen
+            assert replayed[0].data["replayed"] == len(missed)
+            assert [e.id for e in replayed[1:]] == missed
+            live = asyncio.create_task(
+                b.post("/v1/threads/t/runs", json={"query": "after"}, headers=ADMIN)
+            )
+            more = await feed.read(until=lambda e: e.name == "FINAL_RESPONSE")
+            after = (await live).json()["metadata"]["trace_id"]
+        ids = [e.id for e in more if e.id is not None]
+        assert len(ids) == len(set(ids))
+        assert not set(ids) & set(missed)
+        assert {e.data["trace_id"] for e in more} == {after}
+
+        unknown = {**STREAM, "Last-Event-ID": "no-such-observation"}
+        async with a.stream("GET", "/v1/threads/t/events", headers=unknown) as response:
+            start = await read_sse(response, until=lambda e: e.name == "gap")
+        assert [e.name for e in start] == ["subscribed", "gap"]
+        assert start[0].id == (await agent.observations.get_observations("t"))[-1].id
+
+
+# -- the worker directory itself ------------------------------------------------------------
+
+
+async def idle(directory: WorkerDirectory) -> None:
+    """Until the directory's background task has written everything and stopped."""
+    for _ in range(500):
+        task = directory._task
+        if task is None or task.done():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the worker's background task never stopped")
+
+
+async def test_a_running_run_of_a_silent_worker_is_reported_lost() -> None:
+    """A record not refreshed for stale_s marks its running runs `lost`; finished runs keep
+    their status."""
+    storage = InMemoryStorage()
+    reader = WorkerDirectory(storage)
+    await storage.set_agent_state(
+        "pes-agent-server:workers", AgentState(data={"workers": {"w-dead": 0.0}})
+    )
+    await storage.set_agent_state(
+        WORKER_PREFIX + "w-dead",
+        AgentState(
+            data={
+                "seen": 1.0,
+                "runs": {
+                    "tr-1": {"thread_id": "t", "user_id": None, "status": "running"},
+                    "tr-2": {"thread_id": "t", "user_id": "u", "status": "partial"},
+                },
+            }
+        ),
+    )
+    lost = await reader.find("tr-1")
+    assert lost is not None
+    assert (lost.status, lost.running) == ("lost", False)
+    done = await reader.find("tr-2")
+    assert done is not None
+    assert (done.status, done.user_id) == ("partial", "u")
+    assert await reader.request_cancel("tr-1") == lost
+    assert await reader.find("tr-3") is None
+
+
+async def test_a_worker_reads_and_writes_nothing_while_it_runs_nothing() -> None:
+    """A worker lists its running run for the others; once the run ended and the record says
+    so, its background task stops. The record is no thread and records no observation."""
+    storage = InMemoryStorage()
+    worker, other = WorkerDirectory(storage), WorkerDirectory(storage)
+    handle = RunHandle("t", "tr-9", "u", replay_limit=10)
+    handle.task = asyncio.create_task(asyncio.sleep(0))
+    worker.started(handle)
+    for _ in range(500):
+        found = await other.find("tr-9")
+        if found is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert found is not None
+    assert found.running
+    assert worker._task is not None
+    assert not worker._task.done()  # polling for cancel requests while the run executes
+    await handle.task
+    handle.finish("final", {})
+    worker.ended(handle)
+    await idle(worker)
+    found = await other.find("tr-9")
+    assert found is not None
+    assert found.status == "cancelled"  # it ended without a response
+    assert WORKER_PREFIX + worker.worker_id in await storage.list_threads()
+    assert await storage.get_observations(WORKER_PREFIX + worker.worker_id) == []
