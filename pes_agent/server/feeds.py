@@ -6,9 +6,10 @@
   live ones, and misses nothing. Tokens, thinking text and model stream events are not stored:
   they come live only, from runs executing in the serving process, and carry no id.
 - `SharedRunFeed` (`GET /v1/runs/{trace_id}/events` on a worker that does not execute the
-  run): the run's observations stored so far, then the live ones from the cross-process feed,
-  ending with an `end` event when the run's last observation arrives or its worker's record
-  says it ended. The executing worker's own stream has more (tokens, the `final` response).
+  run): the run's observations stored so far, then the live ones from the cross-process feed
+  (PostgreSQL; a store without one, SQLite, is read again each second), ending with an `end`
+  event when the run's last observation arrives or its worker's record says it ended. The
+  executing worker's own stream has more (tokens, the `final` response).
 
 Both subscribe before they read what is stored and skip what they already sent, so nothing
 recorded in between is lost or sent twice. A client too slow to take the events is
@@ -28,6 +29,7 @@ from pes_agent.observing.streams import StreamEvent
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.server.runs import event_for_observation, event_for_stream
 from pes_agent.server.workers import SharedRun, WorkerDirectory
+from pes_agent.storage.base import ObservationFeed
 
 __all__ = ["SharedRunFeed", "ThreadFeed", "ending_status", "sse"]
 
@@ -262,6 +264,8 @@ class SharedRunFeed:
                     yield self._end(status)
                     return
             self._replay = []
+            # A store without a cross-process feed (SQLite) is read again instead.
+            pushes = isinstance(agent.storage, ObservationFeed)
             status = None if run.running else run.status
             idle_s = 0.0
             while status is None and not self._subscription.overflowed:
@@ -272,41 +276,47 @@ class SharedRunFeed:
                         continue
                     self._sent.add(item.id)
                     yield _observation_event(item)
-                    ended = ending_status(item)
-                    if ended is not None:
-                        yield self._end(ended)
+                    status = ending_status(item)
+                    if status is not None:
+                        yield self._end(status)
                         return
                     continue
                 idle_s += _END_CHECK_S
                 if idle_s >= heartbeat_s:
                     idle_s = 0.0
                     yield b": ping\n\n"
+                if not pushes:
+                    for observation in await self._unsent(agent):
+                        yield _observation_event(observation)
+                        status = ending_status(observation)
+                        if status is not None:
+                            yield self._end(status)
+                            return
                 found = await self._workers.find(run.trace_id)
                 if found is None or not found.running:
                     status = found.status if found is not None else "unknown"
             if status is None:
                 return  # overflowed: the client resumes with Last-Event-ID
             # The worker says the run ended: its last observations may still be on the way.
-            async for event in self._catch_up(agent):
-                yield event
+            for delay in (*_END_GRACE_S, None):
+                fresh = await self._unsent(agent)
+                for observation in fresh:
+                    yield _observation_event(observation)
+                if delay is None or any(ending_status(o) is not None for o in fresh):
+                    break
+                await asyncio.sleep(delay)
             yield self._end(status)
         finally:
             self.close()
 
-    async def _catch_up(self, agent: AgentCore) -> AsyncIterator[bytes]:
-        for delay in (*_END_GRACE_S, None):
-            stored = await agent.observations.get_observations(
-                self.run.thread_id, trace_id=self.run.trace_id
-            )
-            ended = False
-            for observation in stored:
-                if observation.id not in self._sent:
-                    self._sent.add(observation.id)
-                    yield _observation_event(observation)
-                ended = ended or ending_status(observation) is not None
-            if ended or delay is None:
-                return
-            await asyncio.sleep(delay)
+    async def _unsent(self, agent: AgentCore) -> list[Observation]:
+        """The run's stored observations not sent yet (noted as sent)."""
+        stored = await agent.observations.get_observations(
+            self.run.thread_id, trace_id=self.run.trace_id
+        )
+        fresh = [observation for observation in stored if observation.id not in self._sent]
+        self._sent.update(observation.id for observation in fresh)
+        return fresh
 
     def _end(self, status: str) -> bytes:
         return sse(
