@@ -33,6 +33,36 @@ _SSE = {
         "AgentFinalResponse) or `error`; ids increase within a stream (Last-Event-ID resumes)",
     }
 }
+_RUN_EVENTS = {
+    "text/event-stream": {
+        "schema": {"type": "string"},
+        "description": "From the worker executing the run: as POST .../runs streams it "
+        "(Last-Event-ID: an event id, or an observation id). From any other worker sharing "
+        "the store: `run` (with the executing `worker_id`), the run's observations stored so "
+        "far then live, each with its observation id as event id (Last-Event-ID resumes after "
+        "it; any other value replays from the start), then `end` with the run's `status`; no "
+        "token events and no `final`, which stay in the executing process",
+    }
+}
+_THREAD_EVENTS = {
+    "text/event-stream": {
+        "schema": {"type": "string"},
+        "description": "`subscribed` (its id: where a reconnect resumes), then everything "
+        "recorded on the thread by any worker: observations (event named by type, id = the "
+        "observation id) and, from runs of the serving worker, `token`/`thinking`/`stream` "
+        "events without id. With Last-Event-ID naming an observation, the observations stored "
+        "after it are replayed first (tokens are not stored: not replayed); an unknown one "
+        "gives a `gap` event and no replay",
+    }
+}
+_LAST_EVENT_ID = {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}}
+_WORKER_HEADERS = {
+    "X-Trace-Id": {"description": "the run's trace id", "schema": {"type": "string"}},
+    "X-Worker-Id": {
+        "description": "the worker process (of those sharing the store) that answered",
+        "schema": {"type": "string"},
+    },
+}
 
 
 def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
@@ -62,7 +92,19 @@ def openapi_document() -> dict[str, Any]:
     )
     run_ok = _json(schema_ref_name("AgentFinalResponse"))
     run_ok["content"].update(_SSE)
+    run_ok["headers"] = _WORKER_HEADERS
     query = {"name": "cancel_on_disconnect", "in": "query", "schema": {"type": "boolean"}}
+    cancel = _op(
+        "Cancel a run, from any worker: one another worker executes is asked to stop (202); "
+        "one that already ended is a 409 `run_finished`",
+        _json(schema_ref(CancelResult), "cancelled (in this worker, or a paused run)"),
+        parameters=[_TRACE],
+    )
+    cancel["responses"]["202"] = _json(
+        schema_ref(CancelResult),
+        "the executing worker is asked to cancel it (`pending`): the run ends `cancelled` "
+        "within about a second, unless it finishes first",
+    )
     paths: dict[str, Any] = {
         "/v1/threads": {"get": _op("List the threads", _json(schema_ref(ThreadList)))},
         "/v1/threads/{thread_id}": {
@@ -136,9 +178,10 @@ def openapi_document() -> dict[str, Any]:
         },
         "/v1/threads/{thread_id}/events": {
             "get": _op(
-                "A live SSE feed of everything recorded on the thread",
-                {"description": "events", "content": _SSE},
-                parameters=[_THREAD],
+                "A live SSE feed of everything recorded on the thread, from every worker "
+                "(Last-Event-ID replays the observations missed)",
+                {"description": "events", "content": _THREAD_EVENTS},
+                parameters=[_THREAD, _LAST_EVENT_ID],
             )
         },
         "/v1/threads/{thread_id}/runs/{trace_id}/decisions": {
@@ -151,14 +194,12 @@ def openapi_document() -> dict[str, Any]:
         },
         "/v1/runs/{trace_id}/events": {
             "get": _op(
-                "Attach to a run's events (Last-Event-ID resumes)",
-                {"description": "events", "content": _SSE},
-                parameters=[_TRACE, query],
+                "Attach to a run's events, on any worker (Last-Event-ID resumes)",
+                {"description": "events", "content": _RUN_EVENTS, "headers": _WORKER_HEADERS},
+                parameters=[_TRACE, query, _LAST_EVENT_ID],
             )
         },
-        "/v1/runs/{trace_id}/cancel": {
-            "post": _op("Cancel a run", _json(schema_ref(CancelResult)), parameters=[_TRACE])
-        },
+        "/v1/runs/{trace_id}/cancel": {"post": cancel},
         "/v1/approvals": {
             "get": _op("The runs waiting for approval", _json(schema_ref(ApprovalList)))
         },

@@ -290,3 +290,18 @@ async def test_a_worker_reads_and_writes_nothing_while_it_runs_nothing() -> None
     assert found.status == "cancelled"  # it ended without a response
     assert WORKER_PREFIX + worker.worker_id in await storage.list_threads()
     assert await storage.get_observations(WORKER_PREFIX + worker.worker_id) == []
+
+
+async def test_openapi_describes_cross_worker_cancel_and_resume(agent: AgentCore) -> None:
+    """The OpenAPI document lists the 202 of a cancel handed to another worker, its fields,
+    and Last-Event-ID on both event streams."""
+    transport = httpx.ASGITransport(app=create_app(agent, tokens=TOKENS))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+        document = (await client.get("/openapi.json")).json()
+    paths = document["paths"]
+    assert {"200", "202"} <= set(paths["/v1/runs/{trace_id}/cancel"]["post"]["responses"])
+    fields = document["components"]["schemas"]["CancelResult"]["properties"]
+    assert {"pending", "worker_id"} <= set(fields)
+    for path in ("/v1/runs/{trace_id}/events", "/v1/threads/{thread_id}/events"):
+        parameters = paths[path]["get"]["parameters"]
+        assert {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}} in parameters
