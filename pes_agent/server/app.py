@@ -366,6 +366,15 @@ class _Api:
                 ):
                     raise ApiError(409, "trace_id_in_use", "that trace id belongs to another run")
                 return await self._answer(request, existing)
+            elsewhere = await self.workers.find(body.trace_id)
+            if elsewhere is not None:
+                # Started again here, it would run twice (its second turn is not saved).
+                raise ApiError(
+                    409,
+                    "trace_id_in_use",
+                    "a run with that trace id executes on another worker (or lately ended "
+                    "there): GET /v1/runs/{trace_id}/events follows it from here",
+                )
         if await self.agent.pending_runs(thread_id):
             raise ApiError(
                 409,

@@ -40,8 +40,9 @@ class RunRequest(BaseModel):
 
     query: str = Field(min_length=1, max_length=200_000)
     options: RunOptions | None = None
-    #: Give a trace id to make the request idempotent: a run this server already has with it
-    #: is attached to (with `Last-Event-ID`, resumed) instead of started again.
+    #: Give a trace id to make the request idempotent: a run this worker already has with it
+    #: is attached to (with `Last-Event-ID`, resumed) instead of started again; one another
+    #: worker has is a 409 (`GET /v1/runs/{trace_id}/events` follows it from any worker).
     trace_id: str | None = Field(default=None, pattern=_ID)
     session_id: str | None = Field(default=None, max_length=200)
     #: Only for unscoped callers; a token scoped to a user always runs as that user.

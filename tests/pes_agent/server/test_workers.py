@@ -122,7 +122,8 @@ async def test_run_events_on_another_worker_replay_then_follow_to_the_end(
 ) -> None:
     """GET /v1/runs/{trace_id}/events on worker A, for a run executing on worker B, gives the
     run's observations (ids: observation ids) and ends with `end` and the run's status; with
-    Last-Event-ID it resumes after that observation, on either worker."""
+    Last-Event-ID it resumes after that observation, on either worker. Starting the run again
+    under its trace id on A is refused."""
     _, second, url_a, url_b = two_workers
     async with (
         httpx.AsyncClient(base_url=url_a, timeout=30) as a,
@@ -134,6 +135,10 @@ async def test_run_events_on_another_worker_replay_then_follow_to_the_end(
             )
         )
         await wait_until_running_elsewhere(a, "t", "tr-f")
+        twice = {"query": "slow nap", "trace_id": "tr-f"}
+        again = await a.post("/v1/threads/t/runs", json=twice, headers=ADMIN)
+        assert again.status_code == 409  # not started a second time on worker A
+        assert "/v1/runs/{trace_id}/events" in again.json()["error"]["message"]
         async with a.stream("GET", "/v1/runs/tr-f/events", headers=STREAM) as response:
             assert response.status_code == 200
             events = await read_sse(response)
