@@ -398,13 +398,15 @@ class _Api:
         trace_id: str = request.path_params["trace_id"]
         cancel_on_disconnect = _flag(request, "cancel_on_disconnect")
         handle = self.runs.get(trace_id)
-        if handle is not None:
+        # A run that paused here may have been resumed on another worker: follow that one.
+        shared = await self._shared_run(caller, trace_id, local=handle)
+        if handle is not None and (shared is None or not shared.running):
             if caller.scoped and handle.user_id != caller.user_id:
                 raise ApiError(404, "run_not_found", "no run with that trace id")
             after = _last_event_id(request, handle)
             return self._stream(handle, after, cancel_on_disconnect, self._headers(trace_id))
         # Executed by another worker: its observations, stored and live, through the store.
-        shared = await self._shared_run(caller, trace_id)
+        assert shared is not None
         feed = await SharedRunFeed.open(self.agent, shared, self.workers, _resume_from(request))
 
         async def events() -> AsyncIterator[bytes]:
@@ -427,9 +429,17 @@ class _Api:
             },
         )
 
-    async def _shared_run(self, caller: Caller, trace_id: str) -> SharedRun:
-        """The run `trace_id` of another worker, if the caller may see it."""
+    async def _shared_run(
+        self, caller: Caller, trace_id: str, *, local: RunHandle | None = None
+    ) -> SharedRun | None:
+        """The run `trace_id` of another worker, if the caller may see it. With a `local`
+        run of that trace id still executing here there is none to look for (None); with a
+        finished one, None when no other worker has it either."""
+        if local is not None and not local.done:
+            return None
         shared = await self.workers.find(trace_id)
+        if shared is None and local is not None:
+            return None
         if shared is None or (caller.scoped and shared.user_id != caller.user_id):
             raise ApiError(
                 404,
@@ -472,12 +482,14 @@ class _Api:
                 trace_id=trace_id, thread_id=paused.thread_id, was="awaiting_approval"
             )
             return JSONResponse(result.model_dump(mode="json"))
-        if handle is not None:
+        # Executed by another worker (perhaps resumed there after pausing here): ask it,
+        # through its record in the store.
+        shared = await self._shared_run(caller, trace_id, local=handle)
+        if handle is not None and (shared is None or not shared.running):
             if caller.scoped and handle.user_id != caller.user_id:
                 raise ApiError(404, "run_not_found", "no run with that trace id")
             raise _finished(trace_id, handle.response.metadata.status if handle.response else None)
-        # Executed by another worker: ask it, through its record in the store.
-        shared = await self._shared_run(caller, trace_id)
+        assert shared is not None
         if shared.running:
             try:
                 requested = await self.workers.request_cancel(trace_id)

@@ -339,14 +339,27 @@ class WorkerDirectory:
                     found.append(shared)
         return found
 
-    async def find(self, trace_id: str) -> SharedRun | None:
-        """The run `trace_id` if another worker executes it or lately finished it."""
+    async def _locate(self, trace_id: str) -> tuple[SharedRun, AgentState] | None:
+        """The other workers' entry for `trace_id`, and the record holding it. A run resumed
+        after approval on another worker than the one it paused on has two entries: the one
+        running wins, else the one that ended last."""
         now = time.time()
+        best: tuple[SharedRun, AgentState] | None = None
+        best_key = (False, 0.0)
         for worker_id, state in await self._records():
             shared = self._shared(worker_id, state.data, trace_id, now)
-            if shared is not None:
-                return shared
-        return None
+            if shared is None:
+                continue
+            ended_at = state.data["runs"][trace_id].get("ended_at")
+            key = (shared.running, float(ended_at) if ended_at is not None else 0.0)
+            if best is None or key > best_key:
+                best, best_key = (shared, state), key
+        return best
+
+    async def find(self, trace_id: str) -> SharedRun | None:
+        """The run `trace_id` if another worker executes it or lately finished it."""
+        located = await self._locate(trace_id)
+        return located[0] if located is not None else None
 
     async def request_cancel(self, trace_id: str) -> SharedRun | None:
         """Ask the worker executing `trace_id` to cancel it.
@@ -356,26 +369,23 @@ class WorkerDirectory:
         The executing worker notices within about `poll_s`.
         """
         for _ in range(_ATTEMPTS):
-            now = time.time()
-            for worker_id, state in await self._records():
-                shared = self._shared(worker_id, state.data, trace_id, now)
-                if shared is None:
-                    continue
-                if not shared.running:
-                    return shared
-                record = dict(state.data)
-                record["cancel"] = {**(record.get("cancel") or {}), trace_id: now}
-                try:
-                    await self._storage.set_agent_state(
-                        WORKER_PREFIX + worker_id,
-                        AgentState(data=record),
-                        expected_version=state.version,
-                    )
-                except StateConflictError:
-                    break  # the worker wrote its record meanwhile: look again
-                return shared
-            else:
+            located = await self._locate(trace_id)
+            if located is None:
                 return None
+            shared, state = located
+            if not shared.running:
+                return shared
+            record = dict(state.data)
+            record["cancel"] = {**(record.get("cancel") or {}), trace_id: time.time()}
+            try:
+                await self._storage.set_agent_state(
+                    WORKER_PREFIX + shared.worker_id,
+                    AgentState(data=record),
+                    expected_version=state.version,
+                )
+            except StateConflictError:
+                continue  # the worker wrote its record meanwhile: look again
+            return shared
         raise StorageError(
             "the cancel request could not be written: the worker's record kept changing; try again",
             transient=True,

@@ -28,9 +28,20 @@ STREAM = {**ADMIN, "Accept": "text/event-stream"}
 
 
 def with_long_naps(request: LLMRequest) -> str:
-    """`scripted`, except that "long nap" plans a 60 s nap (only a cancel ends it early) and
-    "slow nap" one of 1.5 s."""
+    """`scripted`, except that "long nap" plans a 60 s nap (only a cancel ends it early),
+    "slow nap" one of 1.5 s, and "pay then nap" a payment (which waits for approval) followed
+    by a 60 s nap."""
     query = str(request.messages[-1].content)
+    if request.phase == "planning" and "pay then nap" in query:
+        return plan_json(
+            {"callId": "call_1", "toolName": "pay", "arguments": {"amount": 5}},
+            {
+                "callId": "call_2",
+                "toolName": "nap",
+                "arguments": {"s": 60},
+                "dependsOn": ["call_1"],
+            },
+        )
     for words, seconds in (("long nap", 60), ("slow nap", 1.5)):
         if request.phase == "planning" and words in query:
             return plan_json({"callId": "call_1", "toolName": "nap", "arguments": {"s": seconds}})
@@ -102,6 +113,30 @@ async def test_cancel_through_another_worker_is_accepted_then_the_run_ends_cance
         assert again.status_code == 409
         assert again.json()["error"]["type"] == "run_finished"
         assert "cancelled" in again.json()["error"]["message"]
+
+
+async def test_a_run_paused_on_one_worker_and_resumed_on_another_is_cancelled_from_the_first(
+    two_workers: tuple[Any, Any, str, str], agent: AgentCore
+) -> None:
+    """Worker B still remembers the run it paused; once worker A resumes it, a cancel sent to B
+    reaches A's run (202), which ends cancelled."""
+    first, _, url_a, url_b = two_workers
+    async with (
+        httpx.AsyncClient(base_url=url_a, timeout=30) as a,
+        httpx.AsyncClient(base_url=url_b, timeout=30) as b,
+    ):
+        paused = await b.post("/v1/threads/p/runs", json={"query": "pay then nap"}, headers=ADMIN)
+        assert paused.json()["metadata"]["status"] == "awaiting_approval"
+        trace_id = paused.json()["metadata"]["trace_id"]
+        decisions = {"decisions": {"call_1": {"approve": True}}}
+        resumed = asyncio.create_task(
+            a.post(f"/v1/threads/p/runs/{trace_id}/decisions", json=decisions, headers=ADMIN)
+        )
+        await wait_until_running_elsewhere(b, "p", trace_id)
+        asked = await b.post(f"/v1/runs/{trace_id}/cancel", headers=ADMIN)
+        assert asked.status_code == 202, asked.text
+        assert asked.json()["worker_id"] == first.state.workers.worker_id
+        assert (await resumed).json()["metadata"]["status"] == "cancelled"
 
 
 async def test_cancelling_a_run_this_worker_finished_is_409(
