@@ -51,7 +51,8 @@ environment:
 start with `pes-agent demo`: a whole run, offline, on a scripted model."""
 
 _DB_HELP = (
-    f"where threads are kept: a file path, sqlite:///PATH or postgresql://... "
+    f"where threads are kept: a file path, sqlite:///PATH or "
+    f"postgresql://USER@HOST/DB[?schema=NAME] "
     f"(default: ${DB_ENV_VAR}, else agent.db in your data directory)"
 )
 
