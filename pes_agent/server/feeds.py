@@ -176,7 +176,9 @@ class ThreadFeed:
                 "subscribed",
                 {
                     "thread_id": self.thread_id,
-                    "resumed_after": None if self._unknown else self._start_id,
+                    # The observation the feed goes on after: Last-Event-ID's, or the
+                    # thread's last when it was not given (or named none).
+                    "after": self._start_id,
                     "replayed": len(self._replay),
                 },
                 event_id=self._start_id,
