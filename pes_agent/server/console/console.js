@@ -201,8 +201,11 @@ function onFeedEvent(name, data) {
     const run = { traceId: trace, threadId: state.thread, origin: "watched" };
     state.view = createRunView($("run"), run);
   }
-  state.view.apply(name, data);
-  if (name === "FINAL_RESPONSE") {
+  const view = state.view;
+  const ended = view.ended;
+  view.apply(name, data);
+  // It ended (answered, failed, cancelled or paused for approval): list what it changed.
+  if (!ended && view.ended) {
     afterRun();
   }
 }

@@ -13,13 +13,14 @@
 //   PLAN revised/kept/...      a revision: replaced rows struck out, new rows added
 //   TOOL_CALL                  the row runs: resolved arguments, its bar starts
 //   TOOL_EXECUTION             the row is done, failed or skipped: result, duration, bar ends
-//   APPROVAL_REQUESTED         the row waits for a person
+//   APPROVAL_REQUESTED         the row waits for a person (a watched run pauses here)
 //   APPROVAL_DECIDED           the row is approved or denied
 //   token (synthesis)          the answer grows
 //   stream (restart)           a restarted model stream: its text so far is dropped
 //   LLM_STREAM_METADATA        tokens used, added up (runs watched on the thread feed)
-//   ERROR                      an error line
-//   FINAL_RESPONSE             the run's status (runs watched on the thread feed)
+//   ERROR                      an error line (a watched run ends here, but for a failed search)
+//   FINAL_RESPONSE             the answer, if none streamed here (the run executes on another
+//                              worker); the run's status (runs watched on the thread feed)
 //   final                      status and usage from the final response's metadata
 //   error                      the server could not run it
 //
@@ -126,6 +127,10 @@ class RunView {
   constructor(container, { traceId, threadId, origin, query }) {
     this.traceId = traceId;
     this.origin = origin;
+    // "stream": the run's own event stream, which ends with `final`, `error` or `end`;
+    // "feed": the thread feed, where the run ends with its last observation.
+    this.source = origin === "watched" ? "feed" : "stream";
+    this.seen = new Set(); // observation ids: one replayed again is not drawn twice
     this.stage = "starting";
     this.rows = []; // one per planned call, in plan order (revisions appended)
     this.steps = []; // call ids by step number - 1: placeholders name steps
@@ -135,6 +140,7 @@ class RunView {
     this.lastMs = null;
     this.skew = Infinity; // browser clock minus server clock, at best (see serverNow)
     this.ended = false;
+    this.endStatus = null; // the status it ended with
     this.timer = null;
     this.build(container, threadId, query);
   }
@@ -243,7 +249,13 @@ class RunView {
       this.fail(data.message || "the run failed");
     } else if (name === "gap") {
       this.note(`${data.missed} events were missed (the server keeps a run's latest only)`);
-    } else if (data && data.content && data.timestamp) {
+    } else if (name === "end") {
+      // Another worker's stream of the run: its last observation came before.
+      if (!this.ended) {
+        this.finishWatched(data.status);
+      }
+    } else if (data && data.content && data.timestamp && !this.seen.has(data.id)) {
+      this.seen.add(data.id);
       this.onObservation(name, data);
     }
   }
@@ -277,6 +289,12 @@ class RunView {
   /** An observation: what the run did, with the server's timestamp. */
   onObservation(type, observation) {
     const at = Date.parse(observation.timestamp);
+    if (this.endStatus === "awaiting_approval" && type !== "APPROVAL_REQUESTED" && at > this.lastMs) {
+      // Recorded after the pause: the run was resumed (by a decision here or elsewhere).
+      this.ended = false;
+      this.endStatus = null;
+      this.stage = "executing";
+    }
     this.firstMs = this.firstMs === null ? at : Math.min(this.firstMs, at);
     this.lastMs = this.lastMs === null ? at : Math.max(this.lastMs, at);
     this.skew = Math.min(this.skew, Date.now() - at);
@@ -310,17 +328,28 @@ class RunView {
       row.arguments = content.arguments; // resolved: what the call would run with
       this.showArguments(row);
       this.setRowStatus(row, "approval");
+      // A paused run stops here (its calls wait in the store): no FINAL_RESPONSE follows.
+      if (this.source === "feed" && content.mode === "paused" && !this.ended) {
+        this.finishWatched("awaiting_approval");
+      }
     } else if (type === "APPROVAL_DECIDED") {
       const row = this.row(content.callId, content.toolName);
       row.approval = content.decision === "approve" ? "approved" : "denied";
       this.setRowStatus(row, "planned");
     } else if (type === "ERROR") {
       this.errors.append(el("li", {}, "✗ " + (content.error || observation.title)));
+      // A failed search leaves the run going; any other error ends it, with no FINAL_RESPONSE.
+      if (this.source === "feed" && content.phase !== "retrieval") {
+        this.finishWatched(content.phase === "cancelled" ? "cancelled" : "error");
+      }
     } else if (type === "FINAL_RESPONSE") {
       this.stage = "finishing";
-      // A watched run sends no `final` event: this is where it ends.
-      if (this.origin === "watched") {
-        this.finishWatched(content);
+      // Tokens stream only from the worker executing the run: a run followed from another
+      // worker shows the answer it saved.
+      this.showSavedAnswer(content.message, content.status);
+      // The thread feed sends no `final` event: this is where the run ends.
+      if (this.source === "feed") {
+        this.finishWatched(content.status || "success");
       }
     }
     if (!this.ended) {
@@ -578,15 +607,21 @@ class RunView {
     this.status.textContent = STAGE_TEXT[this.stage] || this.stage;
   }
 
+  /** The answer of a run that streamed none here (a synthesizer that does not stream, or a
+   * run executing on another worker), from its final message. */
+  showSavedAnswer(message, status) {
+    if (this.answer || !message || status === "awaiting_approval" || status === "error") {
+      return;
+    }
+    this.answerBox.hidden = false;
+    this.answer = message.content || "";
+    this.answerText.textContent = this.answer;
+  }
+
   /** The run's final response (`final` event): status, calls, tokens and time. */
   finish(response) {
     const meta = response.metadata;
-    if (!this.answer && meta.status !== "awaiting_approval" && meta.status !== "error") {
-      // A synthesizer that does not stream still has its answer shown.
-      this.answerBox.hidden = false;
-      this.answer = response.response.content;
-      this.answerText.textContent = this.answer;
-    }
+    this.showSavedAnswer(response.response, meta.status);
     const usage = meta.usage || {};
     this.end(meta.status, [
       plural(meta.llm_calls, "LLM call"),
@@ -599,10 +634,11 @@ class RunView {
     }
   }
 
-  /** A watched run's end, from its FINAL_RESPONSE and the usage its model calls reported. */
-  finishWatched(content) {
+  /** A watched run's end (its FINAL_RESPONSE, last ERROR or pause), with the usage its
+   * model calls reported. */
+  finishWatched(status) {
     const tools = this.rows.filter((row) => row.endMs !== null).length;
-    this.end(content.status || "success", [
+    this.end(status, [
       plural(this.usage.llmCalls, "LLM call"),
       plural(tools, "tool call"),
       tokens(this.usage.total, this.usage.input, this.usage.output),
@@ -619,6 +655,7 @@ class RunView {
   /** Stop the clock, draw the bars as they ended, and show the status line. */
   end(status, parts) {
     this.ended = true;
+    this.endStatus = status;
     if (this.timer !== null) {
       clearInterval(this.timer);
       this.timer = null;

@@ -118,35 +118,66 @@ def browser_errors(message: Any) -> list[str]:
     return []
 
 
-OpenConsole = Callable[..., Awaitable[Console]]
+class Chromium:
+    """Headless Chromium: pages opened on a URL, each page's script errors and refused
+    resources (CSP) collected in `errors`."""
+
+    def __init__(self, browser: Any) -> None:
+        self.browser = browser
+        self.errors: list[str] = []
+        self._pages: list[Any] = []
+
+    async def open(self, url: str) -> Any:
+        """A new page showing `url`."""
+        page = await self.browser.new_page(viewport={"width": 1280, "height": 1000})
+        self._pages.append(page)
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.on("console", lambda message: self.errors.extend(browser_errors(message)))
+        await page.goto(url)
+        return page
+
+    async def close_pages(self) -> None:
+        """Close the pages: their open event streams end, so a server can stop at once."""
+        for page in self._pages:
+            await page.close()
+        self._pages.clear()
 
 
 @pytest.fixture
-async def open_console(tmp_path: Path) -> AsyncIterator[OpenConsole]:
-    """`await open_console(tokens=..., require_approval=...)`: a server and a page showing it."""
+async def chromium() -> AsyncIterator[Chromium]:
+    """Debian's chromium, headless; the test fails if a page logged a script error or a
+    refused resource."""
     require_chromium()
     from playwright.async_api import async_playwright
 
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=str(CHROMIUM))
-        async with AsyncExitStack() as stack:
-            errors: list[str] = []
-
-            async def open_(**server_options: Any) -> Console:
-                url, agent = await stack.enter_async_context(
-                    running_server(tmp_path / "console.db", **server_options)
-                )
-                page = await browser.new_page(viewport={"width": 1280, "height": 1000})
-                page.on("pageerror", lambda error: errors.append(str(error)))
-                page.on("console", lambda message: errors.extend(browser_errors(message)))
-                await page.goto(url + "/")
-                return Console(url, agent, page)
-
-            yield open_
-            # Before the servers stop: the pages' open event streams end with the browser.
+        opened = Chromium(browser)
+        try:
+            yield opened
+        finally:
             await browser.close()
-    # A script error or a blocked resource (CSP) shows in the browser console.
-    assert errors == []
+    assert opened.errors == []
+
+
+OpenConsole = Callable[..., Awaitable[Console]]
+
+
+@pytest.fixture
+async def open_console(tmp_path: Path, chromium: Chromium) -> AsyncIterator[OpenConsole]:
+    """`await open_console(tokens=..., require_approval=...)`: a server and a page showing it."""
+    async with AsyncExitStack() as stack:
+
+        async def open_(**server_options: Any) -> Console:
+            url, agent = await stack.enter_async_context(
+                running_server(tmp_path / "console.db", **server_options)
+            )
+            # Last in, first out: the pages close before the server stops.
+            stack.push_async_callback(chromium.close_pages)
+            page = await chromium.open(url + "/")
+            return Console(url, agent, page)
+
+        yield open_
 
 
 def screenshot_paths(tmp_path: Path, name: str) -> list[Path]:
@@ -474,20 +505,27 @@ async def test_token_prompt_when_auth_is_on(open_console: OpenConsole) -> None:
     assert await page.locator("#token-form").is_hidden()
 
 
+async def watch_thread(console: Console, client: httpx.AsyncClient, thread: str) -> Any:
+    """The console's page on `thread` (made by a first run of `client`), once it follows the
+    thread's live feed, with RECORDER noting what it shows."""
+    await client.post(f"/v1/threads/{thread}/runs", json={"query": "first"})
+    page = console.page
+    await page.reload()
+    await page.get_by_role("button", name=thread, exact=True).click()
+    await page.wait_for_selector("#runs li", timeout=WAIT_MS)
+    # Once the console is subscribed to the thread's feed, a run is seen from its start.
+    await page.wait_for_selector("#live:not([hidden])", timeout=WAIT_MS)
+    await page.evaluate(RECORDER)
+    return page
+
+
 async def test_a_run_from_another_client_is_shown_live(
     open_console: OpenConsole, slow_lookups: None
 ) -> None:
     """With a thread selected, a run another client starts on it is drawn from the live feed."""
     console = await open_console()
     async with httpx.AsyncClient(base_url=console.url, timeout=60) as client:
-        await client.post("/v1/threads/shared/runs", json={"query": "first"})
-        page = console.page
-        await page.reload()
-        await page.get_by_role("button", name="shared", exact=True).click()
-        await page.wait_for_selector("#runs li", timeout=WAIT_MS)
-        await page.evaluate(RECORDER)
-        # Once the console is subscribed to the thread's feed, a run is seen from its start.
-        await page.wait_for_selector("#live:not([hidden])", timeout=WAIT_MS)
+        page = await watch_thread(console, client, "shared")
         other = await client.post("/v1/threads/shared/runs", json={"query": DEMO_QUERY})
     assert other.json()["metadata"]["status"] == "success"
     await wait_for_status(page, "success")
@@ -499,3 +537,57 @@ async def test_a_run_from_another_client_is_shown_live(
     assert (await page.locator("#answer").text_content()).startswith(ANSWER_START)
     status = await page.locator("#run-status").text_content()
     assert "4 tool calls" in status
+
+
+async def test_a_watched_run_that_is_cancelled_ends_cancelled(
+    open_console: OpenConsole, slow_lookups: None
+) -> None:
+    """A run of another client cancelled while its lookups run ends in the console as
+    cancelled (it records no final response), and the past runs list it as ended."""
+    console = await open_console()
+    async with httpx.AsyncClient(base_url=console.url, timeout=60) as client:
+        page = await watch_thread(console, client, "shared")
+        body = {"query": DEMO_QUERY, "trace_id": "run-to-cancel"}
+        other = asyncio.create_task(client.post("/v1/threads/shared/runs", json=body))
+        running = 'tr[data-call="call_2"][data-status="running"]'
+        await page.wait_for_selector(running, timeout=WAIT_MS)
+        cancelled = await client.post("/v1/runs/run-to-cancel/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        assert (await other).json()["metadata"]["status"] == "cancelled"
+    await wait_for_status(page, "cancelled")
+    assert "cancelled" in await page.locator("#run .errors").text_content()
+    assert await page.locator('tr[data-status="running"]').count() == 0
+    # Listed again once it ended (the runs list calls a cancelled run's timeline "error").
+    listed = page.locator('#runs li[data-trace="run-to-cancel"] .badge:not(.running)')
+    await listed.wait_for(timeout=WAIT_MS)
+
+
+async def test_a_watched_run_pauses_for_approval_and_resumes_when_another_client_decides(
+    open_console: OpenConsole,
+) -> None:
+    """A run of another client that pauses for approval shows as awaiting approval, with its
+    pending call listed for a decision; approved by that client, it goes on in the same view
+    until its answer."""
+    console = await open_console()
+    async with httpx.AsyncClient(base_url=console.url, timeout=60) as client:
+        page = await watch_thread(console, client, "shared")
+        gated = {"require_approval": ["find_events"]}
+        paused = await client.post(
+            "/v1/threads/shared/runs", json={"query": DEMO_QUERY, "options": gated}
+        )
+        assert paused.json()["metadata"]["status"] == "awaiting_approval"
+        trace_id = paused.json()["metadata"]["trace_id"]
+        await wait_for_status(page, "awaiting_approval")
+        await page.locator('#approvals .pending[data-call="call_4"]').wait_for(timeout=WAIT_MS)
+        assert await page.locator('tr[data-call="call_4"]').get_attribute("data-status") == (
+            "approval"
+        )
+        decisions = {"decisions": {"call_4": {"approve": True}}}
+        done = await client.post(f"/v1/threads/shared/runs/{trace_id}/decisions", json=decisions)
+        assert done.json()["metadata"]["status"] == "success"
+    await wait_for_status(page, "success")
+    assert trace_id in await page.locator(".run-meta").text_content()
+    assert (await page.locator("#answer").text_content()).startswith(ANSWER_START)
+    assert await page.locator('tr[data-call="call_4"]').get_attribute("data-status") == "done"
+    assert await page.locator("tr[data-call]").count() == 4
+    await page.wait_for_selector("#approvals-empty:not([hidden])", timeout=WAIT_MS)
