@@ -124,6 +124,16 @@ def _last_event_id(request: Request, handle: RunHandle) -> int:
     return 0
 
 
+def _no_run() -> ApiError:
+    """The one answer for a trace id the caller may not see, whether or not a run has it."""
+    return ApiError(
+        404,
+        "run_not_found",
+        "no worker executes or lately finished a run with that trace id; a past run's "
+        "observations: GET /v1/threads/{thread_id}/observations?trace_id=...",
+    )
+
+
 def _finished(trace_id: str, status: str | None) -> ApiError:
     ended = f"with status {status}" if status else "before it could run"
     if status == "lost":
@@ -212,11 +222,15 @@ class _Api:
         return thread_id
 
     async def _exists(self, thread_id: str) -> bool:
+        """Whether anything of the thread is stored: a run that saved no turn yet (paused,
+        failed, cancelled) leaves only observations, and makes the thread someone's too."""
         state = self.agent.state
         return (
             await state.get_thread_config(thread_id) is not None
             or await state.get_agent_state(thread_id) is not None
             or bool(await self.agent.conversation.get_messages(thread_id, limit=1))
+            or bool(await self.agent.pending_runs(thread_id))
+            or bool(await self.agent.observations.get_observations(thread_id))
         )
 
     async def authorize(self, caller: Caller, thread_id: str, *, create: bool = False) -> None:
@@ -402,7 +416,7 @@ class _Api:
         shared = await self._shared_run(caller, trace_id, local=handle)
         if handle is not None and (shared is None or not shared.running):
             if caller.scoped and handle.user_id != caller.user_id:
-                raise ApiError(404, "run_not_found", "no run with that trace id")
+                raise _no_run()
             after = _last_event_id(request, handle)
             return self._stream(handle, after, cancel_on_disconnect, self._headers(trace_id))
         # Executed by another worker: its observations, stored and live, through the store.
@@ -441,12 +455,7 @@ class _Api:
         if shared is None and local is not None:
             return None
         if shared is None or (caller.scoped and shared.user_id != caller.user_id):
-            raise ApiError(
-                404,
-                "run_not_found",
-                "no worker executes or lately finished a run with that trace id; a past "
-                "run's observations: GET /v1/threads/{thread_id}/observations?trace_id=...",
-            )
+            raise _no_run()
         return shared
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
@@ -461,7 +470,7 @@ class _Api:
         handle = self.runs.get(trace_id)
         if handle is not None and not handle.done:
             if caller.scoped and handle.user_id != caller.user_id:
-                raise ApiError(404, "run_not_found", "no run with that trace id")
+                raise _no_run()
             assert handle.task is not None
             handle.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -476,7 +485,8 @@ class _Api:
         for paused in await self.agent.pending_runs():
             if paused.trace_id != trace_id:
                 continue
-            await self.authorize(caller, paused.thread_id)
+            if caller.scoped and not await self._owns(caller, paused.thread_id):
+                break  # another user's run: answered below as if there were none
             await self.agent.cancel_pending(paused.thread_id)
             result = CancelResult(
                 trace_id=trace_id, thread_id=paused.thread_id, was="awaiting_approval"
@@ -487,7 +497,7 @@ class _Api:
         shared = await self._shared_run(caller, trace_id, local=handle)
         if handle is not None and (shared is None or not shared.running):
             if caller.scoped and handle.user_id != caller.user_id:
-                raise ApiError(404, "run_not_found", "no run with that trace id")
+                raise _no_run()
             raise _finished(trace_id, handle.response.metadata.status if handle.response else None)
         assert shared is not None
         if shared.running:
@@ -496,7 +506,7 @@ class _Api:
             except StorageError as error:
                 raise ApiError(503, "busy", error.message) from None
             if requested is None:
-                raise ApiError(404, "run_not_found", "no run with that trace id")
+                raise _no_run()
             shared = requested
         if not shared.running:
             raise _finished(trace_id, shared.status)
@@ -638,8 +648,8 @@ class _Api:
             run.running and run.thread_id == thread_id for run in await self.workers.others()
         ):
             raise ApiError(409, "run_in_progress", "a run is executing on this thread")
+        # The owner record stays: the id remains its user's (see pes_agent.server.auth).
         await self.agent.state.delete_thread(thread_id)
-        await self.owners.forget(thread_id)
         return Response(status_code=204)
 
     async def put_config(self, request: Request) -> Response:

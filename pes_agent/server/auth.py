@@ -1,22 +1,26 @@
 """Bearer tokens, who they speak for, and which threads that caller may touch.
 
-Tokens are compared in constant time (`hmac.compare_digest`) against every configured token,
-so the time a check takes says nothing about how close a guess was. A token mapped to a user
-id is *scoped*: its runs carry that user id and it sees only the threads that user owns. A
-thread's owner is the user whose request first ran on it or configured it; it is kept in the
-agent's storage (as the state of a reserved thread id, `OWNER_PREFIX + thread_id`, see
-`pes_agent.threads.reserved`), so every worker process sharing the storage agrees on it.
+Tokens are compared in constant time (`hmac.compare_digest` on their SHA-256 digests) against
+every configured token, so the time a check takes says nothing about how close a guess was,
+nor about the tokens' lengths. A token mapped to a user id is *scoped*: its runs carry that
+user id and it sees only the threads that user owns. A thread's owner is the user whose
+request first ran on it or configured it while nothing of it was stored, and it stays that
+user's after the thread is deleted (another user taking the id over would be shown to any feed
+still open on it). The owner is kept in the agent's storage (as the state of a reserved thread
+id, `OWNER_PREFIX + thread_id`, see `pes_agent.threads.reserved`), so every worker process
+sharing the storage agrees on it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pes_agent.config import AgentState
-from pes_agent.errors import StateConflictError
+from pes_agent.errors import StateConflictError, UsageError
 from pes_agent.threads.reserved import RESERVED_PREFIX, is_reserved_thread
 from pes_agent.threads.state import StateManager
 
@@ -50,20 +54,39 @@ class Caller:
 
 
 class TokenTable:
-    """The accepted tokens and the user each is scoped to (None: unscoped)."""
+    """The accepted tokens and the user each is scoped to (None: unscoped).
+
+    Only SHA-256 digests of the tokens are kept, and a presented token is compared by its
+    digest, so that neither which token matched nor the tokens' lengths show in the timing.
+    """
 
     def __init__(self, tokens: Mapping[str, str | None] | Sequence[str] | None) -> None:
-        table: dict[bytes, str | None] = {}
+        if isinstance(tokens, str | bytes):
+            # A string is a sequence of one-letter tokens: each letter would be let in.
+            raise UsageError(
+                "tokens must be a list of tokens or a {token: user_id} map, not one string: "
+                "tokens=[token]"
+            )
+        pairs: list[tuple[str, str | None]]
         if tokens is None:
             env = os.environ.get(TOKEN_ENV, "")
-            if env:
-                table[env.encode()] = None
+            pairs = [(env, None)] if env.strip() else []
         elif isinstance(tokens, Mapping):
-            table = {token.encode(): user for token, user in tokens.items()}
+            pairs = list(tokens.items())
         else:
-            table = {token.encode(): None for token in tokens}
-        if any(not token for token in table):
-            raise ValueError("an API token must be a non-empty string")
+            pairs = [(token, None) for token in tokens]
+        table: dict[bytes, str | None] = {}
+        for token, user in pairs:
+            # Surrounding whitespace never reaches us: the Authorization header is stripped.
+            token = token.strip()
+            if not token:
+                raise UsageError("an API token must be a non-empty string")
+            if user is not None and not user.strip():
+                raise UsageError(
+                    "a token is scoped to a user id, which must be a non-empty string "
+                    "(None: the token sees every thread)"
+                )
+            table[_digest(token.encode())] = user
         self._table = table
 
     @property
@@ -80,13 +103,17 @@ class TokenTable:
         scheme, _, presented = authorization.partition(" ")
         if scheme.lower() != "bearer" or not presented.strip():
             return None
-        given = presented.strip().encode()
+        given = _digest(presented.strip().encode())
         found: Caller | None = None
         # Every token is compared, matched or not, so the timing does not depend on which.
         for token, user in self._table.items():
             if hmac.compare_digest(token, given):
                 found = Caller(user)
         return found
+
+
+def _digest(token: bytes) -> bytes:
+    return hashlib.sha256(token).digest()
 
 
 class OwnerStore:
@@ -118,7 +145,3 @@ class OwnerStore:
             # A record without a user id (written by hand?) belongs to nobody.
             return owner if owner is not None else ""
         return user_id
-
-    async def forget(self, thread_id: str) -> None:
-        """Drop the owner record of a deleted thread."""
-        await self._state.delete_thread(OWNER_PREFIX + thread_id)
