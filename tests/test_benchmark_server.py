@@ -16,6 +16,8 @@ PATHS = (
     "POST /runs, JSON",
     "POST /runs, SSE",
     "HTTP round trip alone (404)",
+    "httpx: POST /runs, JSON",
+    "httpx: round trip alone (404)",
 )
 
 
@@ -40,7 +42,11 @@ def test_server_benchmark_runs_every_store_and_worker_count() -> None:
         assert (cells[2], cells[3]) == ("8", "0")  # runs, errors
     for store in ("sqlite", "postgres"):
         for path in PATHS:
-            row = next(line for line in lines if line.split()[:1] == [store] and path in line)
+            row = next(
+                line
+                for line in lines
+                if line.split()[:1] == [store] and line.split(None, 1)[1].startswith(path)
+            )
             assert row.split(path)[1].split()[0] == "3"  # samples
         assert any(line.startswith(f"server overhead at p50, {store}: ") for line in lines)
     assert lines[-1] == "failed runs: 0"

@@ -43,8 +43,7 @@ from pes_agent.server.runs import (
     RunEvent,
     RunHandle,
     RunRegistry,
-    event_for_observation,
-    event_for_stream,
+    stream_event_name,
 )
 from pes_agent.server.workers import SharedRun, WorkerDirectory
 from pes_agent.threads.messages import ConversationMessage, MessageRole
@@ -91,7 +90,7 @@ def _sse(event: RunEvent) -> bytes:
     if event.event == "ping":
         return b": ping\n\n"
     head = f"id: {event.id}\n" if event.id else ""
-    return f"{head}event: {event.event}\ndata: {json.dumps(event.data)}\n\n".encode()
+    return f"{head}event: {event.event}\ndata: {event.json()}\n\n".encode()
 
 
 def _wants_stream(request: Request) -> bool:
@@ -119,7 +118,7 @@ def _last_event_id(request: Request, handle: RunHandle) -> int:
     if raw.isdigit():
         return int(raw)
     for event in handle.events:
-        if event.data.get("id") == raw:
+        if event.observation_id == raw:
             return event.id
     return 0
 
@@ -272,11 +271,12 @@ class _Api:
         async def work(handle: RunHandle) -> None:
             def on_observation(observation: Observation) -> None:
                 if observation.trace_id == handle.trace_id:
-                    handle.add(*event_for_observation(observation))
+                    # Turned into JSON only if a client reads the run's events.
+                    handle.add(observation.type.value, observation)
 
             def on_stream(event: StreamEvent) -> None:
                 if event.trace_id == handle.trace_id:
-                    handle.add(*event_for_stream(event))
+                    handle.add(stream_event_name(event), event)
 
             unsubscribe_observations = agent.observations.subscribe(
                 on_observation, thread_id=handle.thread_id
@@ -306,7 +306,7 @@ class _Api:
                 unsubscribe_observations()
                 unsubscribe_stream()
             handle.response = response
-            handle.finish("final", response.model_dump(mode="json"))
+            handle.finish("final", response)
 
         self.runs.start(handle, work)
         # Other workers learn of the run (and can cancel it) through this worker's record.
@@ -333,9 +333,8 @@ class _Api:
             status, kind, message = handle.failure
             raise ApiError(status, kind, message)
         assert handle.response is not None
-        return JSONResponse(
-            handle.response.model_dump(mode="json"),
-            headers=headers,
+        return Response(
+            handle.response.model_dump_json(), media_type="application/json", headers=headers
         )
 
     def _headers(self, trace_id: str) -> dict[str, str]:

@@ -11,26 +11,63 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from pes_agent.observing.streams import StreamEvent
 from pes_agent.observing.types import Observation
 from pes_agent.run import AgentFinalResponse
 
-__all__ = ["RunEvent", "RunHandle", "RunRegistry", "event_for_observation", "event_for_stream"]
+__all__ = [
+    "RunEvent",
+    "RunHandle",
+    "RunRegistry",
+    "event_for_observation",
+    "event_for_stream",
+    "stream_event_data",
+    "stream_event_name",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class RunEvent:
-    """One server-sent event: its `id` (increasing within a stream), `event` name and data."""
+    """One server-sent event: its `id` (increasing within a stream), `event` name and data.
+
+    An event keeps what it was made from (an observation, a model stream event, the final
+    response) and turns it into JSON only when a client reads it: most runs are answered as
+    JSON, and nobody reads their events.
+    """
 
     id: int
     event: str
-    data: dict[str, Any]
+    source: dict[str, Any] | BaseModel | StreamEvent
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The event's data as JSON-ready values."""
+        source = self.source
+        if isinstance(source, BaseModel):
+            return source.model_dump(mode="json")
+        if isinstance(source, StreamEvent):
+            return stream_event_data(source)
+        return source
+
+    @property
+    def observation_id(self) -> str | None:
+        """The id of the observation this event carries, if it carries one."""
+        return self.source.id if isinstance(self.source, Observation) else None
+
+    def json(self) -> str:
+        """The event's data as JSON text."""
+        if isinstance(self.source, BaseModel):
+            return self.source.model_dump_json()
+        return json.dumps(self.data)
 
 
 def event_for_observation(observation: Observation) -> tuple[str, dict[str, Any]]:
@@ -38,20 +75,26 @@ def event_for_observation(observation: Observation) -> tuple[str, dict[str, Any]
     return observation.type.value, observation.model_dump(mode="json")
 
 
-def event_for_stream(event: StreamEvent) -> tuple[str, dict[str, Any]]:
-    """The SSE name and data of a model stream event.
+def stream_event_name(event: StreamEvent) -> str:
+    """The SSE name of a model stream event: `token` for answer text, `thinking` for thinking
+    text, `stream` for a restart, end or error of a model stream (its `kind` says which)."""
+    return event.kind if event.kind in ("token", "thinking") else "stream"
 
-    `token` for answer text, `thinking` for thinking text, `stream` for a restart, end or
-    error of a model stream (its `kind` says which).
-    """
-    name = event.kind if event.kind in ("token", "thinking") else "stream"
-    return name, {
+
+def stream_event_data(event: StreamEvent) -> dict[str, Any]:
+    """The SSE data of a model stream event."""
+    return {
         "thread_id": event.thread_id,
         "trace_id": event.trace_id,
         "phase": event.phase,
         "kind": event.kind,
         "text": event.text,
     }
+
+
+def event_for_stream(event: StreamEvent) -> tuple[str, dict[str, Any]]:
+    """The SSE name and data of a model stream event (`stream_event_name`)."""
+    return stream_event_name(event), stream_event_data(event)
 
 
 @dataclass(eq=False)
@@ -75,7 +118,7 @@ class RunHandle:
     def __post_init__(self) -> None:
         self.events = deque(maxlen=self.replay_limit)
 
-    def add(self, event: str, data: dict[str, Any]) -> None:
+    def add(self, event: str, data: dict[str, Any] | BaseModel | StreamEvent) -> None:
         """Append an event to the buffer and wake the readers."""
         if self.done:
             return
@@ -83,7 +126,7 @@ class RunHandle:
         self.next_id += 1
         self._changed.set()
 
-    def finish(self, event: str, data: dict[str, Any]) -> None:
+    def finish(self, event: str, data: dict[str, Any] | BaseModel) -> None:
         """Append the last event (`final` or `error`); nothing is added after it."""
         self.add(event, data)
         self.done = True
