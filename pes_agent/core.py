@@ -20,7 +20,12 @@ from pes_agent.approvals.gate import (
 )
 from pes_agent.approvals.models import ApprovalContext, Approve, Decision, Deny, PausedRun
 from pes_agent.config import LLMParams, ProviderConfig, Reevaluate, StateSaving
-from pes_agent.errors import NotAwaitingApprovalError, RunError, UsageError
+from pes_agent.errors import (
+    NotAwaitingApprovalError,
+    RunError,
+    ThreadAwaitingApprovalError,
+    UsageError,
+)
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.streams import StreamSocket
 from pes_agent.observing.types import ObservationType
@@ -307,12 +312,14 @@ class AgentCore(ClosedOnExit):
             except RunError as error:
                 return await self._load_failure(props, trace_id, started, error.message)
             if waiting:
-                raise UsageError(
+                raise ThreadAwaitingApprovalError(
                     f"thread {props.thread_id!r} has a run waiting for approval (trace id "
                     f"{waiting[0].trace_id!r}); a thread runs one turn at a time: finish it "
                     f"with await agent.resume({props.thread_id!r}, {waiting[0].trace_id!r}, "
                     "{call_id: Approve() or Deny(reason)}) or drop it with "
-                    f"await agent.cancel_pending({props.thread_id!r})"
+                    f"await agent.cancel_pending({props.thread_id!r})",
+                    thread_id=props.thread_id,
+                    trace_id=waiting[0].trace_id,
                 )
             with running(props.thread_id, trace_id):
                 run.result = await self._run(props, trace_id, started, run)

@@ -4,8 +4,10 @@
 PESAgentError
 ├── UsageError                the developer's mistake; the message says the fix (also a ValueError)
 │   ├── ConfigurationError    a provider, storage or tool was configured wrongly
-│   └── NotAwaitingApprovalError  resume() found no such paused run (already resumed or
-│                                 cancelled, maybe by another process)
+│   ├── NotAwaitingApprovalError  resume() found no such paused run (already resumed or
+│   │                             cancelled, maybe by another process)
+│   └── ThreadAwaitingApprovalError  process() was asked for a new turn on a thread whose
+│                                    last run waits for approval
 └── RunError                  something failed while a run was under way; carries thread/trace ids
     ├── ProviderError         the model API failed (status code, whether it was retryable)
     │   └── ScriptExhaustedError   a ScriptedProvider ran out of responses
@@ -34,6 +36,7 @@ __all__ = [
     "ScriptExhaustedError",
     "StateConflictError",
     "StorageError",
+    "ThreadAwaitingApprovalError",
     "ToolExecutionError",
     "ToolSourceError",
     "UsageError",
@@ -55,6 +58,16 @@ class ConfigurationError(UsageError):
 class NotAwaitingApprovalError(UsageError):
     """`resume` found no run waiting for approval under that thread and trace id: it was
     resumed or cancelled already (perhaps by another process), or it never paused."""
+
+    def __init__(self, message: str, *, thread_id: str, trace_id: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.trace_id = trace_id
+
+
+class ThreadAwaitingApprovalError(UsageError):
+    """`process` was asked for a new turn on a thread whose run `trace_id` waits for approval:
+    resume that run (or cancel it) first, since a thread runs one turn at a time."""
 
     def __init__(self, message: str, *, thread_id: str, trace_id: str) -> None:
         super().__init__(message)
