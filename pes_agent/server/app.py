@@ -58,6 +58,9 @@ M = TypeVar("M", bound=BaseModel)
 #: Seconds between keep-alive comments on an idle event stream (proxies close silent ones).
 HEARTBEAT_S = 15.0
 
+#: How deep arrays and objects may nest in a request body.
+MAX_JSON_DEPTH = 64
+
 
 class ApiError(Exception):
     """An error answered as `{"error": {"type", "message"}}` with an HTTP status."""
@@ -188,8 +191,17 @@ class _Api:
         return caller
 
     async def body(self, request: Request, model: type[M]) -> M:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+        """The JSON body as a `model`; unknown fields, at any depth, are refused."""
+        if not _is_json(request.headers.get("content-type")):
+            # Also what keeps other sites' pages out: a browser sends a cross-site form or
+            # text/plain body without asking first, but never an application/json one.
+            raise ApiError(
+                415,
+                "unsupported_media_type",
+                "send the body as JSON, with 'Content-Type: application/json'",
+            )
+        declared = request.headers.get("content-length", "")
+        if _is_number(declared) and int(declared) > self.max_body_bytes:
             raise self._too_large()
         chunks: list[bytes] = []
         size = 0
@@ -198,14 +210,12 @@ class _Api:
             if size > self.max_body_bytes:
                 raise self._too_large()
             chunks.append(chunk)
-        try:
-            data = json.loads(b"".join(chunks) or b"null")
-        except ValueError:
-            raise ApiError(400, "invalid_json", "the request body is not valid JSON") from None
+        data = _parse_json(b"".join(chunks))
         if not isinstance(data, dict):
             raise ApiError(400, "invalid_body", "the request body must be a JSON object")
         try:
-            return model.model_validate(data)
+            # A misspelt field would otherwise be dropped, and the request half done.
+            return model.model_validate(data, extra="forbid")
         except ValidationError as error:
             raise ApiError(422, "validation_error", _validation_message(error)) from None
 
@@ -216,8 +226,18 @@ class _Api:
 
     def thread_id(self, request: Request) -> str:
         thread_id: str = request.path_params["thread_id"]
-        if not thread_id.strip() or len(thread_id) > 200 or is_reserved_thread(thread_id):
-            raise ApiError(400, "invalid_thread_id", "not a usable thread id")
+        if (
+            not thread_id.strip()
+            or len(thread_id) > 200
+            # Control characters would forge lines in logs and event streams.
+            or not thread_id.isprintable()
+            or is_reserved_thread(thread_id)
+        ):
+            raise ApiError(
+                400,
+                "invalid_thread_id",
+                "not a usable thread id: up to 200 printable characters, not all spaces",
+            )
         return thread_id
 
     async def _exists(self, thread_id: str) -> bool:
@@ -690,9 +710,58 @@ def _int_param(request: Request, name: str) -> int | None:
     raw = request.query_params.get(name)
     if raw is None:
         return None
-    if not raw.isdigit():
+    if not _is_number(raw):
         raise ApiError(400, "invalid_parameter", f"{name} must be a non-negative integer")
+    if len(raw.lstrip("0")) > 18:
+        return None  # more than any store holds (and beyond what int() reads, at 4300 digits)
     return int(raw)
+
+
+def _is_number(text: str) -> bool:
+    """Whether `text` is a run of ASCII digits (`str.isdigit` also takes '²' and '٣')."""
+    return text.isascii() and text.isdigit()
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether a Content-Type names JSON: application/json or application/*+json."""
+    media_type = (content_type or "").partition(";")[0].strip().lower()
+    return media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    )
+
+
+def _parse_json(raw: bytes) -> Any:
+    """A request body's JSON value; invalid JSON, NaN and Infinity (not JSON, RFC 8259) and
+    nesting over `MAX_JSON_DEPTH` levels are a 400."""
+    try:
+        data = json.loads(raw or b"null", parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        raise ApiError(400, "invalid_json", "the request body is not valid JSON") from None
+    if _depth(data) > MAX_JSON_DEPTH:
+        # Saved with a paused run, such a value could not be read back (pydantic stops at
+        # 200 levels), and no paused run of any thread could then be listed.
+        raise ApiError(
+            400, "invalid_json", f"the request body is nested over {MAX_JSON_DEPTH} levels deep"
+        )
+    return data
+
+
+def _depth(value: Any) -> int:
+    """How many arrays and objects deep `value` nests (a scalar: 0)."""
+    depth = 0
+    level = [value]
+    while containers := [item for item in level if isinstance(item, dict | list)]:
+        depth += 1
+        level = [
+            inner
+            for container in containers
+            for inner in (container.values() if isinstance(container, dict) else container)
+        ]
+    return depth
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 Handler = Callable[[Request], Any]
@@ -704,6 +773,14 @@ def _guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
             response: Response = await handler(request)
         except ApiError as error:
             return _error_response(error)
+        except Exception:
+            # The details (a store's path or its error) go to the log, not to the client.
+            _log.exception(
+                "server_request_failed", http_method=request.method, http_path=request.url.path
+            )
+            return _error_response(
+                ApiError(500, "internal_error", "the server failed; its log has details")
+            )
         return response
 
     endpoint.__name__ = getattr(handler, "__name__", "endpoint")
