@@ -2,13 +2,17 @@
 //
 // Three things live here: the bearer token (kept in sessionStorage, sent in the Authorization
 // header, never in a URL), JSON and text requests that turn the API's {"error": {...}}
-// answers into exceptions, and server-sent event streams read with fetch, because
-// EventSource can neither POST a body nor send an Authorization header.
+// answers and lost connections into exceptions, and server-sent event streams read with
+// fetch, because EventSource can neither POST a body nor send an Authorization header (nor
+// a Last-Event-ID of the console's choosing).
 
 const TOKEN_KEY = "pes-agent-console-token";
 
 /** The server answered 401: the console asks for a token. */
 export class Unauthorized extends Error {}
+
+/** The connection to the server failed or dropped (no answer, or a stream cut short). */
+export class ConnectionLost extends Error {}
 
 /** Any other error answer: `status`, the API's error `type` and its message. */
 export class ApiError extends Error {
@@ -63,35 +67,56 @@ async function check(response) {
   throw new ApiError(response.status, type, message);
 }
 
+/**
+ * `work()` (a fetch, or a read of its body), its network failure (a TypeError, as fetch
+ * reports one) turned into ConnectionLost. An abort stays an AbortError: the console stopped
+ * reading on purpose; a body that is not JSON stays a SyntaxError.
+ */
+async function network(work) {
+  try {
+    return await work();
+  } catch (error) {
+    if (!(error instanceof TypeError)) {
+      throw error;
+    }
+    throw new ConnectionLost(`the connection to the server was lost (${error.message})`);
+  }
+}
+
 /** GET `path` and parse its JSON body. */
 export async function getJson(path) {
-  const response = await check(await fetch(path, { headers: headers() }));
-  return response.json();
+  const response = await check(await network(() => fetch(path, { headers: headers() })));
+  return network(() => response.json());
 }
 
 /** GET `path` as text (the trace page). */
 export async function getText(path) {
-  const response = await check(await fetch(path, { headers: headers() }));
-  return response.text();
+  const response = await check(await network(() => fetch(path, { headers: headers() })));
+  return network(() => response.text());
 }
 
 /**
  * Read a server-sent event stream: GET `path`, or POST `body` as JSON to it, and call
- * `onEvent(name, data)` for each event (its data parsed as JSON) until the stream ends.
- * `signal` (an AbortSignal) stops reading; keep-alive comments are skipped.
+ * `onEvent(name, data, id)` for each event (its data parsed as JSON; `id` its `id:` line, or
+ * null) until the stream ends. `lastEventId` is sent as `Last-Event-ID`, to resume after it.
+ * `signal` (an AbortSignal) stops reading; keep-alive comments are skipped. A connection
+ * that fails or drops throws ConnectionLost.
  */
-export async function stream(path, { body, signal, onEvent }) {
+export async function stream(path, { body, signal, onEvent, lastEventId }) {
   const init = { headers: headers({ Accept: "text/event-stream" }), signal };
   if (body !== undefined) {
     init.method = "POST";
     init.headers.set("Content-Type", "application/json");
     init.body = JSON.stringify(body);
   }
-  const response = await check(await fetch(path, init));
+  if (lastEventId) {
+    init.headers.set("Last-Event-ID", lastEventId);
+  }
+  const response = await check(await network(() => fetch(path, init)));
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {
-    const { value, done } = await reader.read();
+    const { value, done } = await network(() => reader.read());
     if (done) {
       return;
     }
@@ -102,16 +127,17 @@ export async function stream(path, { body, signal, onEvent }) {
       const event = parseEvent(buffer.slice(0, end));
       buffer = buffer.slice(end + 2);
       if (event) {
-        onEvent(event.name, event.data);
+        onEvent(event.name, event.data, event.id);
       }
       end = buffer.indexOf("\n\n");
     }
   }
 }
 
-/** One event's `event:` name and `data:` (JSON), or null for a comment-only block. */
+/** One event's `event:` name, `id:` and `data:` (JSON), or null for a comment-only block. */
 function parseEvent(block) {
   let name = "message";
+  let id = null;
   const data = [];
   for (const line of block.split("\n")) {
     if (line.startsWith(":")) {
@@ -125,6 +151,8 @@ function parseEvent(block) {
     }
     if (field === "event") {
       name = value;
+    } else if (field === "id") {
+      id = value;
     } else if (field === "data") {
       data.push(value);
     }
@@ -132,7 +160,7 @@ function parseEvent(block) {
   if (data.length === 0) {
     return null;
   }
-  return { name, data: JSON.parse(data.join("\n")) };
+  return { name, id, data: JSON.parse(data.join("\n")) };
 }
 
 /** A path with each of `parts` URL-encoded: `path("/v1/threads", id, "runs")`. */

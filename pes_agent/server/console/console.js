@@ -2,23 +2,38 @@
 // waiting for approval, past runs and their traces, and the token prompt.
 //
 // What happens when:
-//   page load                  -> threads and approvals listed (a 401 shows the token prompt)
-//   a thread is picked         -> its messages and runs listed; its live feed followed
+//   page load                  -> threads and approvals listed (a 401 shows the token prompt);
+//                                 the thread picked before a reload of this tab picked again
+//   a thread is picked         -> its messages and runs listed; its live feed followed; a run
+//                                 still going there followed from its start
 //   Send (or Enter)            -> POST .../runs as an event stream, drawn by a RunView
 //   an event on the live feed  -> a run of another client, drawn by a RunView
 //   Approve / Deny             -> POST .../decisions as an event stream; the resumed run drawn
 //   Show trace                 -> the run's HTML trace in a sandboxed iframe
 //   a run ends                 -> messages, runs, threads and approvals listed again
+//   a connection drops         -> a run's stream is followed again from its last event (GET
+//                                 /v1/runs/{trace_id}/events), the thread feed from its last
+//                                 observation (Last-Event-ID); the live line says what failed
 
 import * as api from "./api.js";
 import { compactJson, createRunView, el, formatDuration } from "./runview.js";
 
 const $ = (id) => document.getElementById(id);
 
+// The selected thread, kept for this tab so that a reload comes back to it (session storage,
+// like the token; it is not secret).
+const THREAD_KEY = "pes-agent-console-thread";
+// Waits before following a dropped stream again, one per attempt in a row.
+const RETRY_MS = [500, 1000, 2000, 4000, 8000, 15000, 30000];
+const FOLLOWING =
+  "Following this thread live: runs other clients start here show below as they happen.";
+
+const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+
 const state = {
   thread: null, // the selected thread id (it exists on the server once a run started on it)
   view: null, // the RunView on screen
-  ownTraces: new Set(), // runs this page streams itself: the live feed skips them
+  ownTraces: new Set(), // runs this page streams itself (sent, resumed, attached): feed skips them
   feed: null, // the AbortController of the followed thread feed
   following: null, // the thread whose feed is open
   sending: false,
@@ -62,6 +77,8 @@ function onTokenSubmit(event) {
   refreshAll().then(() => {
     if (state.thread) {
       follow(state.thread);
+    } else {
+      restoreThread();
     }
   });
 }
@@ -82,7 +99,8 @@ async function loadThreads() {
   const list = $("threads");
   list.replaceChildren(
     ...threads.map((id) => {
-      const button = el("button", { type: "button", className: "thread" }, id);
+      const props = { type: "button", className: "thread", dataset: { thread: id } };
+      const button = el("button", props, id);
       if (id === state.thread) {
         button.setAttribute("aria-current", "true");
       }
@@ -96,9 +114,10 @@ async function loadThreads() {
 /** Show thread `id`: its messages and runs, and follow its live feed. */
 function selectThread(id, { fresh = false } = {}) {
   state.thread = id;
+  sessionStorage.setItem(THREAD_KEY, id);
   $("thread-title").textContent = fresh ? `New thread (${id})` : `Thread ${id}`;
   for (const button of $("threads").querySelectorAll("button")) {
-    if (button.textContent === id) {
+    if (button.dataset.thread === id) {
       button.setAttribute("aria-current", "true");
     } else {
       button.removeAttribute("aria-current");
@@ -148,7 +167,20 @@ function messageItem(role, content) {
 
 // -- the live feed of the selected thread ---------------------------------------------------------
 
-/** Follow GET /v1/threads/{id}/events: runs other clients start there are drawn live. */
+/** The live line under the thread title: following, or why not (`error`); null hides it. */
+function setLive(text, error = false) {
+  const live = $("live");
+  live.hidden = text === null;
+  live.textContent = text || "";
+  live.classList.toggle("error", error);
+  live.classList.toggle("muted", !error);
+}
+
+/**
+ * Follow GET /v1/threads/{id}/events: runs other clients start there are drawn live. A feed
+ * that drops or fails is followed again, from the last observation it sent (Last-Event-ID),
+ * so that nothing recorded meanwhile is missed; the live line says what went wrong.
+ */
 function follow(thread) {
   if (state.feed) {
     state.feed.abort();
@@ -156,57 +188,127 @@ function follow(thread) {
   const feed = new AbortController();
   state.feed = feed;
   state.following = thread;
-  $("live").hidden = true;
+  setLive(null);
+  const current = () => state.feed === feed && !feed.signal.aborted;
+  let lastId = null;
+  let failures = 0;
+  const onEvent = (name, data, id) => {
+    if (id) {
+      lastId = id; // an observation's id (or, on `subscribed`, the one the feed goes on after)
+    }
+    if (name === "subscribed") {
+      failures = 0;
+      setLive(FOLLOWING); // from now on nothing recorded on the thread is missed
+    }
+    onFeedEvent(name, data);
+  };
   const read = async () => {
+    let problem = "the server closed it";
     try {
       await api.stream(api.path("/v1/threads", thread, "events"), {
         signal: feed.signal,
-        onEvent: onFeedEvent,
+        lastEventId: lastId,
+        onEvent,
       });
     } catch (error) {
+      if (error.name === "AbortError" || !current()) {
+        return; // another thread was picked
+      }
       if (error instanceof api.Unauthorized) {
-        askForToken();
+        setLive(null);
+        askForToken(); // a token given follows the thread again
         return;
       }
-      if (error.name === "AbortError" || (error instanceof api.ApiError && error.status === 404)) {
-        // Another thread was picked, or this one is not there yet (afterRun follows it then).
-        if (state.feed === feed) {
-          state.following = null;
-        }
+      if (error instanceof api.ApiError && error.status === 404) {
+        // Not there yet: its first run creates it, and afterRun follows it then.
+        state.following = null;
+        setLive(null);
         return;
       }
+      problem = error.message;
     }
-    if (state.feed === feed) {
-      $("live").hidden = true;
+    if (!current()) {
+      return;
     }
-    // The server closed the feed (a restart?): follow again in a moment.
-    if (state.feed === feed && !feed.signal.aborted) {
-      setTimeout(() => state.feed === feed && follow(thread), 2000);
-    }
+    const delay = RETRY_MS[Math.min(failures, RETRY_MS.length - 1)];
+    failures += 1;
+    setLive(`Live updates stopped: ${problem}. Trying again in ${delay / 1000} s.`, true);
+    setTimeout(() => current() && read(), delay);
   };
   read();
 }
 
 /** An event on the thread feed: a run this page does not stream itself is drawn live. */
 function onFeedEvent(name, data) {
-  if (name === "subscribed") {
-    $("live").hidden = false; // from now on nothing recorded on the thread is missed
-    return;
-  }
   const trace = data && data.trace_id;
-  if (!trace || state.ownTraces.has(trace)) {
+  if (name === "subscribed" || !trace || state.ownTraces.has(trace)) {
     return;
   }
-  if (!state.view || state.view.traceId !== trace) {
-    const run = { traceId: trace, threadId: state.thread, origin: "watched" };
-    state.view = createRunView($("run"), run);
+  let view = state.view;
+  if (view && view.traceId === trace) {
+    if (view.ended && (name === "token" || name === "thinking" || name === "stream")) {
+      return; // text of a run already drawn to its end, arriving late on the feed
+    }
+    // A run this page streamed until it ended (paused?) goes on elsewhere: the feed has it.
+    view.source = "feed";
+  } else {
+    view = createRunView($("run"), { traceId: trace, threadId: state.thread, origin: "watched" });
+    state.view = view;
   }
-  const view = state.view;
   const ended = view.ended;
   view.apply(name, data);
   // It ended (answered, failed, cancelled or paused for approval): list what it changed.
   if (!ended && view.ended) {
     afterRun();
+  }
+}
+
+/**
+ * Draw the events of `view`'s run, from `open(onEvent)` (the request that started it, say),
+ * until the run's last event. A connection that drops before it is followed again with GET
+ * /v1/runs/{trace_id}/events from the last event drawn; the view skips what it already has.
+ */
+async function followRun(view, open) {
+  let lastId = null;
+  let progressed = false;
+  const onEvent = (name, data, id) => {
+    if (id) {
+      lastId = id;
+    }
+    progressed = true;
+    view.apply(name, data);
+  };
+  state.ownTraces.add(view.traceId);
+  try {
+    let request = () => open(onEvent);
+    for (let attempt = 0; ; attempt += 1) {
+      let lost = null;
+      progressed = false;
+      try {
+        await request();
+        if (view.ended) {
+          return;
+        }
+        lost = new api.ConnectionLost("the run's event stream ended before the run did");
+      } catch (error) {
+        if (!(error instanceof api.ConnectionLost)) {
+          throw error;
+        }
+        lost = error;
+      }
+      if (progressed) {
+        attempt = 0; // it dropped again, but after new events: keep following
+      }
+      if (attempt >= RETRY_MS.length) {
+        throw lost;
+      }
+      view.reconnecting(lost.message);
+      await sleep(RETRY_MS[attempt]);
+      const events = api.path("/v1/runs", view.traceId, "events");
+      request = () => api.stream(events, { onEvent, lastEventId: lastId });
+    }
+  } finally {
+    state.ownTraces.delete(view.traceId);
   }
 }
 
@@ -239,11 +341,17 @@ async function send(event) {
   box.focus();
 }
 
-/** POST `body` to `path` as an event stream and draw its events in `view`. */
-async function runStream(view, path, body) {
+/** POST `body` to `path` as an event stream and draw its run in `view`. */
+function runStream(view, path, body) {
+  return drawRun(view, (onEvent) => api.stream(path, { body, onEvent }));
+}
+
+/** Draw a run in `view` until it ends (see followRun), its failure shown there and in the
+ * error line, then list what it changed. */
+async function drawRun(view, open) {
   await guarded(async () => {
     try {
-      await api.stream(path, { body, onEvent: (name, data) => view.apply(name, data) });
+      await followRun(view, open);
     } catch (error) {
       if (!(error instanceof api.Unauthorized)) {
         view.fail(error.message);
@@ -390,6 +498,32 @@ async function loadRuns() {
   });
   $("runs").replaceChildren(...items);
   $("runs-empty").hidden = items.length > 0;
+  attachRunning(thread, runs);
+}
+
+/**
+ * A run still going on the thread that this page does not stream (the page was reloaded, or
+ * the thread picked, while it ran) is followed from its start with GET
+ * /v1/runs/{trace_id}/events; a view the live feed began mid-run gives way to it.
+ */
+function attachRunning(thread, runs) {
+  const run = runs.find((each) => each.status === "running");
+  if (!run || state.ownTraces.has(run.trace_id)) {
+    return;
+  }
+  const shown = state.view && state.view.traceId === run.trace_id ? state.view : null;
+  if (shown && (shown.source !== "feed" || shown.ended)) {
+    return;
+  }
+  const view = createRunView($("run"), {
+    traceId: run.trace_id,
+    threadId: thread,
+    origin: "attached",
+    query: run.query,
+  });
+  state.view = view;
+  const events = api.path("/v1/runs", run.trace_id, "events");
+  drawRun(view, (onEvent) => api.stream(events, { onEvent }));
 }
 
 /** A run's trace page in the sandboxed iframe (scripts run, but in an origin of their own). */
@@ -421,7 +555,16 @@ function start() {
   $("new-thread").addEventListener("click", newThread);
   $("chat").addEventListener("submit", send);
   $("query").addEventListener("keydown", onQueryKey);
-  refreshAll();
+  refreshAll().then(restoreThread);
+}
+
+/** Back to the thread this tab showed before a reload, if the server lists it. */
+function restoreThread() {
+  const before = sessionStorage.getItem(THREAD_KEY);
+  const listed = before && $("threads").querySelector(`[data-thread="${CSS.escape(before)}"]`);
+  if (listed && !state.thread) {
+    selectThread(before);
+  }
 }
 
 start();

@@ -116,8 +116,9 @@ function tokens(total, input, output) {
 
 /**
  * The view of one run inside `container` (emptied first). `origin` says how the console
- * follows it: "own" (sent from this page), "resumed" (approved here) or "watched" (another
- * client's run, seen on the thread's live feed).
+ * follows it: "own" (sent from this page), "resumed" (approved here), "watched" (another
+ * client's run, seen on the thread's live feed) or "attached" (a run already going when the
+ * page came to it, followed from its start).
  */
 export function createRunView(container, { traceId, threadId, origin, query }) {
   return new RunView(container, { traceId, threadId, origin, query });
@@ -153,6 +154,7 @@ class RunView {
       own: "sent from this page",
       resumed: "resumed after approval",
       watched: "started by another client",
+      attached: "followed from its start",
     }[this.origin];
     this.meta = el("p", { className: "run-meta muted" });
     this.meta.textContent = `thread ${threadId} · trace ${this.traceId} · ${who}`;
@@ -289,7 +291,8 @@ class RunView {
   /** An observation: what the run did, with the server's timestamp. */
   onObservation(type, observation) {
     const at = Date.parse(observation.timestamp);
-    if (this.endStatus === "awaiting_approval" && type !== "APPROVAL_REQUESTED" && at > this.lastMs) {
+    const later = at > this.lastMs;
+    if (this.endStatus === "awaiting_approval" && type !== "APPROVAL_REQUESTED" && later) {
       // Recorded after the pause: the run was resumed (by a decision here or elsewhere).
       this.ended = false;
       this.endStatus = null;
@@ -605,6 +608,15 @@ class RunView {
   showStage() {
     this.status.className = "run-status running";
     this.status.textContent = STAGE_TEXT[this.stage] || this.stage;
+  }
+
+  /** The connection to the run dropped (`why`): the console is following it again. The next
+   * event shows the stage again. */
+  reconnecting(why) {
+    if (!this.ended) {
+      this.status.className = "run-status running reconnecting";
+      this.status.textContent = `${why}: following the run again…`;
+    }
   }
 
   /** The answer of a run that streamed none here (a synthesizer that does not stream, or a
