@@ -677,7 +677,11 @@ class _Api:
         config = await self.body(request, ThreadConfig)
         self._check_provider(config.provider_config is not None)
         await self.authorize(caller, thread_id, create=True)
-        await self.agent.state.set_thread_config(thread_id, config)
+        try:
+            await self.agent.state.set_thread_config(thread_id, config)
+        except UsageError as error:
+            # E.g. a provider config holding an API key, which storage never saves.
+            raise ApiError(422, "invalid_config", str(error)) from None
         return JSONResponse(config.model_dump(mode="json", exclude={"provider_config"}))
 
     async def get_config(self, request: Request) -> Response:

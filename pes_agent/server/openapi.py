@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
+from pes_agent.observing.types import ObservationType
 from pes_agent.server.models import (
     SCHEMA_MODELS,
     ApprovalList,
@@ -56,6 +57,18 @@ _THREAD_EVENTS = {
     }
 }
 _LAST_EVENT_ID = {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}}
+_LIMIT = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0}}
+_TYPES = {
+    "name": "type",
+    "in": "query",
+    "description": "observation types (any case); repeat the parameter for several",
+    "schema": {
+        "type": "array",
+        "items": {"type": "string", "enum": [kind.value for kind in ObservationType]},
+    },
+    "style": "form",
+    "explode": True,
+}
 _WORKER_HEADERS = {
     "X-Trace-Id": {"description": "the run's trace id", "schema": {"type": "string"}},
     "X-Worker-Id": {
@@ -105,15 +118,16 @@ def openapi_document() -> dict[str, Any]:
         "the executing worker is asked to cancel it (`pending`): the run ends `cancelled` "
         "within about a second, unless it finishes first",
     )
+    delete = _op(
+        "Delete a thread and everything stored of it (its id stays its user's)",
+        {"description": "deleted"},
+        parameters=[_THREAD],
+    )
+    # No content: the answer is a 204, not a 200.
+    delete["responses"]["204"] = delete["responses"].pop("200")
     paths: dict[str, Any] = {
         "/v1/threads": {"get": _op("List the threads", _json(schema_ref(ThreadList)))},
-        "/v1/threads/{thread_id}": {
-            "delete": _op(
-                "Delete a thread",
-                {"description": "deleted"},
-                parameters=[_THREAD],
-            )
-        },
+        "/v1/threads/{thread_id}": {"delete": delete},
         "/v1/threads/{thread_id}/runs": {
             "post": _op(
                 "Run the agent on a thread (JSON, or SSE with Accept: text/event-stream)",
@@ -141,10 +155,7 @@ def openapi_document() -> dict[str, Any]:
             "get": _op(
                 "The thread's messages, oldest first",
                 _json(schema_ref(MessageList)),
-                parameters=[
-                    _THREAD,
-                    {"name": "limit", "in": "query", "schema": {"type": "integer"}},
-                ],
+                parameters=[_THREAD, _LIMIT],
             )
         },
         "/v1/threads/{thread_id}/observations": {
@@ -153,10 +164,10 @@ def openapi_document() -> dict[str, Any]:
                 _json(schema_ref(ObservationList)),
                 parameters=[
                     _THREAD,
-                    {"name": "type", "in": "query", "schema": {"type": "array"}},
+                    _TYPES,
                     {"name": "after", "in": "query", "schema": {"type": "string"}},
                     {"name": "trace_id", "in": "query", "schema": {"type": "string"}},
-                    {"name": "limit", "in": "query", "schema": {"type": "integer"}},
+                    _LIMIT,
                 ],
             )
         },
@@ -201,7 +212,11 @@ def openapi_document() -> dict[str, Any]:
         },
         "/v1/runs/{trace_id}/cancel": {"post": cancel},
         "/v1/approvals": {
-            "get": _op("The runs waiting for approval", _json(schema_ref(ApprovalList)))
+            "get": _op(
+                "The runs waiting for approval",
+                _json(schema_ref(ApprovalList)),
+                parameters=[{"name": "thread_id", "in": "query", "schema": {"type": "string"}}],
+            )
         },
     }
     return {

@@ -309,3 +309,28 @@ async def test_the_bearer_scheme_is_case_insensitive(client_for: ClientFactory) 
             "/v1/threads", headers={"Authorization": f"{scheme} admin-token"}
         )
         assert response.status_code == 200, scheme
+
+
+async def test_cors_answers_only_the_listed_origins(client_for: ClientFactory) -> None:
+    """With cors_origins set, another origin's preflight is not allowed, while a listed
+    origin may send the bearer header and read the trace id, without cookies."""
+    client = client_for("admin-token", cors_origins=["https://app.example"])
+    preflight = {
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type",
+    }
+    other = await client.options(
+        "/v1/threads/t1/runs", headers={**preflight, "Origin": "https://evil.example"}
+    )
+    assert "access-control-allow-origin" not in other.headers
+    listed = await client.options(
+        "/v1/threads/t1/runs", headers={**preflight, "Origin": "https://app.example"}
+    )
+    assert listed.headers["access-control-allow-origin"] == "https://app.example"
+    assert "authorization" in listed.headers["access-control-allow-headers"].lower()
+    assert "access-control-allow-credentials" not in listed.headers
+    ran = await client.post(
+        "/v1/threads/t1/runs", json={"query": "hello"}, headers={"Origin": "https://app.example"}
+    )
+    assert ran.headers["access-control-allow-origin"] == "https://app.example"
+    assert "x-trace-id" in ran.headers["access-control-expose-headers"].lower()

@@ -104,3 +104,66 @@ async def test_cancel_a_paused_run(client_for: ClientFactory, agent: AgentCore) 
     assert await agent.pending_runs("c") == []
     again = await client.post("/v1/threads/c/runs", json={"query": "hello"})
     assert again.json()["metadata"]["status"] == "success"
+
+
+async def test_deleting_a_thread_while_a_run_executes_is_409(
+    client_for: ClientFactory, agent: AgentCore
+) -> None:
+    """A thread whose run is executing is not deleted under it: 409 run_in_progress, and the
+    run saves its turn."""
+    client = client_for("admin-token")
+    running = asyncio.create_task(
+        client.post("/v1/threads/t/runs", json={"query": "nap please", "trace_id": "tr-d"})
+    )
+    await wait_for_running(client, "tr-d")
+    refused = await client.delete("/v1/threads/t")
+    assert refused.status_code == 409
+    assert refused.json()["error"]["type"] == "run_in_progress"
+    assert (await running).json()["metadata"]["status"] == "success"
+    assert len(await agent.conversation.get_messages("t")) == 2
+    assert (await client.delete("/v1/threads/t")).status_code == 204
+
+
+async def test_cancelling_a_run_that_ended_is_409_run_finished(client_for: ClientFactory) -> None:
+    """A finished run cannot be cancelled: 409 run_finished naming how it ended."""
+    client = client_for("admin-token")
+    done = await client.post("/v1/threads/t/runs", json={"query": "hello", "trace_id": "tr-e"})
+    assert done.status_code == 200
+    cancelled = await client.post("/v1/runs/tr-e/cancel")
+    assert cancelled.status_code == 409
+    assert cancelled.json()["error"]["type"] == "run_finished"
+    assert "success" in cancelled.json()["error"]["message"]
+
+
+async def test_repeating_a_run_request_with_its_trace_id_runs_it_once(
+    client_for: ClientFactory, agent: AgentCore
+) -> None:
+    """A request naming the trace id of a run this server has on that thread answers with that
+    run instead of running it again; on another thread that trace id is a 409."""
+    client = client_for("admin-token")
+    body = {"query": "hello", "trace_id": "tr-once"}
+    first = await client.post("/v1/threads/t/runs", json=body)
+    again = await client.post("/v1/threads/t/runs", json=body)
+    assert again.status_code == 200
+    assert again.json() == first.json()
+    assert len(await agent.conversation.get_messages("t")) == 2
+    elsewhere = await client.post("/v1/threads/other/runs", json=body)
+    assert elsewhere.status_code == 409
+    assert elsewhere.json()["error"]["type"] == "trace_id_in_use"
+    assert await agent.conversation.get_messages("other") == []
+
+
+async def test_deciding_unknown_call_ids_names_the_pending_ones(client_for: ClientFactory) -> None:
+    """Decisions for call ids that do not wait are a 422 naming them and the pending ones."""
+    client = client_for("admin-token")
+    paused = (await client.post("/v1/threads/p/runs", json={"query": "pay please"})).json()
+    trace_id = paused["metadata"]["trace_id"]
+    response = await client.post(
+        f"/v1/threads/p/runs/{trace_id}/decisions",
+        json={"decisions": {"call_1": {"approve": True}, "call_9": {"approve": True}}},
+    )
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["type"] == "unknown_call_ids"
+    assert "call_9" in error["message"]
+    assert "pending: call_1" in error["message"]

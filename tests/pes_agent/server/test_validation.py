@@ -423,3 +423,17 @@ async def test_a_failure_inside_the_server_is_a_json_500_without_details(
     assert "damaged" not in response.text
     assert "server_request_failed" in caplog.text
     assert "damaged" in caplog.text
+
+
+async def test_a_thread_config_holding_an_api_key_is_422_without_the_key(
+    client_for: ClientFactory, agent: AgentCore
+) -> None:
+    """Even where requests may choose the provider, a thread config with an API key is refused
+    (storage never saves secrets) as a 422 that says what to do and does not quote the key."""
+    client = client_for("admin-token", allow_provider_config=True)
+    config = {"provider_config": {"provider": "openai", "model": "m", "api_key": "sk-SECRET-KEY"}}
+    response = await client.put("/v1/threads/t1/config", json=config)
+    assert error_of(response) == (422, "invalid_config")
+    assert "api_key" in response.json()["error"]["message"]
+    assert "SECRET" not in response.text
+    assert await agent.state.get_thread_config("t1") is None
