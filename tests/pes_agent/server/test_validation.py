@@ -437,3 +437,32 @@ async def test_a_thread_config_holding_an_api_key_is_422_without_the_key(
     assert "api_key" in response.json()["error"]["message"]
     assert "SECRET" not in response.text
     assert await agent.state.get_thread_config("t1") is None
+
+
+@pytest.mark.parametrize(
+    "provider_config",
+    [
+        {"provider": "openai", "model": "m", "api_key": "sk-SECRET\nKEY"},
+        {"provider": "openai", "model": "m", "api_key": "sk-SECRET-KEY", "timeout_s": "soon"},
+        {"provider": "openai", "model": "", "api_key": "sk-SECRET-KEY"},
+    ],
+    ids=["control-character", "bad-timeout", "blank-model"],
+)
+async def test_an_invalid_provider_config_is_422_without_its_api_key(
+    client_for: ClientFactory, agent: AgentCore, provider_config: dict[str, Any]
+) -> None:
+    """Where requests may choose the provider, a provider config that does not validate is a
+    422 naming the field, and neither the run request's nor the config's error quotes the key."""
+    client = client_for("admin-token", allow_provider_config=True)
+    ran = await client.post(
+        "/v1/threads/t1/runs",
+        json={"query": "hello", "options": {"provider_config": provider_config}},
+    )
+    configured = await client.put(
+        "/v1/threads/t1/config", json={"provider_config": provider_config}
+    )
+    for response in [ran, configured]:
+        assert error_of(response) == (422, "validation_error")
+        assert "provider_config" in response.json()["error"]["message"]
+        assert "SECRET" not in response.text
+    await nothing_saved(agent)
