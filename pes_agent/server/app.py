@@ -19,7 +19,12 @@ from starlette.routing import Route
 
 from pes_agent.config import ThreadConfig
 from pes_agent.core import AgentCore
-from pes_agent.errors import NotAwaitingApprovalError, StorageError, UsageError
+from pes_agent.errors import (
+    NotAwaitingApprovalError,
+    StorageError,
+    ThreadAwaitingApprovalError,
+    UsageError,
+)
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.streams import StreamEvent
 from pes_agent.observing.types import Observation
@@ -118,7 +123,7 @@ def _last_event_id(request: Request, handle: RunHandle) -> int:
     raw = _resume_from(request)
     if raw is None:
         return 0
-    if raw.isdigit():
+    if _is_number(raw) and len(raw) <= 18:
         return int(raw)
     for event in handle.events:
         if event.observation_id == raw:
@@ -133,6 +138,16 @@ def _no_run() -> ApiError:
         "run_not_found",
         "no worker executes or lately finished a run with that trace id; a past run's "
         "observations: GET /v1/threads/{thread_id}/observations?trace_id=...",
+    )
+
+
+def _awaiting_approval(thread_id: str, trace_id: str) -> ApiError:
+    return ApiError(
+        409,
+        "awaiting_approval",
+        f"this thread has a run waiting for approval (trace id {trace_id}): decide its "
+        f"pending calls (POST /v1/threads/{thread_id}/runs/{trace_id}/decisions) or cancel it "
+        f"(POST /v1/runs/{trace_id}/cancel); GET /v1/approvals lists it",
     )
 
 
@@ -313,6 +328,10 @@ class _Api:
             except NotAwaitingApprovalError as error:
                 handle.fail(404, "run_not_waiting", str(error))
                 return
+            except ThreadAwaitingApprovalError as error:
+                refused = _awaiting_approval(error.thread_id, error.trace_id)
+                handle.fail(refused.status, refused.type, refused.message)
+                return
             except UsageError as error:
                 handle.fail(409, "conflict", str(error))
                 return
@@ -335,8 +354,9 @@ class _Api:
         handle.task.add_done_callback(lambda _: self.workers.ended(handle))
         return handle
 
-    async def _answer(self, request: Request, handle: RunHandle) -> Response:
-        cancel_on_disconnect = _flag(request, "cancel_on_disconnect")
+    async def _answer(
+        self, request: Request, handle: RunHandle, cancel_on_disconnect: bool
+    ) -> Response:
         headers = self._headers(handle.trace_id)
         if _wants_stream(request):
             after = _last_event_id(request, handle)
@@ -386,6 +406,8 @@ class _Api:
     async def create_run(self, request: Request) -> Response:
         caller = self.caller(request)
         thread_id = self.thread_id(request)
+        # Every parameter is checked before the run starts: a refused request runs nothing.
+        cancel_on_disconnect = _flag(request, "cancel_on_disconnect")
         body = await self.body(request, RunRequest)
         if caller.scoped and body.user_id not in (None, caller.user_id):
             raise ApiError(403, "user_id_forbidden", "this token runs as its own user only")
@@ -398,7 +420,7 @@ class _Api:
                     caller.scoped and existing.user_id != caller.user_id
                 ):
                     raise ApiError(409, "trace_id_in_use", "that trace id belongs to another run")
-                return await self._answer(request, existing)
+                return await self._answer(request, existing, cancel_on_disconnect)
             elsewhere = await self.workers.find(body.trace_id)
             if elsewhere is not None:
                 # Started again here, it would run twice (its second turn is not saved).
@@ -408,14 +430,13 @@ class _Api:
                     "a run with that trace id executes on another worker (or lately ended "
                     "there): GET /v1/runs/{trace_id}/events follows it from here",
                 )
-        if await self.agent.pending_runs(thread_id):
-            raise ApiError(
-                409,
-                "awaiting_approval",
-                "this thread has a run waiting for approval: decide its pending calls "
-                "(POST .../runs/{trace_id}/decisions) or cancel it (POST /v1/runs/{trace_id}/"
-                "cancel); GET /v1/approvals lists it",
-            )
+        # The run itself refuses a thread with a run waiting for approval (`work` answers
+        # 409). A stream is looked at first, so that its client gets the 409 as a status, not
+        # as an event; a JSON request is spared the extra read.
+        if _wants_stream(request):
+            waiting = await self.agent.pending_runs(thread_id)
+            if waiting:
+                raise _awaiting_approval(thread_id, waiting[0].trace_id)
         props = AgentProps(
             body.query,
             thread_id,
@@ -424,7 +445,7 @@ class _Api:
             trace_id=body.trace_id or uuid.uuid4().hex,
             options=body.options,
         )
-        return await self._answer(request, self._start(props))
+        return await self._answer(request, self._start(props), cancel_on_disconnect)
 
     async def run_events(self, request: Request) -> Response:
         caller = self.caller(request)
@@ -555,6 +576,7 @@ class _Api:
         caller = self.caller(request)
         thread_id = self.thread_id(request)
         trace_id: str = request.path_params["trace_id"]
+        cancel_on_disconnect = _flag(request, "cancel_on_disconnect")
         body = await self.body(request, DecisionsRequest)
         await self.authorize(caller, thread_id)
         paused = next(
@@ -574,7 +596,9 @@ class _Api:
             )
         decisions = {call_id: d.decision() for call_id, d in body.decisions.items()}
         props = paused.props.model_copy(update={"trace_id": trace_id})
-        return await self._answer(request, self._start(props, resume=decisions))
+        return await self._answer(
+            request, self._start(props, resume=decisions), cancel_on_disconnect
+        )
 
     # -- threads --------------------------------------------------------------------------
 

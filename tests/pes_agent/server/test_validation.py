@@ -344,11 +344,6 @@ async def test_a_flag_that_is_not_true_or_false_is_400(
     assert error_of(response) == (400, "invalid_parameter")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="create_run/_answer (pes_agent/server/app.py, owned by the run-plumbing work) read "
-    "cancel_on_disconnect after _start: the run executes although the client got a 400",
-)
 async def test_a_refused_run_request_runs_nothing(
     client_for: ClientFactory, agent: AgentCore
 ) -> None:
@@ -363,11 +358,6 @@ async def test_a_refused_run_request_runs_nothing(
     assert await agent.conversation.get_messages("t1") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_last_event_id (pes_agent/server/app.py, owned by the run-plumbing work) calls "
-    "int() on any str.isdigit() value: Unicode digits and over 4300 digits raise ValueError",
-)
 @pytest.mark.parametrize("last_event_id", ["\u00b2", "9" * 5000])
 async def test_a_last_event_id_that_is_no_event_number_is_not_a_crash(
     client_for: ClientFactory, last_event_id: str
