@@ -3,14 +3,26 @@
 uvicorn starts each worker process from an import string, so the command puts its options
 in the `PES_AGENT_SERVE` environment variable (JSON) and every worker builds its agent from
 there in `app_from_env`, uvicorn's factory.
+
+- Before any worker starts, the command builds the agent once and reads the store, so a bad
+  provider, tool or an unreachable database stops it with one line (exit code 2).
+- Each worker logs pes-agent's warnings and errors (everything with `PES_AGENT_DEBUG=1`) to
+  stderr beside uvicorn's lines: an API error saying "the server log has details" means it.
+- The signals that stop uvicorn also end the open event streams (`end_feeds`): uvicorn waits
+  for every response to end before it stops, and a thread feed never ends by itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import signal
+import threading
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import asdict, dataclass
+from types import FrameType
 from typing import Any
 
 from pes_agent.cli.demo import demo_model, demo_tools
@@ -18,11 +30,21 @@ from pes_agent.cli.errors import CLIError, ExitCode
 from pes_agent.cli.paths import resolve_store
 from pes_agent.cli.runner import build_agent
 from pes_agent.core import AgentCore
+from pes_agent.errors import PESAgentError
 
 __all__ = ["SERVE_ENV_VAR", "ServeOptions", "app_from_env", "serve_command"]
 
 #: Where `pes-agent serve` hands its options to the worker processes.
 SERVE_ENV_VAR = "PES_AGENT_SERVE"
+# The same switch as the rest of the command line's (`pes_agent.cli.main`).
+_DEBUG_ENV_VAR = "PES_AGENT_DEBUG"
+# What uvicorn stops on (SIGTERM is what its supervisor sends each worker).
+_EXIT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_Scope = MutableMapping[str, Any]
+_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+_Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+_ASGIApp = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +62,7 @@ class ServeOptions:
 
 def app_from_env() -> Any:
     """uvicorn's factory (`factory=True`): the app for the options in `PES_AGENT_SERVE`."""
+    from pes_agent.observing.logs import configure_logging
     from pes_agent.server import create_app
 
     raw = os.environ.get(SERVE_ENV_VAR)
@@ -53,7 +76,48 @@ def app_from_env() -> Any:
             "cors_origins": tuple(data.get("cors_origins", ())),
         }
     )
-    return create_app(_agent(options), cors_origins=options.cors_origins, close_agent=True)
+    # A worker process started by uvicorn has no logging set up, and the command's own setup
+    # (quiet: it reports failures itself) would hide the errors a server must show.
+    debug = os.environ.get(_DEBUG_ENV_VAR, "") not in ("", "0")
+    configure_logging(logging.DEBUG if debug else logging.WARNING)
+    app = create_app(_agent(options), cors_origins=options.cors_origins, close_agent=True)
+    return _EndFeedsOnExit(app)
+
+
+class _EndFeedsOnExit:
+    """The app, with uvicorn's exit signals chained to `end_feeds` once it has started."""
+
+    def __init__(self, app: _ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+        if scope["type"] == "lifespan":
+            # uvicorn has installed its signal handlers by now (and restores the ones before
+            # it when it stops, taking these along).
+            _end_feeds_on(_EXIT_SIGNALS, asyncio.get_running_loop())
+        await self.app(scope, receive, send)
+
+
+def _end_feeds_on(signals: tuple[signal.Signals, ...], loop: asyncio.AbstractEventLoop) -> None:
+    """Make each of `signals` end the open event streams, then do what it did before."""
+    from pes_agent.server.feeds import end_feeds
+
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the main thread may set signal handlers (uvicorn sets none then either)
+    for number in signals:
+        previous = signal.getsignal(number)
+        if not callable(previous):
+            continue  # ignored or the default action: nothing of uvicorn's to chain to
+
+        def handler(
+            signum: int,
+            frame: FrameType | None,
+            previous: Callable[[int, FrameType | None], Any] = previous,
+        ) -> None:
+            loop.call_soon_threadsafe(end_feeds)
+            previous(signum, frame)
+
+        signal.signal(number, handler)
 
 
 def _agent(options: ServeOptions) -> AgentCore:
@@ -70,7 +134,16 @@ def _agent(options: ServeOptions) -> AgentCore:
 
 
 async def _check(options: ServeOptions) -> None:
-    await _agent(options).aclose()
+    """Build the agent and read its store (a database is only connected to when used)."""
+    from pes_agent.server.workers import DIRECTORY
+
+    agent = _agent(options)
+    try:
+        await agent.storage.get_agent_state(DIRECTORY)
+    except PESAgentError as error:
+        raise CLIError(str(error)) from None
+    finally:
+        await agent.aclose()
 
 
 def serve_command(options: ServeOptions, *, host: str, port: int, workers: int) -> ExitCode:

@@ -14,12 +14,19 @@
 Both subscribe before they read what is stored and skip what they already sent, so nothing
 recorded in between is lost or sent twice. A client too slow to take the events is
 disconnected rather than silently losing observations: it resumes with `Last-Event-ID`.
+
+Neither ends by itself while the thread or run goes on, and an ASGI server stopping waits for
+every response to end: a process shutting down calls `end_feeds()` so that its streams end
+(their clients reconnect to another worker with `Last-Event-ID`) instead of holding it up.
+`pes-agent serve` does so on the signals that stop uvicorn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -31,7 +38,7 @@ from pes_agent.server.runs import event_for_observation, event_for_stream
 from pes_agent.server.workers import SharedRun, WorkerDirectory
 from pes_agent.storage.base import ObservationFeed
 
-__all__ = ["SharedRunFeed", "ThreadFeed", "ending_status", "sse"]
+__all__ = ["SharedRunFeed", "ThreadFeed", "end_feeds", "ending_status", "sse"]
 
 _QUEUE_SIZE = 10_000
 # A Last-Event-ID not found among the stored observations may name one another worker has
@@ -41,6 +48,8 @@ _CURSOR_RETRIES_S = (0.05, 0.1, 0.2, 0.4)
 # how long it then waits for the run's last observations to be readable.
 _END_CHECK_S = 1.0
 _END_GRACE_S = (0.1, 0.2, 0.4)
+# The last words of a stream ended by `end_feeds` (a comment: no client takes it for an event).
+_SHUTTING_DOWN = b": the server is shutting down: reconnect with Last-Event-ID\n\n"
 
 
 def sse(name: str, data: dict[str, Any], event_id: str | None = None) -> bytes:
@@ -82,9 +91,26 @@ class _Subscription:
     """Observations (and optionally stream events) of one thread, queued for one client."""
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[Observation | StreamEvent] = asyncio.Queue(maxsize=_QUEUE_SIZE)
+        # None in the queue wakes a reader waiting when the feed is `end`ed.
+        self.queue: asyncio.Queue[Observation | StreamEvent | None] = asyncio.Queue(
+            maxsize=_QUEUE_SIZE
+        )
         self.overflowed = False
+        self.ended = False
         self._unsubscribe: list[Callable[[], None]] = []
+        _open.add(self)
+
+    @property
+    def live(self) -> bool:
+        """Whether the stream goes on: neither overflowed (the client resumes from the store)
+        nor ended by `end_feeds`."""
+        return not (self.overflowed or self.ended)
+
+    def end(self) -> None:
+        """Make the stream end (the server shuts down)."""
+        self.ended = True
+        with contextlib.suppress(asyncio.QueueFull):  # a full queue has no reader waiting
+            self.queue.put_nowait(None)
 
     def put(self, item: Observation | StreamEvent) -> None:
         try:
@@ -106,7 +132,9 @@ class _Subscription:
             self._unsubscribe.append(agent.stream.subscribe(self.put, thread_id=thread_id))
 
     async def next(self, timeout_s: float) -> Observation | StreamEvent | None:
-        """The next item, or None after `timeout_s` without one."""
+        """The next item, or None after `timeout_s` without one or once the feed `ended`."""
+        if self.ended:
+            return None
         try:
             return await asyncio.wait_for(self.queue.get(), timeout_s)
         except TimeoutError:
@@ -116,6 +144,23 @@ class _Subscription:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe.clear()
+        _open.discard(self)
+
+
+# The subscriptions of the feeds open in this process (weak: a feed never closed is no leak).
+_open: weakref.WeakSet[_Subscription] = weakref.WeakSet()
+
+
+def end_feeds() -> int:
+    """End every thread feed and followed run streaming in this process; returns how many.
+
+    For a server shutting down: each stream ends at once, and its client reconnects (to
+    another worker) with `Last-Event-ID`. Call it on the event loop serving them.
+    """
+    ending = list(_open)
+    for subscription in ending:
+        subscription.end()
+    return len(ending)
 
 
 async def _stored_after(
@@ -195,9 +240,11 @@ class ThreadFeed:
             for observation in self._replay:
                 yield _observation_event(observation)
             self._replay = []
-            while not self._subscription.overflowed:
+            while self._subscription.live:
                 item = await self._subscription.next(heartbeat_s)
-                if item is None:
+                if self._subscription.ended:
+                    yield _SHUTTING_DOWN
+                elif item is None:
                     yield b": ping\n\n"
                 elif isinstance(item, StreamEvent):
                     yield sse(*event_for_stream(item))
@@ -270,8 +317,11 @@ class SharedRunFeed:
             pushes = isinstance(agent.storage, ObservationFeed)
             status = None if run.running else run.status
             idle_s = 0.0
-            while status is None and not self._subscription.overflowed:
+            while status is None and self._subscription.live:
                 item = await self._subscription.next(_END_CHECK_S)
+                if self._subscription.ended:
+                    yield _SHUTTING_DOWN
+                    return
                 if isinstance(item, Observation):
                     idle_s = 0.0
                     if item.id in self._sent:

@@ -42,6 +42,11 @@ THREADS = 6
 CLIENTS_PER_THREAD = 2
 TURNS_PER_CLIENT = 5
 STREAM = {"Accept": "text/event-stream"}
+# A worker asked to stop (SIGINT) with nothing running must be gone by then.
+STOP_WITHIN_S = 15
+# The longest a test waits for events that should come (keep-alive pings would otherwise keep
+# a stream that never delivers them open forever).
+EVENTS_WITHIN_S = 60
 
 
 def _text(message: dict[str, Any]) -> str:
@@ -112,17 +117,29 @@ async def serve(
                     pytest.fail(f"a worker never started:\n{worker.log.read_text()}")
         yield workers
     finally:
-        for worker in workers:
-            worker.process.send_signal(signal.SIGINT)
-        for worker in workers:
-            try:
-                await asyncio.wait_for(worker.process.wait(), 30)
-            except TimeoutError:
-                worker.process.kill()
-                await worker.process.wait()
+        stuck = await stop(workers)
     for worker in workers:
         output = worker.log.read_text()
         assert "Traceback" not in output, output
+    assert not stuck, f"workers still running {STOP_WITHIN_S} s after SIGINT:\n" + "\n".join(
+        worker.log.read_text() for worker in stuck
+    )
+
+
+async def stop(workers: list[Worker]) -> list[Worker]:
+    """SIGINT every worker; those not gone within STOP_WITHIN_S are killed and returned."""
+    for worker in workers:
+        if worker.process.returncode is None:
+            worker.process.send_signal(signal.SIGINT)
+    stuck = []
+    for worker in workers:
+        try:
+            await asyncio.wait_for(worker.process.wait(), STOP_WITHIN_S)
+        except TimeoutError:
+            stuck.append(worker)
+            worker.process.kill()
+            await worker.process.wait()
+    return stuck
 
 
 @dataclass(frozen=True)
@@ -141,19 +158,26 @@ class Ran:
 async def follow_thread(
     url: str, thread: str, runs: int, subscribed: asyncio.Event
 ) -> list[SSEEvent]:
-    """The events of a thread's feed, until `runs` runs sent their FINAL_RESPONSE."""
-    async with (
-        httpx.AsyncClient(base_url=url, timeout=120) as client,
-        client.stream("GET", f"/v1/threads/{thread}/events", headers=STREAM) as response,
-    ):
-        feed = SSEStream(response)
-        events = await feed.read(until=lambda event: event.name == "subscribed")
-        subscribed.set()
-        finals = 0
-        while finals < runs:
-            events += await feed.read(until=lambda event: event.name == "FINAL_RESPONSE")
-            finals += 1
-        return events
+    """The events of a thread's feed, until `runs` runs sent their FINAL_RESPONSE (a failure
+    naming what came, if they do not all come within EVENTS_WITHIN_S)."""
+    events: list[SSEEvent] = []
+    try:
+        async with (
+            asyncio.timeout(EVENTS_WITHIN_S),
+            httpx.AsyncClient(base_url=url, timeout=120) as client,
+            client.stream("GET", f"/v1/threads/{thread}/events", headers=STREAM) as response,
+        ):
+            feed = SSEStream(response)
+            events += await feed.read(until=lambda event: event.name == "subscribed")
+            subscribed.set()
+            finals = 0
+            while finals < runs:
+                events += await feed.read(until=lambda event: event.name == "FINAL_RESPONSE")
+                finals += 1
+            return events
+    except TimeoutError:
+        ended = [e.data["trace_id"] for e in events if e.name == "FINAL_RESPONSE"]
+        pytest.fail(f"the feed of {thread} on {url} showed {len(ended)} of {runs} runs ending")
 
 
 @pytest.mark.postgres
@@ -177,8 +201,8 @@ async def test_sixty_runs_on_three_workers_keep_every_turn_and_cross_workers(
             asyncio.create_task(follow_thread(workers[0].url, f"t{n}", 10, ready[n]))
             for n in range(2)
         ]
-        for event in ready:
-            await asyncio.wait_for(event.wait(), 60)
+        for subscribed in ready:
+            await asyncio.wait_for(subscribed.wait(), 60)
 
         async def client(thread: int, number: int) -> list[Ran]:
             done = []
@@ -234,6 +258,12 @@ async def test_sixty_runs_on_three_workers_keep_every_turn_and_cross_workers(
 
         for thread, events in enumerate(followed):
             name = f"t{thread}"
+            # Every observation of the thread came once, in the order it was stored: nothing
+            # lost or repeated, whichever worker recorded it (the feed began on an empty thread).
+            stored = await clients[1].get(f"/v1/threads/{name}/observations")
+            assert [e.id for e in events if e.id is not None] == [
+                o["id"] for o in stored.json()["observations"]
+            ]
             on = {r.trace_id: r.worker for r in ran if r.thread == name}
             finals = {e.data["trace_id"] for e in events if e.name == "FINAL_RESPONSE"}
             plans = {e.data["trace_id"] for e in events if e.name == "PLAN"}
@@ -253,7 +283,10 @@ async def test_sixty_runs_on_three_workers_keep_every_turn_and_cross_workers(
         missed = [o["id"] for o in stored.json()["observations"]]
         assert missed
         resume = {**STREAM, "Last-Event-ID": str(middle.id)}
-        async with clients[1].stream("GET", "/v1/threads/t0/events", headers=resume) as response:
+        async with (
+            asyncio.timeout(EVENTS_WITHIN_S),
+            clients[1].stream("GET", "/v1/threads/t0/events", headers=resume) as response,
+        ):
             replayed = await SSEStream(response).read(until=lambda e: e.id == missed[-1])
         assert replayed[0].name == "subscribed"
         assert [e.id for e in replayed[1:]] == missed
