@@ -332,12 +332,21 @@ async function send(event) {
   state.ownTraces.add(traceId);
   $("chat-error").textContent = "";
   box.value = "";
-  $("messages").append(messageItem("USER", query));
+  const shown = messageItem("USER", query);
+  $("messages").append(shown);
   setSending(true);
   const view = createRunView($("run"), { traceId, threadId: thread, origin: "own", query });
   state.view = view;
   await runStream(view, api.path("/v1/threads", thread, "runs"), { query, trace_id: traceId });
   setSending(false);
+  if (!view.started) {
+    // The server took no run (it refused, asked for a token, or could not be reached): the
+    // message was not sent, and is back in the box to send again.
+    shown.remove();
+    if (!box.value) {
+      box.value = query;
+    }
+  }
   box.focus();
 }
 
@@ -353,9 +362,8 @@ async function drawRun(view, open) {
     try {
       await followRun(view, open);
     } catch (error) {
-      if (!(error instanceof api.Unauthorized)) {
-        view.fail(error.message);
-      }
+      const why = error instanceof api.Unauthorized ? "the server asks for an API token" : "";
+      view.fail(why || error.message);
       throw error;
     }
   });
@@ -464,9 +472,10 @@ async function decide(run, decisions) {
   });
   view.restore(run);
   state.view = view;
+  // The buttons just pressed are disabled, then gone: focus goes where the run goes on.
+  $("run-status").focus();
   const path = api.path("/v1/threads", run.thread_id, "runs", run.trace_id, "decisions");
   await runStream(view, path, { decisions });
-  $("run-status").focus();
 }
 
 // -- past runs and their traces -------------------------------------------------------------
@@ -484,7 +493,8 @@ async function loadRuns() {
   const items = runs.reverse().map((run) => {
     const when = new Date(run.started_at).toLocaleString();
     const button = el("button", { type: "button" }, "Show trace");
-    button.setAttribute("aria-label", `Show the trace of the run of ${when}`);
+    // The name starts with the text shown (speech input) and tells the runs apart.
+    button.setAttribute("aria-label", `Show trace of run ${run.trace_id.slice(0, 8)}, ${when}`);
     button.addEventListener("click", () => showTrace(thread, run.trace_id));
     return el(
       "li",

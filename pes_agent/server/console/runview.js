@@ -132,6 +132,7 @@ class RunView {
     // "feed": the thread feed, where the run ends with its last observation.
     this.source = origin === "watched" ? "feed" : "stream";
     this.seen = new Set(); // observation ids: one replayed again is not drawn twice
+    this.events = 0;
     this.stage = "starting";
     this.rows = []; // one per planned call, in plan order (revisions appended)
     this.steps = []; // call ids by step number - 1: placeholders name steps
@@ -241,8 +242,14 @@ class RunView {
 
   // -- events -------------------------------------------------------------------------
 
+  /** Whether any event of the run came (a request the server refused brings none). */
+  get started() {
+    return this.events > 0;
+  }
+
   /** Update the view for one event of the run (see the table at the top of this file). */
   apply(name, data) {
+    this.events += 1;
     if (name === "token" || name === "thinking" || name === "stream") {
       this.onStream(name, data);
     } else if (name === "final") {

@@ -9,6 +9,7 @@ with `PES_AGENT_SCREENSHOTS=docs/screenshots` they are also written there (the c
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -21,10 +22,12 @@ import httpx2 as httpx
 import pytest
 import uvicorn
 
-from pes_agent import AgentCore, create_agent
+from pes_agent import AgentCore, create_agent, tool
 from pes_agent.cli import demo
 from pes_agent.cli.demo import DEMO_QUERY, demo_model, demo_tools
+from pes_agent.providers.base import LLMRequest
 from pes_agent.server import create_app
+from pes_agent.testing import ScriptedProvider
 
 pytestmark = pytest.mark.slow
 
@@ -75,12 +78,18 @@ class Console:
 
 @asynccontextmanager
 async def running_server(
-    db: Path, *, tokens: Sequence[str] = (), require_approval: list[str] | None = None
+    db: Path,
+    *,
+    tokens: Sequence[str] = (),
+    require_approval: list[str] | None = None,
+    provider: Any = None,
+    tools: Sequence[Any] | None = None,
 ) -> AsyncIterator[tuple[str, AgentCore]]:
-    """uvicorn on a free local port serving the demo agent on the SQLite file `db`."""
+    """uvicorn on a free local port serving an agent on the SQLite file `db`: the demo agent,
+    unless given another `provider` and `tools`."""
     agent = create_agent(
-        provider=demo_model(),
-        tools=demo_tools(),
+        provider=provider or demo_model(),
+        tools=list(demo_tools() if tools is None else tools),
         storage=f"sqlite:///{db}",
         require_approval=require_approval,
     )
@@ -292,13 +301,18 @@ RECORDER = """() => {
 
 
 async def unlabelled_controls(page: Any) -> list[str]:
-    """The visible buttons, fields and frames that have no accessible name."""
+    """The visible buttons, fields and frames that have no accessible name, and the buttons
+    whose name does not contain the text they show (WCAG's "label in name": a person who
+    says "click Show trace" to speech input must reach the button that shows it)."""
     found: list[str] = await page.evaluate(
         """() => [...document.querySelectorAll("button, input, textarea, select, iframe")]
           .filter((el) => {
             if (el.closest("[hidden]")) return false;
-            const name = el.getAttribute("aria-label") || el.textContent.trim();
-            if (el.tagName === "BUTTON") return !name;
+            const shown = el.textContent.trim();
+            const name = el.getAttribute("aria-label") || shown;
+            if (el.tagName === "BUTTON") {
+              return !name || !name.toLowerCase().includes(shown.toLowerCase());
+            }
             if (el.tagName === "IFRAME") return !el.title;
             return el.labels.length === 0;
           }).map((el) => el.outerHTML)"""
@@ -472,6 +486,9 @@ async def test_approval_flow_approve_resumes_the_run(
     # The thread takes no new run while one waits: the console says why.
     await send_query(page, "Something else?")
     await page.wait_for_selector("#chat-error:has-text('waiting for approval')", timeout=WAIT_MS)
+    # Not sent: the message is back in the box, not in the thread's messages.
+    assert await page.get_by_label("Message", exact=True).input_value() == "Something else?"
+    assert "Something else?" not in await page.locator("#messages").text_content()
     await page.get_by_role("button", name="Approve call_4 find_events").click()
     await wait_for_status(page, "success")
     assert "resumed after approval" in await page.locator(".run-meta").text_content()
@@ -760,3 +777,107 @@ async def test_a_reloaded_page_shows_the_run_still_going(
     assert await rows.count() == 4
     assert {await row.get_attribute("data-status") for row in await rows.all()} == {"done"}
     assert (await page.locator("#answer").text_content()).startswith(ANSWER_START)
+
+
+# Model, tool and user text that would add elements (and run script) if put in as HTML.
+MARKUP = (
+    "<img src=x id=xss-img onerror='window.__xss=1'><b id=xss-b>bold</b>"
+    "<script>window.__xss=2</script>"
+)
+INJECTED = "() => document.querySelectorAll('#xss-img, #xss-b').length + (window.__xss || 0)"
+
+
+def markup_model(request: LLMRequest) -> str:
+    """Plans one `echo` of MARKUP (title, intent and step in markup too); answers in markup."""
+    if request.phase == "planning":
+        call = {"callId": "call_1", "toolName": "echo", "arguments": {"text": MARKUP}}
+        plan = {"title": MARKUP, "intent": MARKUP, "plan": "1. " + MARKUP, "toolCalls": [call]}
+        return json.dumps(plan)
+    return "Here it is: " + MARKUP
+
+
+@tool
+async def echo(text: str) -> str:
+    """Give the text back."""
+    return text
+
+
+async def test_model_tool_and_user_text_is_shown_as_text_never_as_html(
+    open_console: OpenConsole,
+) -> None:
+    """Markup in the query, the plan, a paused call's arguments, the tool's result and the
+    answer shows as the text it is, in the run view, the approval card, the messages, the
+    past runs and the trace: no element is added, no script runs."""
+    console = await open_console(
+        provider=ScriptedProvider([markup_model] * 10, chunk_size=7),
+        tools=[echo],
+        require_approval=["echo"],
+    )
+    page = console.page
+    await send_query(page, "Echo this: " + MARKUP)
+    await wait_for_status(page, "awaiting_approval")
+    pending = page.locator('#approvals .pending[data-call="call_1"]')
+    await pending.wait_for(timeout=WAIT_MS)
+    assert MARKUP in await pending.locator(".args").text_content()
+    assert MARKUP in await page.locator(".approval").text_content()
+    await page.get_by_role("button", name="Approve call_1 echo").click()
+    await wait_for_status(page, "success")
+    await page.wait_for_selector("#messages li.ai", timeout=WAIT_MS)
+    assert await page.locator(".plan-title").text_content() == MARKUP
+    assert MARKUP in await page.locator(".intent").text_content()
+    assert await page.locator(".plan-steps li").text_content() == MARKUP
+    assert MARKUP in await page.locator('tr[data-call="call_1"] .result').text_content()
+    assert await page.locator("#answer").text_content() == "Here it is: " + MARKUP
+    assert MARKUP in await page.locator("#messages li.user").text_content()
+    assert MARKUP in await page.locator("#messages li.ai").text_content()
+    await page.locator("#runs li button").click()
+    frame = page.frame_locator("#trace-frame")
+    await frame.locator(".bar.tool").first.wait_for(timeout=WAIT_MS)
+    assert MARKUP in await frame.locator(".qa").text_content()
+    assert await frame.locator("#xss-img, #xss-b").count() == 0
+    assert await page.evaluate(INJECTED) == 0
+
+
+async def test_deciding_by_keyboard_keeps_focus_in_the_run(open_console: OpenConsole) -> None:
+    """Approve pressed with the keyboard takes its card away: focus moves to the resumed
+    run's status (not lost to the page), and the next Tab goes on from there."""
+    page = (await open_console(require_approval=["find_events"])).page
+    await send_query(page)
+    await wait_for_status(page, "awaiting_approval")
+    approve = page.get_by_role("button", name="Approve call_4 find_events")
+    await approve.focus()
+    await page.keyboard.press("Enter")
+    focused = "() => document.activeElement.closest('#run') !== null"
+    assert await page.evaluate(focused)
+    await wait_for_status(page, "success")
+    assert await page.evaluate("() => document.activeElement.id") == "run-status"
+    await page.keyboard.press("Tab")
+    assert await page.evaluate("() => document.activeElement.tagName") != "BODY"
+
+
+async def test_a_token_refused_mid_session_keeps_the_message(open_console: OpenConsole) -> None:
+    """When the server stops taking the tab's token (it was changed), sending asks for a new
+    one: the run view says why nothing ran, the message stays in the box, and with the new
+    token Enter sends it."""
+    console = await open_console(tokens=["s3cret-token"])
+    page = console.page
+    field = page.get_by_label("API token")
+    await field.wait_for(timeout=WAIT_MS)
+    await field.fill("s3cret-token")
+    await field.press("Enter")
+    await page.wait_for_selector("#token-form[hidden]", state="attached", timeout=WAIT_MS)
+    await page.evaluate("() => sessionStorage.setItem('pes-agent-console-token', 'old-token')")
+    await send_query(page, "Still there?")
+    await page.wait_for_selector("#connection:has-text('refused')", timeout=WAIT_MS)
+    await wait_for_status(page, "error")
+    assert "asks for an API token" in await page.locator("#run .errors").text_content()
+    box = page.get_by_label("Message", exact=True)
+    assert await box.input_value() == "Still there?"
+    assert "Still there?" not in await page.locator("#messages").text_content()
+    await field.fill("s3cret-token")
+    await field.press("Enter")
+    await page.wait_for_selector("#token-form[hidden]", state="attached", timeout=WAIT_MS)
+    await box.press("Enter")
+    await wait_for_status(page, "success")
+    await page.wait_for_selector("#messages li.ai", timeout=WAIT_MS)
+    assert "Still there?" in await page.locator("#messages li.user").text_content()
