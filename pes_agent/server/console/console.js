@@ -124,6 +124,12 @@ function selectThread(id, { fresh = false } = {}) {
     }
   }
   $("trace").hidden = true;
+  const view = state.view;
+  if (view && view.threadId !== id && view.source === "feed" && !view.ended) {
+    // Its thread's feed closes now: left on screen, the run would look stuck.
+    $("run").hidden = true;
+    state.view = null;
+  }
   $("messages").replaceChildren();
   $("runs").replaceChildren();
   $("runs-empty").hidden = false;

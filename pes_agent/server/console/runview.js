@@ -127,6 +127,7 @@ export function createRunView(container, { traceId, threadId, origin, query }) {
 class RunView {
   constructor(container, { traceId, threadId, origin, query }) {
     this.traceId = traceId;
+    this.threadId = threadId;
     this.origin = origin;
     // "stream": the run's own event stream, which ends with `final`, `error` or `end`;
     // "feed": the thread feed, where the run ends with its last observation.
@@ -600,7 +601,9 @@ class RunView {
     if (this.timer === null) {
       this.timer = setInterval(() => {
         this.drawBars();
-        if (this.ended || !this.rows.some((row) => row.status === "running")) {
+        // Stopped too once another view took the page's place (this one is off the page).
+        const gone = !this.status.isConnected;
+        if (gone || this.ended || !this.rows.some((row) => row.status === "running")) {
           clearInterval(this.timer);
           this.timer = null;
         }

@@ -881,3 +881,23 @@ async def test_a_token_refused_mid_session_keeps_the_message(open_console: OpenC
     await wait_for_status(page, "success")
     await page.wait_for_selector("#messages li.ai", timeout=WAIT_MS)
     assert "Still there?" in await page.locator("#messages li.user").text_content()
+
+
+async def test_picking_another_thread_leaves_no_watched_run_frozen(
+    open_console: OpenConsole, slow_lookups: None
+) -> None:
+    """A run of another client watched on one thread is taken off the screen when another
+    thread is picked (its feed closes, so it would stay 'running' for ever)."""
+    console = await open_console()
+    async with httpx.AsyncClient(base_url=console.url, timeout=60) as client:
+        await client.post("/v1/threads/elsewhere/runs", json={"query": "first"})
+        page = await watch_thread(console, client, "shared")
+        other = asyncio.create_task(
+            client.post("/v1/threads/shared/runs", json={"query": DEMO_QUERY})
+        )
+        running = 'tr[data-call="call_2"][data-status="running"]'
+        await page.wait_for_selector(running, timeout=WAIT_MS)
+        await page.get_by_role("button", name="elsewhere", exact=True).click()
+        await page.wait_for_selector("#run", state="hidden", timeout=WAIT_MS)
+        assert (await other).json()["metadata"]["status"] == "success"
+    assert await page.locator("#run").is_hidden()
