@@ -267,6 +267,7 @@ class SharedRunFeed:
         self._subscription = _Subscription()
         self._replay: list[Observation] = []
         self._sent: set[str] = set()
+        self._unknown: str | None = None
 
     @classmethod
     async def open(
@@ -277,7 +278,9 @@ class SharedRunFeed:
         last_event_id: str | None,
     ) -> SharedRunFeed:
         """Subscribe to the run's observations, then read those stored. A `last_event_id`
-        naming one of them resumes after it; any other value replays the run from its start."""
+        naming one of them resumes after it; any other value (such as an event number of the
+        executing worker's own stream, which only that worker can place) replays the run from
+        its start, after a `gap` event saying so."""
         feed = cls(run, workers)
         try:
             await feed._subscription.open(agent, run.thread_id, trace_id=run.trace_id, tokens=False)
@@ -290,10 +293,12 @@ class SharedRunFeed:
         start = 0 if position is None else position + 1
         feed._sent = {observation.id for observation in stored[:start]}
         feed._replay = stored[start:]
+        feed._unknown = last_event_id if position is None else None
         return feed
 
     async def events(self, agent: AgentCore, *, heartbeat_s: float) -> AsyncIterator[bytes]:
-        """`run`, the run's observations, then `end` with the status it ended with."""
+        """`run`, a `gap` if `Last-Event-ID` named no observation of the run, the run's
+        observations, then `end` with the status it ended with."""
         run = self.run
         try:
             yield sse(
@@ -305,6 +310,16 @@ class SharedRunFeed:
                     "status": run.status,
                 },
             )
+            if self._unknown is not None:
+                yield sse(
+                    "gap",
+                    {
+                        "last_event_id": self._unknown,
+                        "message": "Last-Event-ID names no observation of this run (an event "
+                        "number counts in the stream of the worker executing it only): the "
+                        "run's observations follow from its first, some perhaps seen before",
+                    },
+                )
             for observation in self._replay:
                 self._sent.add(observation.id)
                 yield _observation_event(observation)

@@ -6,11 +6,12 @@ runs. So that any of them can answer for a run another one executes (cancel it, 
 events, list it as running), each keeps a *worker record* in the agent's storage, beside the
 threads, as the state of the reserved id `WORKER_PREFIX + worker_id`:
 
-    {"worker": ID, "pid": 1234, "seen": UNIX_TIME,
+    {"worker": ID, "pid": 1234, "seen": UNIX_TIME, "stopped": BOOL,
      "runs": {TRACE_ID: {"thread_id", "user_id", "status", "ended_at"}},
      "cancel": {TRACE_ID: UNIX_TIME_REQUESTED}}
 
 and lists itself in the directory (the reserved id `DIRECTORY`: `{"workers": {ID: UNIX_TIME}}`).
+A worker that never executes a run writes neither.
 
 - A worker rewrites its record when its runs change, at most every `min_interval_s` (a busy
   worker writes a few times a second, not twice per run; a run shorter than that may never be
@@ -22,6 +23,9 @@ and lists itself in the directory (the reserved id `DIRECTORY`: `{"workers": {ID
   named there; with none executing it reads and writes nothing at all.
 - Finished runs stay in the record for `retention_s` (the newest `max_finished`), so a cancel
   that comes too late is answered "finished" rather than "unknown".
+- A worker stopping writes its record a last time, `stopped`. Busy workers (once a minute)
+  drop from the directory, and delete the record of, a worker stopped for `retention_s` (its
+  record has nothing left to tell) or silent for a day (killed: its runs were `lost`).
 
 Records are written through the storage directly, not through `StateManager`: bookkeeping is
 not a state change of a thread, so it records no STATE_UPDATE observation.
@@ -56,7 +60,7 @@ DIRECTORY = RESERVED_PREFIX + "workers"
 WORKER_PREFIX = RESERVED_PREFIX + "worker:"
 
 # How often a busy worker checks that the directory still lists it, and when a worker silent
-# for longer is dropped from the directory with its record.
+# for longer without having stopped (killed) is dropped from the directory with its record.
 _REGISTER_EVERY_S = 60.0
 _FORGET_AFTER_S = 86_400.0
 # Compare-and-set attempts before giving up (each conflict means someone else's write landed).
@@ -125,6 +129,7 @@ class WorkerDirectory:
         self._task: asyncio.Task[None] | None = None
         self._registered_at = float("-inf")
         self._closed = False
+        self._recorded = False  # whether this worker ever wrote its record
 
     @property
     def key(self) -> str:
@@ -204,8 +209,9 @@ class WorkerDirectory:
             runs.setdefault(trace_id, entry)
         return runs
 
-    async def _sync(self) -> None:
-        """Cancel the runs other workers asked to, and write the record if anything changed."""
+    async def _sync(self, *, stopping: bool = False) -> None:
+        """Cancel the runs other workers asked to, and write the record if anything changed
+        (`stopping`: write it, marked stopped)."""
         for _ in range(_ATTEMPTS):
             saved = await self._storage.get_agent_state(self.key)
             record = saved.data if saved is not None else {}
@@ -223,12 +229,14 @@ class WorkerDirectory:
             now = time.time()
             runs = self._runs(now)
             beat_due = bool(self._live) and now - float(record.get("seen", 0)) >= self._heartbeat_s
-            if saved is not None and not requested and not beat_due and runs == record.get("runs"):
+            unchanged = not requested and not beat_due and runs == record.get("runs")
+            if saved is not None and unchanged and not stopping:
                 break
             fresh = {
                 "worker": self.worker_id,
                 "pid": os.getpid(),
                 "seen": now,
+                "stopped": stopping,
                 "runs": runs,
                 "cancel": {},
             }
@@ -240,12 +248,14 @@ class WorkerDirectory:
                 )
             except StateConflictError:
                 continue  # a cancel request landed meanwhile: read it
+            self._recorded = True
             break
-        await self._register()
+        if not stopping:  # a stopping worker has no business listing itself again
+            await self._register()
 
     async def _register(self) -> None:
         """Make sure the directory lists this worker (checked once a minute at most), and
-        drop the workers silent for a day."""
+        drop the workers gone for good (`_gone`)."""
         now = time.time()
         if now - self._registered_at < _REGISTER_EVERY_S:
             return
@@ -256,8 +266,8 @@ class WorkerDirectory:
                 worker_id
                 for worker_id, at in workers.items()
                 if worker_id != self.worker_id
-                and now - float(at) > _FORGET_AFTER_S
-                and now - await self._seen(worker_id) > _FORGET_AFTER_S
+                and now - float(at) > self._retention_s
+                and await self._gone(worker_id, float(at), now)
             ]
             listed = self.worker_id in workers and now - float(workers[self.worker_id]) < 3600
             if listed and not forget:
@@ -278,20 +288,31 @@ class WorkerDirectory:
             break
         self._registered_at = now
 
-    async def _seen(self, worker_id: str) -> float:
+    async def _gone(self, worker_id: str, listed_at: float, now: float) -> bool:
+        """Whether a worker's record has nothing left to tell: it stopped over `retention_s`
+        ago, or it has been silent for a day (it was killed; its runs were lost). A worker
+        that stopped never writes again, so dropping its record races with nobody."""
         saved = await self._storage.get_agent_state(WORKER_PREFIX + worker_id)
-        return float(saved.data.get("seen", 0)) if saved is not None else 0.0
+        if saved is None:
+            return now - listed_at > _FORGET_AFTER_S
+        silent_s = now - float(saved.data.get("seen", 0))
+        if saved.data.get("stopped"):
+            return silent_s > self._retention_s
+        return silent_s > _FORGET_AFTER_S
 
     async def aclose(self) -> None:
-        """Write the record one last time (the runs cancelled at shutdown as ended), then stop."""
+        """Write the record one last time, marked stopped (the runs cancelled at shutdown as
+        ended), then stop. A worker that never executed a run writes nothing."""
         self._closed = True
         task = self._task
         if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+        if not (self._recorded or self._live or self._finished):
+            return
         try:
-            await self._sync()
+            await self._sync(stopping=True)
         except Exception:
             _log.warning("server_worker_record_not_written", worker_id=self.worker_id)
 
@@ -317,7 +338,8 @@ class WorkerDirectory:
         if not isinstance(entry, dict):
             return None
         status = str(entry.get("status"))
-        if status == "running" and now - float(record.get("seen", 0)) > self._stale_s:
+        silent_s = now - float(record.get("seen", 0))
+        if status == "running" and (record.get("stopped") or silent_s > self._stale_s):
             status = "lost"
         user_id = entry.get("user_id")
         return SharedRun(

@@ -4,6 +4,7 @@ is cancelled, followed and listed through the other (the worker records in the s
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from pes_agent.config import AgentState
 from pes_agent.providers.base import LLMRequest
 from pes_agent.server import create_app
 from pes_agent.server.runs import RunHandle
-from pes_agent.server.workers import WORKER_PREFIX, WorkerDirectory
+from pes_agent.server.workers import DIRECTORY, WORKER_PREFIX, WorkerDirectory
 from pes_agent.storage import InMemoryStorage
 from pes_agent.testing import ScriptedProvider
 
@@ -345,3 +346,86 @@ async def test_openapi_describes_cross_worker_cancel_and_resume(agent: AgentCore
     for path in ("/v1/runs/{trace_id}/events", "/v1/threads/{thread_id}/events"):
         parameters = paths[path]["get"]["parameters"]
         assert {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}} in parameters
+
+
+async def test_a_worker_that_ran_nothing_writes_nothing(agent: AgentCore) -> None:
+    """A worker served and stopped without executing a run leaves no record and no directory
+    entry behind (every restart of an idle worker used to add both)."""
+    async with serving(create_app(agent, tokens=TOKENS)) as url, httpx.AsyncClient() as client:
+        assert (await client.get(f"{url}/v1/threads", headers=ADMIN)).status_code == 200
+    assert await agent.storage.get_agent_state(DIRECTORY) is None
+    assert await agent.storage.list_threads() == []
+
+
+async def ran_one(directory: WorkerDirectory, trace_id: str) -> None:
+    """Let `directory` execute a run `trace_id` to its end and write that down."""
+    handle = RunHandle("t", trace_id, None, replay_limit=10)
+    handle.task = asyncio.create_task(asyncio.sleep(0))
+    directory.started(handle)
+    await handle.task
+    directory.ended(handle)
+    await idle(directory)
+
+
+async def test_a_stopped_worker_is_forgotten_once_its_runs_are_past_retention() -> None:
+    """A worker that stopped cleanly stays in the directory while its finished runs may still
+    be asked about (retention_s), then the next busy worker drops it and deletes its record;
+    a worker that went silent without stopping (killed) is kept longer, its runs lost."""
+    storage = InMemoryStorage()
+    stopped = WorkerDirectory(storage, retention_s=0.3)
+    await ran_one(stopped, "tr-1")
+    await stopped.aclose()
+    reader = WorkerDirectory(storage, retention_s=0.3)
+    finished = await reader.find("tr-1")
+    assert finished is not None
+    assert finished.status == "cancelled"  # it ended without a response
+    # A killed worker: listed, its last word a running run, a minute ago.
+    killed, now = "w-killed", time.time()
+    directory = await storage.get_agent_state(DIRECTORY)
+    assert directory is not None
+    listed = {**directory.data["workers"], killed: now - 60}
+    await storage.set_agent_state(DIRECTORY, AgentState(data={"workers": listed}))
+    running = {"thread_id": "t", "user_id": None, "status": "running", "ended_at": None}
+    record = {"worker": killed, "seen": now - 60, "runs": {"tr-2": running}, "cancel": {}}
+    await storage.set_agent_state(WORKER_PREFIX + killed, AgentState(data=record))
+
+    await asyncio.sleep(0.4)
+    await ran_one(WorkerDirectory(storage, retention_s=0.3), "tr-3")
+    directory = await storage.get_agent_state(DIRECTORY)
+    assert directory is not None
+    assert stopped.worker_id not in directory.data["workers"]
+    assert await storage.get_agent_state(stopped.key) is None
+    assert await reader.find("tr-1") is None
+    assert killed in directory.data["workers"]
+    lost = await reader.find("tr-2")
+    assert lost is not None
+    assert lost.status == "lost"
+
+
+async def test_following_on_another_worker_from_an_event_number_says_it_starts_over(
+    two_workers: tuple[Any, Any, str, str], agent: AgentCore
+) -> None:
+    """A client that followed a run on the worker executing it (numbered events) and comes
+    back through another worker with such a Last-Event-ID, which that worker cannot place, is
+    told so by a `gap` event before the run's observations from its first one (not handed
+    them again silently)."""
+    _, _, url_a, url_b = two_workers
+    async with (
+        httpx.AsyncClient(base_url=url_a, timeout=30) as a,
+        httpx.AsyncClient(base_url=url_b, timeout=30) as b,
+    ):
+        body = {"query": "slow nap", "trace_id": "tr-n"}
+        async with b.stream("POST", "/v1/threads/t/runs", json=body, headers=STREAM) as got:
+            seen = await read_sse(got, until=lambda e: e.name == "PLAN")
+        number = seen[-1].id
+        assert number is not None
+        assert number.isdigit()
+        await wait_until_running_elsewhere(a, "t", "tr-n")
+        resume = {**STREAM, "Last-Event-ID": number}
+        async with a.stream("GET", "/v1/runs/tr-n/events", headers=resume) as response:
+            events = await read_sse(response)
+    stored = await agent.observations.get_observations("t", trace_id="tr-n")
+    assert [e.name for e in events[:2]] == ["run", "gap"]
+    assert events[1].data["last_event_id"] == number
+    assert [e.id for e in events[2:-1]] == [o.id for o in stored]
+    assert (events[-1].name, events[-1].data["status"]) == ("end", "success")
