@@ -629,15 +629,20 @@ class RunView {
     }
   }
 
-  /** The answer of a run that streamed none here (a synthesizer that does not stream, or a
-   * run executing on another worker), from its final message. */
+  /** The answer as the run saved it, when what streamed here differs: none streamed (a
+   * synthesizer that does not stream, a run executing on another worker) or some was missed
+   * (a connection dropped; tokens are not replayed). */
   showSavedAnswer(message, status) {
-    if (this.answer || !message || status === "awaiting_approval" || status === "error") {
+    const saved = message && message.content;
+    if (!saved || saved === this.answer || status === "awaiting_approval" || status === "error") {
       return;
     }
+    if (this.answer && status !== "success" && status !== "partial") {
+      return; // a cancelled run keeps what it wrote before it stopped
+    }
     this.answerBox.hidden = false;
-    this.answer = message.content || "";
-    this.answerText.textContent = this.answer;
+    this.answer = saved;
+    this.answerText.textContent = saved;
   }
 
   /** The run's final response (`final` event): status, calls, tokens and time. */

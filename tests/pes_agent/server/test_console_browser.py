@@ -901,3 +901,28 @@ async def test_picking_another_thread_leaves_no_watched_run_frozen(
         await page.wait_for_selector("#run", state="hidden", timeout=WAIT_MS)
         assert (await other).json()["metadata"]["status"] == "success"
     assert await page.locator("#run").is_hidden()
+
+
+async def test_an_answer_cut_short_by_a_lost_feed_shows_as_saved(
+    open_console: OpenConsole,
+) -> None:
+    """The thread feed drops while another client's run streams its answer (tokens are not
+    replayed): once the run ends, the console shows the answer as the run saved it, whole."""
+    console = await open_console()
+    console.chromium.expected.append(CONNECTION_LOST)
+    async with (
+        cuttable_proxy(console.url) as proxy,
+        httpx.AsyncClient(base_url=console.url, timeout=60) as client,
+    ):
+        await console.page.goto(proxy.url + "/")
+        page = await watch_thread(console, client, "shared")
+        other = asyncio.create_task(
+            client.post("/v1/threads/shared/runs", json={"query": DEMO_QUERY})
+        )
+        streaming = """() => document.getElementById("answer")?.textContent.length > 0
+            && document.getElementById("run-status").classList.contains("running")"""
+        await page.wait_for_function(streaming, timeout=WAIT_MS, polling=10)
+        proxy.cut()
+        done = (await other).json()
+        await wait_for_status(page, "success")
+    assert await page.locator("#answer").text_content() == done["response"]["content"]
