@@ -142,6 +142,32 @@ async def stop(workers: list[Worker]) -> list[Worker]:
     return stuck
 
 
+async def listening(schema: str) -> int:
+    """How many database sessions LISTEN for the observations recorded in `schema`: a worker
+    holds one while any client follows a feed through it, and closes it when the last leaves."""
+    import asyncpg  # type: ignore[import-untyped]
+
+    conn = await asyncpg.connect(POSTGRES_URL, timeout=5)
+    try:
+        count: int = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
+            f'LISTEN "pes_obs_{schema}"',
+        )
+        return count
+    finally:
+        await conn.close()
+
+
+async def no_one_listens(schema: str) -> None:
+    """Until no session LISTENs for `schema` (a few seconds at most): every client that
+    followed a feed has left, and no worker keeps its subscription or connection."""
+    for _ in range(100):
+        if await listening(schema) == 0:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{await listening(schema)} LISTEN sessions left after every client left")
+
+
 @dataclass(frozen=True)
 class Ran:
     """One finished run as its client saw it."""
@@ -203,6 +229,7 @@ async def test_sixty_runs_on_three_workers_keep_every_turn_and_cross_workers(
         ]
         for subscribed in ready:
             await asyncio.wait_for(subscribed.wait(), 60)
+        assert await listening(pg_schema) == 1  # worker A, for both feeds
 
         async def client(thread: int, number: int) -> list[Ran]:
             done = []
@@ -290,6 +317,7 @@ async def test_sixty_runs_on_three_workers_keep_every_turn_and_cross_workers(
             replayed = await SSEStream(response).read(until=lambda e: e.id == missed[-1])
         assert replayed[0].name == "subscribed"
         assert [e.id for e in replayed[1:]] == missed
+        await no_one_listens(pg_schema)
 
         for each in clients:
             await each.aclose()
@@ -403,6 +431,8 @@ async def test_cancel_and_follow_a_run_of_another_worker_process(
         assert observed
         assert all(e.id == e.data["id"] and e.data["trace_id"] == trace_id for e in observed)
         assert (await a.get("/v1/threads/s/messages")).json()["messages"] == []
+        if "?schema=" in shared_db:  # the stream followed through A let go of A's LISTEN
+            await no_one_listens(shared_db.rsplit("?schema=", 1)[1])
 
         for _ in range(500):  # until B's record says the run ended
             again = await a.post(f"/v1/runs/{trace_id}/cancel")

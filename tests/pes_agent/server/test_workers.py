@@ -429,3 +429,32 @@ async def test_following_on_another_worker_from_an_event_number_says_it_starts_o
     assert events[1].data["last_event_id"] == number
     assert [e.id for e in events[2:-1]] == [o.id for o in stored]
     assert (events[-1].name, events[-1].data["status"]) == ("end", "success")
+
+
+async def test_leaving_a_run_followed_on_another_worker_cancels_it_only_when_asked(
+    two_workers: tuple[Any, Any, str, str], agent: AgentCore
+) -> None:
+    """A client following worker B's run through worker A and leaving mid-run leaves the run
+    going; with ?cancel_on_disconnect=true leaving asks B to cancel it, and it ends cancelled
+    without a saved turn."""
+    _, _, url_a, url_b = two_workers
+    async with (
+        httpx.AsyncClient(base_url=url_a, timeout=30) as a,
+        httpx.AsyncClient(base_url=url_b, timeout=30) as b,
+    ):
+        outcomes = []
+        for thread, asked in (("kept", {}), ("dropped", {"cancel_on_disconnect": "true"})):
+            body = {"query": "slow nap", "trace_id": f"tr-{thread}"}
+            run = asyncio.create_task(
+                b.post(f"/v1/threads/{thread}/runs", json=body, headers=ADMIN)
+            )
+            await wait_until_running_elsewhere(a, thread, f"tr-{thread}")
+            async with a.stream(
+                "GET", f"/v1/runs/tr-{thread}/events", headers=STREAM, params=asked
+            ) as response:
+                seen = await read_sse(response, until=lambda e: e.name == "PLAN")
+            assert seen[0].name == "run"  # followed through A, then left before the end
+            outcomes.append((await run).json()["metadata"]["status"])
+    assert outcomes == ["success", "cancelled"]
+    assert len(await agent.conversation.get_messages("kept")) == 2
+    assert await agent.conversation.get_messages("dropped") == []
