@@ -6,7 +6,7 @@ runs. So that any of them can answer for a run another one executes (cancel it, 
 events, list it as running), each keeps a *worker record* in the agent's storage, beside the
 threads, as the state of the reserved id `WORKER_PREFIX + worker_id`:
 
-    {"worker": ID, "pid": 1234, "seen": UNIX_TIME, "stopped": BOOL,
+    {"worker": ID, "pid": 1234, "machine": ID|null, "seen": UNIX_TIME, "stopped": BOOL,
      "runs": {TRACE_ID: {"thread_id", "user_id", "status", "ended_at"}},
      "cancel": {TRACE_ID: UNIX_TIME_REQUESTED}}
 
@@ -16,7 +16,9 @@ A worker that never executes a run writes neither.
 - A worker rewrites its record when its runs change, at most every `min_interval_s` (a busy
   worker writes a few times a second, not twice per run; a run shorter than that may never be
   listed), and at least every `heartbeat_s` while runs execute. A running run in a record not
-  refreshed for `stale_s` is taken for lost: its worker stopped.
+  refreshed for `stale_s` is taken for lost: its worker stopped. On the machine the worker ran
+  on (Linux: the same kernel boot and pid namespace, `machine`), its runs are lost as soon as
+  its process is gone, killed or not.
 - Another worker asks for a cancel by adding the run to the record's `cancel` map, as a
   compare-and-set on the record's version, so neither side overwrites what the other wrote.
   While a worker has runs executing it reads its record every `poll_s` and cancels the runs
@@ -36,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import time
 import uuid
 from collections import OrderedDict
@@ -65,6 +68,41 @@ _REGISTER_EVERY_S = 60.0
 _FORGET_AFTER_S = 86_400.0
 # Compare-and-set attempts before giving up (each conflict means someone else's write landed).
 _ATTEMPTS = 10
+
+
+def _machine() -> str | None:
+    """What makes a pid in a record name a process this one can see: the kernel's boot and
+    this process's pid namespace (Linux); None where that cannot be told."""
+    if sys.platform != "linux":
+        return None
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
+            boot_id = boot.read().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+    return f"{boot_id}/{namespace}"
+
+
+_MACHINE = _machine()
+
+
+def _process_gone(record: Mapping[str, Any]) -> bool:
+    """Whether the process that wrote `record` is known to have exited: it ran where this one
+    runs, and no process has its pid any more. (A pid taken again since looks alive: the
+    record then goes stale as usual.)"""
+    pid = record.get("pid")
+    if _MACHINE is None or record.get("machine") != _MACHINE or not isinstance(pid, int):
+        return False
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it exists, as another user's
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +273,7 @@ class WorkerDirectory:
             fresh = {
                 "worker": self.worker_id,
                 "pid": os.getpid(),
+                "machine": _MACHINE,
                 "seen": now,
                 "stopped": stopping,
                 "runs": runs,
@@ -339,7 +378,9 @@ class WorkerDirectory:
             return None
         status = str(entry.get("status"))
         silent_s = now - float(record.get("seen", 0))
-        if status == "running" and (record.get("stopped") or silent_s > self._stale_s):
+        if status == "running" and (
+            record.get("stopped") or silent_s > self._stale_s or _process_gone(record)
+        ):
             status = "lost"
         user_id = entry.get("user_id")
         return SharedRun(

@@ -442,3 +442,70 @@ async def test_cancel_and_follow_a_run_of_another_worker_process(
         assert again.status_code == 409
         assert again.json()["error"]["type"] == "run_finished"
         assert (await a.post("/v1/runs/nothing-here/cancel")).status_code == 404
+
+
+@pytest.mark.postgres
+async def test_a_run_of_a_killed_worker_is_lost_and_its_thread_free_at_once(
+    model_server: ModelServer, pg_schema: str, tmp_path: Path
+) -> None:
+    """Worker B is SIGKILLed mid-run. Worker A, on the same machine, stops listing the run as
+    running at once (not after B's record goes stale), answers a cancel with 409 naming the
+    stopped worker, streams the run to an `end` with status lost, and runs the thread's next
+    turn straight away (B's thread lock died with its connection), which saw no turn of the
+    killed run."""
+    model = EchoModel()
+    model_server.default = model
+    db = f"{POSTGRES_URL}?schema={pg_schema}"
+    async with (
+        serve(2, db, model_server, tmp_path) as (worker_a, worker_b),
+        httpx.AsyncClient(base_url=worker_a.url, timeout=30) as a,
+        httpx.AsyncClient(base_url=worker_b.url, timeout=30) as b,
+    ):
+        started: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+        async def run_on_b() -> None:
+            body = {"query": "slow answer please"}
+            async with b.stream("POST", "/v1/threads/k/runs", json=body, headers=STREAM) as got:
+                started.set_result(got.headers["x-trace-id"])
+                await SSEStream(got).read()
+
+        on_b = asyncio.create_task(run_on_b())
+        trace_id = await asyncio.wait_for(started, 60)
+
+        async def status_on_a() -> str | None:
+            runs = (await a.get("/v1/threads/k/runs")).json()["runs"]
+            return next((r["status"] for r in runs if r["trace_id"] == trace_id), None)
+
+        for _ in range(1500):
+            if await status_on_a() == "running":
+                break
+            await asyncio.sleep(0.02)
+        else:
+            pytest.fail("worker A never listed worker B's run as running")
+
+        worker_b.process.kill()
+        await worker_b.process.wait()
+        with pytest.raises(httpx.TransportError):
+            await on_b
+        for _ in range(100):  # 5 s: well before B's record could go stale (30 s)
+            if await status_on_a() != "running":
+                break
+            await asyncio.sleep(0.05)
+        assert await status_on_a() == "unfinished"
+        cancel = await a.post(f"/v1/runs/{trace_id}/cancel")
+        assert cancel.status_code == 409, cancel.text
+        assert "the worker executing it stopped" in cancel.json()["error"]["message"]
+        async with (
+            asyncio.timeout(EVENTS_WITHIN_S),
+            a.stream("GET", f"/v1/runs/{trace_id}/events", headers=STREAM) as response,
+        ):
+            events = await SSEStream(response).read()
+        assert (events[0].name, events[0].data["status"]) == ("run", "lost")
+        assert (events[-1].name, events[-1].data["status"]) == ("end", "lost")
+
+        async with asyncio.timeout(10):  # no wait for a lock nobody holds any more
+            after = await a.post("/v1/threads/k/runs", json={"query": "after the crash"})
+        assert after.json()["metadata"]["status"] == "success"
+        assert model.history_seen["after the crash"] == []
+        messages = (await a.get("/v1/threads/k/messages")).json()["messages"]
+        assert [m["content"] for m in messages] == ["after the crash", "answer to after the crash"]
