@@ -16,6 +16,7 @@ from pes_agent import AgentCore, create_agent
 from pes_agent.config import AgentState
 from pes_agent.providers.base import LLMRequest
 from pes_agent.server import create_app
+from pes_agent.server.feeds import end_feeds
 from pes_agent.server.runs import RunHandle
 from pes_agent.server.workers import DIRECTORY, WORKER_PREFIX, WorkerDirectory
 from pes_agent.storage import InMemoryStorage
@@ -458,3 +459,36 @@ async def test_leaving_a_run_followed_on_another_worker_cancels_it_only_when_ask
     assert outcomes == ["success", "cancelled"]
     assert len(await agent.conversation.get_messages("kept")) == 2
     assert await agent.conversation.get_messages("dropped") == []
+
+
+async def test_end_feeds_ends_the_feeds_and_leaves_runs_and_their_own_streams_going(
+    two_workers: tuple[Any, Any, str, str], agent: AgentCore
+) -> None:
+    """end_feeds() (a server shutting down) ends a thread feed and a run followed through
+    another worker at once, before the run ends (what was stored is still sent first); the
+    run itself and the stream of the worker executing it go on to the final response."""
+    _, _, url_a, url_b = two_workers
+    async with (
+        httpx.AsyncClient(base_url=url_a, timeout=30) as a,
+        httpx.AsyncClient(base_url=url_b, timeout=30) as b,
+    ):
+        body = {"query": "slow nap", "trace_id": "tr-e"}
+        async with (
+            b.stream("POST", "/v1/threads/t/runs", json=body, headers=STREAM) as own,
+            a.stream("GET", "/v1/threads/t/events", headers=STREAM) as thread_feed,
+        ):
+            own_events = SSEStream(own)
+            await own_events.read(until=lambda e: e.name == "PLAN")
+            await wait_until_running_elsewhere(a, "t", "tr-e")
+            async with a.stream("GET", "/v1/runs/tr-e/events", headers=STREAM) as followed:
+                feed, run = SSEStream(thread_feed), SSEStream(followed)
+                await feed.read(until=lambda e: e.name == "subscribed")
+                await run.read(until=lambda e: e.name == "run")
+                assert end_feeds() == 2
+                async with asyncio.timeout(1):  # both end well before the run (a 1.5 s nap)
+                    replayed = await run.read()
+                    left = await feed.read()
+                assert "end" not in {e.name for e in replayed}
+                assert "FINAL_RESPONSE" not in {e.name for e in left}
+            rest = await own_events.read()
+    assert (rest[-1].name, rest[-1].data["metadata"]["status"]) == ("final", "success")
