@@ -315,7 +315,9 @@ def build_timeline(
             if status == "awaiting_approval":
                 status = "unfinished"
         elif kind is ObservationType.ERROR:
-            status = "error"
+            # A run cancelled (by its caller, the API or aclose) records an ERROR of phase
+            # "cancelled": it did not fail, and the CLI and the console say "cancelled".
+            status = "cancelled" if content.get("phase") == "cancelled" else "error"
             markers.append(
                 Marker(at, "error", str(content.get("error", observation.title)), dict(content))
             )
@@ -461,7 +463,7 @@ h1 { font-size: 20px; margin: 0 0 4px; }
 .marker.approval { background: var(--appr); } .marker.decision { background: var(--appr);
   opacity: .55; } .marker.pause { background: repeating-linear-gradient(180deg, var(--appr) 0 4px,
   transparent 4px 8px); width: 3px; }
-.badge.awaiting_approval { background: var(--appr); }
+.badge.awaiting_approval { background: var(--appr); } .badge.cancelled { background: #4b5563; }
 .approvals { margin: 0 0 16px; padding-left: 20px; } .approvals code { font-size: 12px; }
 .approvals .deny { color: var(--err); } .approvals .approve { color: var(--ok); }
 .revisions-title { font-size: 15px; margin: 8px 0 4px; }
@@ -621,7 +623,7 @@ def render_html(timeline: Timeline) -> str:
     approvals = _approvals_html(timeline)
     tools = sum(1 for s in timeline.spans if s.kind == "tool")
     llms = len(timeline.spans) - tools
-    shown = ("success", "partial", "error", "awaiting_approval")
+    shown = ("success", "partial", "error", "cancelled", "awaiting_approval")
     status = timeline.status if timeline.status in shown else "unfinished"
     return f"""<!DOCTYPE html>
 <html lang="en">

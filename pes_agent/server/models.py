@@ -114,7 +114,8 @@ class ApprovalList(BaseModel):
 class RunSummary(BaseModel):
     """One run of a thread, from its observations: how it went, when, and what was asked.
 
-    `status` is the run's final status (`success`, `partial`, `error`, `awaiting_approval`),
+    `status` is the run's final status (`success`, `partial`, `error`, `cancelled`,
+    `awaiting_approval`),
     `running` while a worker process serving this store executes it, or `unfinished` when it
     recorded no end (it stopped without a final response). `duration_ms` leaves out time
     spent waiting for approval.
