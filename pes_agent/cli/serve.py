@@ -5,7 +5,8 @@ in the `PES_AGENT_SERVE` environment variable (JSON) and every worker builds its
 there in `app_from_env`, uvicorn's factory.
 
 - Before any worker starts, the command builds the agent once and reads the store, so a bad
-  provider, tool or an unreachable database stops it with one line (exit code 2).
+  provider, tool or an unreachable database stops it with one line (exit code 2). A `--db`
+  URL holding a password gets a warning: every user of the machine can read it in `ps`.
 - Each worker logs pes-agent's warnings and errors (everything with `PES_AGENT_DEBUG=1`) to
   stderr beside uvicorn's lines: an API error saying "the server log has details" means it.
 - The signals that stop uvicorn also end the open event streams (`end_feeds`): uvicorn waits
@@ -24,10 +25,11 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import asdict, dataclass
 from types import FrameType
 from typing import Any
+from urllib.parse import urlsplit
 
 from pes_agent.cli.demo import demo_model, demo_tools
-from pes_agent.cli.errors import CLIError, ExitCode
-from pes_agent.cli.paths import resolve_store
+from pes_agent.cli.errors import CLIError, ExitCode, report
+from pes_agent.cli.paths import DB_ENV_VAR, resolve_store
 from pes_agent.cli.runner import build_agent
 from pes_agent.core import AgentCore
 from pes_agent.errors import PESAgentError
@@ -146,6 +148,13 @@ async def _check(options: ServeOptions) -> None:
         await agent.aclose()
 
 
+def _has_password(db: str) -> bool:
+    try:
+        return bool(urlsplit(db).password)
+    except ValueError:  # not a URL (a file path, say): nothing to hide
+        return False
+
+
 def serve_command(options: ServeOptions, *, host: str, port: int, workers: int) -> ExitCode:
     """Run the API with uvicorn until interrupted."""
     try:
@@ -156,6 +165,11 @@ def serve_command(options: ServeOptions, *, host: str, port: int, workers: int) 
         ) from None
     if workers < 1:
         raise CLIError(f"--workers must be 1 or more, got {workers}")
+    if options.db is not None and _has_password(options.db):
+        report(
+            f"warning: the --db URL holds a password, which every user of this machine can "
+            f"read in `ps`: set {DB_ENV_VAR} (or PGPASSWORD, or ~/.pgpass) instead"
+        )
     os.environ[SERVE_ENV_VAR] = json.dumps(asdict(options))
     # A bad provider, tool or store fails here, in one line, before any worker starts.
     asyncio.run(_check(options))
