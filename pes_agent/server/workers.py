@@ -26,8 +26,9 @@ A worker that never executes a run writes neither.
 - Finished runs stay in the record for `retention_s` (the newest `max_finished`), so a cancel
   that comes too late is answered "finished" rather than "unknown".
 - A worker stopping writes its record a last time, `stopped`. Busy workers (once a minute)
-  drop from the directory, and delete the record of, a worker stopped for `retention_s` (its
-  record has nothing left to tell) or silent for a day (killed: its runs were `lost`).
+  drop from the directory, and delete the record of, a worker stopped (or, on their machine,
+  gone) for `retention_s`, whose record has nothing left to tell, or silent for a day (killed
+  elsewhere: its runs were `lost`).
 
 Records are written through the storage directly, not through `StateManager`: bookkeeping is
 not a state change of a thread, so it records no STATE_UPDATE observation.
@@ -328,14 +329,15 @@ class WorkerDirectory:
         self._registered_at = now
 
     async def _gone(self, worker_id: str, listed_at: float, now: float) -> bool:
-        """Whether a worker's record has nothing left to tell: it stopped over `retention_s`
-        ago, or it has been silent for a day (it was killed; its runs were lost). A worker
-        that stopped never writes again, so dropping its record races with nobody."""
+        """Whether a worker's record has nothing left to tell: it stopped (or its process is
+        known to be gone) over `retention_s` ago, or it has been silent for a day (killed
+        elsewhere; its runs were lost). A worker that stopped never writes again, so dropping
+        its record races with nobody."""
         saved = await self._storage.get_agent_state(WORKER_PREFIX + worker_id)
         if saved is None:
             return now - listed_at > _FORGET_AFTER_S
         silent_s = now - float(saved.data.get("seen", 0))
-        if saved.data.get("stopped"):
+        if saved.data.get("stopped") or _process_gone(saved.data):
             return silent_s > self._retention_s
         return silent_s > _FORGET_AFTER_S
 

@@ -4,6 +4,7 @@ is cancelled, followed and listed through the other (the worker records in the s
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -369,9 +370,10 @@ async def ran_one(directory: WorkerDirectory, trace_id: str) -> None:
 
 
 async def test_a_stopped_worker_is_forgotten_once_its_runs_are_past_retention() -> None:
-    """A worker that stopped cleanly stays in the directory while its finished runs may still
-    be asked about (retention_s), then the next busy worker drops it and deletes its record;
-    a worker that went silent without stopping (killed) is kept longer, its runs lost."""
+    """A worker that stopped cleanly, or whose process is gone from this machine, stays in the
+    directory while its runs may still be asked about (retention_s); then the next busy worker
+    drops it and deletes its record. A worker gone silent elsewhere (killed on another
+    machine) is kept longer, its running run reported lost."""
     storage = InMemoryStorage()
     stopped = WorkerDirectory(storage, retention_s=0.3)
     await ran_one(stopped, "tr-1")
@@ -380,15 +382,24 @@ async def test_a_stopped_worker_is_forgotten_once_its_runs_are_past_retention() 
     finished = await reader.find("tr-1")
     assert finished is not None
     assert finished.status == "cancelled"  # it ended without a response
-    # A killed worker: listed, its last word a running run, a minute ago.
-    killed, now = "w-killed", time.time()
+    saved = await storage.get_agent_state(stopped.key)
+    assert saved is not None
+    here = saved.data["machine"]  # None where process ids cannot be checked
+    exited = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await exited.wait()
+    # Killed workers, listed, their last word a running run a minute ago: one on this
+    # machine (its process is gone), one elsewhere.
+    now = time.time()
     directory = await storage.get_agent_state(DIRECTORY)
     assert directory is not None
-    listed = {**directory.data["workers"], killed: now - 60}
+    killed = {"w-killed-here": (here, exited.pid), "w-killed-there": ("elsewhere", 1)}
+    listed = {**directory.data["workers"], **dict.fromkeys(killed, now - 60)}
     await storage.set_agent_state(DIRECTORY, AgentState(data={"workers": listed}))
-    running = {"thread_id": "t", "user_id": None, "status": "running", "ended_at": None}
-    record = {"worker": killed, "seen": now - 60, "runs": {"tr-2": running}, "cancel": {}}
-    await storage.set_agent_state(WORKER_PREFIX + killed, AgentState(data=record))
+    for n, (worker, (machine, pid)) in enumerate(killed.items()):
+        running = {"thread_id": "t", "user_id": None, "status": "running", "ended_at": None}
+        record = {"worker": worker, "pid": pid, "machine": machine, "seen": now - 60}
+        record |= {"runs": {f"tr-k{n}": running}, "cancel": {}}
+        await storage.set_agent_state(WORKER_PREFIX + worker, AgentState(data=record))
 
     await asyncio.sleep(0.4)
     await ran_one(WorkerDirectory(storage, retention_s=0.3), "tr-3")
@@ -397,10 +408,13 @@ async def test_a_stopped_worker_is_forgotten_once_its_runs_are_past_retention() 
     assert stopped.worker_id not in directory.data["workers"]
     assert await storage.get_agent_state(stopped.key) is None
     assert await reader.find("tr-1") is None
-    assert killed in directory.data["workers"]
-    lost = await reader.find("tr-2")
+    assert "w-killed-there" in directory.data["workers"]
+    lost = await reader.find("tr-k1")
     assert lost is not None
     assert lost.status == "lost"
+    if here is not None:
+        assert "w-killed-here" not in directory.data["workers"]
+        assert await reader.find("tr-k0") is None
 
 
 async def test_following_on_another_worker_from_an_event_number_says_it_starts_over(
