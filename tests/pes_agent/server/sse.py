@@ -14,7 +14,11 @@ import uvicorn
 
 from .test_sse_uvicorn import free_port
 
-__all__ = ["SSEEvent", "SSEStream", "read_sse", "serving"]
+__all__ = ["READ_WITHIN_S", "SSEEvent", "SSEStream", "read_sse", "serving"]
+
+#: How long a read waits for the event it is after: keep-alive pings would otherwise keep a
+#: stream that never sends it open forever, and the test with it.
+READ_WITHIN_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,27 +54,42 @@ class SSEStream:
     def __init__(self, response: Any) -> None:
         self._lines = response.aiter_lines()
 
-    async def read(self, until: Callable[[SSEEvent], bool] = lambda event: False) -> list[SSEEvent]:
+    async def read(
+        self,
+        until: Callable[[SSEEvent], bool] = lambda event: False,
+        *,
+        within_s: float = READ_WITHIN_S,
+    ) -> list[SSEEvent]:
         """The next events until the stream ends or `until(event)` is true for one (that
-        event included). Keep-alive comments are skipped."""
+        event included); an AssertionError naming what came if neither happens within
+        `within_s`. Keep-alive comments are skipped."""
         events: list[SSEEvent] = []
         fields: dict[str, str] = {}
-        async for line in self._lines:
-            if line == "":
-                if "event" in fields:
-                    event = SSEEvent(fields.get("id"), fields["event"], json.loads(fields["data"]))
-                    events.append(event)
-                    if until(event):
-                        return events
-                fields = {}
-            elif not line.startswith(":"):
-                key, _, value = line.partition(": ")
-                fields[key] = value
+        try:
+            async with asyncio.timeout(within_s):
+                async for line in self._lines:
+                    if line == "":
+                        if "event" in fields:
+                            data = json.loads(fields["data"])
+                            event = SSEEvent(fields.get("id"), fields["event"], data)
+                            events.append(event)
+                            if until(event):
+                                return events
+                        fields = {}
+                    elif not line.startswith(":"):
+                        key, _, value = line.partition(": ")
+                        fields[key] = value
+        except TimeoutError:
+            got = [event.name for event in events]
+            raise AssertionError(f"the awaited event did not come in {within_s} s: {got}") from None
         return events
 
 
 async def read_sse(
-    response: Any, until: Callable[[SSEEvent], bool] = lambda event: False
+    response: Any,
+    until: Callable[[SSEEvent], bool] = lambda event: False,
+    *,
+    within_s: float = READ_WITHIN_S,
 ) -> list[SSEEvent]:
     """The events of a whole SSE response, or until `until(event)` is true for one."""
-    return await SSEStream(response).read(until)
+    return await SSEStream(response).read(until, within_s=within_s)
