@@ -8,7 +8,7 @@ there in `app_from_env`, uvicorn's factory.
   provider, tool or an unreachable database stops it with one line (exit code 2). A `--db`
   URL holding a password gets a warning: every user of the machine can read it in `ps`.
 - Each worker logs pes-agent's warnings and errors (everything with `PES_AGENT_DEBUG=1`) to
-  stderr beside uvicorn's lines: an API error saying "the server log has details" means it.
+  stderr beside uvicorn's lines: the log an API error's "the server log has details" means.
 - The signals that stop uvicorn also end the open event streams (`end_feeds`): uvicorn waits
   for every response to end before it stops, and a thread feed never ends by itself.
 """
