@@ -498,6 +498,16 @@ class _Api:
             raise _no_run()
         return shared
 
+    async def aclose(self, timeout_s: float = 5.0) -> None:
+        """Let the work spawned for clients that left (cancel requests to other workers)
+        reach the store before it closes; what is still going after `timeout_s` is cancelled."""
+        if not self._background:
+            return
+        _, pending = await asyncio.wait(set(self._background), timeout=timeout_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run `work` after the request that asked for it ended (kept until it is done)."""
         task = asyncio.get_running_loop().create_task(work)
@@ -892,6 +902,7 @@ def create_app(
             yield
         finally:
             await registry.aclose()
+            await api.aclose()
             await workers.aclose()
             if close_agent:
                 await agent.aclose()
@@ -904,6 +915,7 @@ def create_app(
     )
     app.state.runs = registry
     app.state.workers = workers
+    app.state.api = api
     return app
 
 

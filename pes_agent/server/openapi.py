@@ -41,8 +41,9 @@ _RUN_EVENTS = {
         "(Last-Event-ID: an event id, or an observation id). From any other worker sharing "
         "the store: `run` (with the executing `worker_id`), the run's observations stored so "
         "far then live, each with its observation id as event id (Last-Event-ID resumes after "
-        "it; any other value replays from the start), then `end` with the run's `status`; no "
-        "token events and no `final`, which stay in the executing process",
+        "it; any other value replays from the start, after a `gap` event saying so), then "
+        "`end` with the run's `status` (`lost` when its worker stopped); no token events and "
+        "no `final`, which stay in the executing process",
     }
 }
 _THREAD_EVENTS = {

@@ -6,8 +6,9 @@ import asyncio
 from typing import Any
 
 from pes_agent import AgentCore
+from pes_agent.server import create_app
 
-from .conftest import ClientFactory
+from .conftest import TOKENS, ClientFactory
 
 
 async def wait_for_running(client: Any, trace_id: str) -> None:
@@ -167,3 +168,19 @@ async def test_deciding_unknown_call_ids_names_the_pending_ones(client_for: Clie
     assert error["type"] == "unknown_call_ids"
     assert "call_9" in error["message"]
     assert "pending: call_1" in error["message"]
+
+
+async def test_shutdown_waits_for_work_left_by_clients_that_went_away(agent: AgentCore) -> None:
+    """A cancel request spawned for a client that left still reaches the store when the app
+    shuts down right after (before: it could run against an agent already closed)."""
+    app = create_app(agent, tokens=TOKENS)
+    landed = asyncio.Event()
+
+    async def cancel_request() -> None:
+        await asyncio.sleep(0.2)
+        await agent.storage.get_agent_state("t")  # fails once the agent is closed
+        landed.set()
+
+    async with app.router.lifespan_context(app):
+        app.state.api._spawn(cancel_request())
+    assert landed.is_set()
