@@ -48,5 +48,15 @@ def test_server_benchmark_runs_every_store_and_worker_count() -> None:
                 if line.split()[:1] == [store] and line.split(None, 1)[1].startswith(path)
             )
             assert row.split(path)[1].split()[0] == "3"  # samples
-        assert any(line.startswith(f"server overhead at p50, {store}: ") for line in lines)
+        inside = next(
+            line
+            for line in lines
+            if line.split()[:1] == [store] and "inside the server: request - agent.process" in line
+        )
+        assert int(inside.split("agent.process")[1].split()[0]) >= 3 * 4  # the paths' JSON runs
+        verdict = next(
+            line for line in lines if line.startswith(f"server overhead at p50, {store}")
+        )
+        assert "inside the server" in verdict
+        assert "End to end through the lean client" in verdict
     assert lines[-1] == "failed runs: 0"

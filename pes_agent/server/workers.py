@@ -13,12 +13,13 @@ threads, as the state of the reserved id `WORKER_PREFIX + worker_id`:
 and lists itself in the directory (the reserved id `DIRECTORY`: `{"workers": {ID: UNIX_TIME}}`).
 A worker that never executes a run writes neither.
 
-- A worker rewrites its record when its runs change, at most every `min_interval_s` (a busy
-  worker writes a few times a second, not twice per run; a run shorter than that may never be
-  listed), and at least every `heartbeat_s` while runs execute. A running run in a record not
-  refreshed for `stale_s` is taken for lost: its worker stopped. On the machine the worker ran
-  on (Linux: the same kernel boot and pid namespace, `machine`), its runs are lost as soon as
-  its process is gone, killed or not.
+- A worker rewrites its record when its runs change, `settle_s` after the change (so that the
+  write does not hold up the run's own first reads of the store) and at most every
+  `min_interval_s` (a busy worker writes a few times a second, not twice per run; a run
+  shorter than that may never be listed), and at least every `heartbeat_s` while runs
+  execute. A running run in a record not refreshed for `stale_s` is taken for lost: its worker
+  stopped. On the machine the worker ran on (Linux: the same kernel boot and pid namespace,
+  `machine`), its runs are lost as soon as its process is gone, killed or not.
 - Another worker asks for a cancel by adding the run to the record's `cancel` map, as a
   compare-and-set on the record's version, so neither side overwrites what the other wrote.
   While a worker has runs executing it reads its record every `poll_s` and cancels the runs
@@ -147,6 +148,7 @@ class WorkerDirectory:
         *,
         poll_s: float = 0.25,
         min_interval_s: float = 0.05,
+        settle_s: float = 0.01,
         heartbeat_s: float = 10.0,
         stale_s: float = 30.0,
         retention_s: float = 300.0,
@@ -154,10 +156,13 @@ class WorkerDirectory:
     ) -> None:
         if not 0 < min_interval_s <= poll_s < heartbeat_s < stale_s:
             raise UsageError("need 0 < min_interval_s <= poll_s < heartbeat_s < stale_s")
+        if not 0 <= settle_s <= min_interval_s:
+            raise UsageError("need 0 <= settle_s <= min_interval_s")
         self.worker_id = uuid.uuid4().hex
         self._storage = storage
         self._poll_s = poll_s
         self._min_interval_s = min_interval_s
+        self._settle_s = settle_s
         self._heartbeat_s = heartbeat_s
         self._stale_s = stale_s
         self._retention_s = retention_s
@@ -209,6 +214,10 @@ class WorkerDirectory:
     async def _loop(self) -> None:
         failures = 0
         while not self._closed:
+            # A run that just started reads its thread, and the next run of a client follows
+            # the end of its last at once: the record waits until they are past the store,
+            # rather than queue in front of them (a SQLite store has one connection).
+            await asyncio.sleep(self._settle_s)
             self._dirty.clear()
             try:
                 await self._sync()
@@ -224,7 +233,7 @@ class WorkerDirectory:
                 await asyncio.sleep(min(5.0, self._poll_s * 2**failures))
             if not self._live and not self._dirty.is_set():
                 return  # idle: `_changed` starts the task again
-            await asyncio.sleep(self._min_interval_s)
+            await asyncio.sleep(self._min_interval_s - self._settle_s)
             if not self._dirty.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._dirty.wait(), self._poll_s - self._min_interval_s)

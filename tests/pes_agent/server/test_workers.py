@@ -13,7 +13,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from pes_agent import AgentCore, create_agent
+from pes_agent import AgentCore, UsageError, create_agent
 from pes_agent.config import AgentState
 from pes_agent.providers.base import LLMRequest
 from pes_agent.server import create_app
@@ -506,3 +506,30 @@ async def test_end_feeds_ends_the_feeds_and_leaves_runs_and_their_own_streams_go
                 assert "FINAL_RESPONSE" not in {e.name for e in left}
             rest = await own_events.read()
     assert (rest[-1].name, rest[-1].data["metadata"]["status"]) == ("final", "success")
+
+
+async def test_a_run_is_listed_settle_s_after_it_starts_not_before() -> None:
+    """The record of a run that just started is written settle_s later, so that it does not
+    queue in front of the run's own first reads of the store; then the others see it."""
+    storage = InMemoryStorage()
+    worker = WorkerDirectory(storage, settle_s=0.3, min_interval_s=0.3, poll_s=0.5)
+    other = WorkerDirectory(storage)
+    handle = RunHandle("t", "tr-s", None, replay_limit=10)
+    handle.task = asyncio.create_task(asyncio.sleep(5))
+    try:
+        worker.started(handle)
+        await asyncio.sleep(0.1)
+        assert await other.find("tr-s") is None
+        await asyncio.sleep(0.4)
+        found = await other.find("tr-s")
+        assert found is not None
+        assert found.running
+    finally:
+        handle.task.cancel()
+        await worker.aclose()
+
+
+def test_settle_s_longer_than_min_interval_s_is_refused() -> None:
+    """settle_s must lie between 0 and min_interval_s: the error names both."""
+    with pytest.raises(UsageError, match="settle_s <= min_interval_s"):
+        WorkerDirectory(InMemoryStorage(), settle_s=0.1, min_interval_s=0.05)
