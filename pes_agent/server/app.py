@@ -26,8 +26,6 @@ from pes_agent.errors import (
     UsageError,
 )
 from pes_agent.observing.logs import get_logger
-from pes_agent.observing.streams import StreamEvent
-from pes_agent.observing.types import Observation
 from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata
 from pes_agent.server.auth import Caller, OwnerStore, TokenTable, is_reserved_thread
 from pes_agent.server.console import console_routes, trace_policy
@@ -46,9 +44,9 @@ from pes_agent.server.models import (
 from pes_agent.server.openapi import openapi_document
 from pes_agent.server.runs import (
     RunEvent,
+    RunFeeds,
     RunHandle,
     RunRegistry,
-    stream_event_name,
 )
 from pes_agent.server.workers import SharedRun, WorkerDirectory
 from pes_agent.threads.messages import ConversationMessage, MessageRole
@@ -194,6 +192,7 @@ class _Api:
         self.max_body_bytes = max_body_bytes
         self.allow_provider_config = allow_provider_config
         self.runs = registry
+        self.feeds = RunFeeds(agent.observations, agent.stream)
         self.workers = workers
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -304,19 +303,7 @@ class _Api:
         agent = self.agent
 
         async def work(handle: RunHandle) -> None:
-            def on_observation(observation: Observation) -> None:
-                if observation.trace_id == handle.trace_id:
-                    # Turned into JSON only if a client reads the run's events.
-                    handle.add(observation.type.value, observation)
-
-            def on_stream(event: StreamEvent) -> None:
-                if event.trace_id == handle.trace_id:
-                    handle.add(stream_event_name(event), event)
-
-            unsubscribe_observations = agent.observations.subscribe(
-                on_observation, thread_id=handle.thread_id
-            )
-            unsubscribe_stream = agent.stream.subscribe(on_stream, thread_id=handle.thread_id)
+            self.feeds.attach(handle)
             try:
                 if resume is None:
                     response = await agent.process(props)
@@ -342,8 +329,7 @@ class _Api:
                 handle.fail(500, "internal_error", "the run failed; the server log has details")
                 return
             finally:
-                unsubscribe_observations()
-                unsubscribe_stream()
+                self.feeds.detach(handle)
             handle.response = response
             handle.finish("final", response)
 

@@ -20,12 +20,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from pes_agent.observing.streams import StreamEvent
+from pes_agent.observing.streams import StreamEvent, StreamSocket
 from pes_agent.observing.types import Observation
+from pes_agent.protocols import ObservationRecorder
 from pes_agent.run import AgentFinalResponse
 
 __all__ = [
     "RunEvent",
+    "RunFeeds",
     "RunHandle",
     "RunRegistry",
     "event_for_observation",
@@ -158,6 +160,50 @@ class RunHandle:
                     await asyncio.wait_for(self._changed.wait(), heartbeat_s)
                 except TimeoutError:
                     yield RunEvent(0, "ping", {})
+
+
+class RunFeeds:
+    """Feeds the runs executing in this process their observations and model stream events.
+
+    One subscription of each kind on the agent serves every run, found by trace id, while any
+    run executes: one subscription per run would have each event checked against the filter
+    of every run going on.
+    """
+
+    def __init__(self, observations: ObservationRecorder, stream: StreamSocket) -> None:
+        self._observations = observations
+        self._stream = stream
+        self._handles: dict[str, RunHandle] = {}
+        self._unsubscribe: tuple[Callable[[], None], Callable[[], None]] | None = None
+
+    def attach(self, handle: RunHandle) -> None:
+        """Add the events of run `handle.trace_id` to its handle from now on."""
+        self._handles[handle.trace_id] = handle
+        if self._unsubscribe is None:
+            self._unsubscribe = (
+                self._observations.subscribe(self._on_observation),
+                self._stream.subscribe(self._on_stream),
+            )
+
+    def detach(self, handle: RunHandle) -> None:
+        """Stop feeding `handle`; with no run left, unsubscribe from the agent."""
+        if self._handles.get(handle.trace_id) is handle:
+            del self._handles[handle.trace_id]
+        if not self._handles and self._unsubscribe is not None:
+            for unsubscribe in self._unsubscribe:
+                unsubscribe()
+            self._unsubscribe = None
+
+    def _on_observation(self, observation: Observation) -> None:
+        handle = self._handles.get(observation.trace_id)
+        if handle is not None and handle.thread_id == observation.thread_id:
+            # Turned into JSON only if a client reads the run's events.
+            handle.add(observation.type.value, observation)
+
+    def _on_stream(self, event: StreamEvent) -> None:
+        handle = self._handles.get(event.trace_id)
+        if handle is not None and handle.thread_id == event.thread_id:
+            handle.add(stream_event_name(event), event)
 
 
 class RunRegistry:

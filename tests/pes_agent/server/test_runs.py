@@ -1,10 +1,14 @@
-"""The run registry: which finished runs it keeps for reading and resuming, and which it drops."""
+"""The run registry (which finished runs it keeps, which it drops) and the run feeds."""
 
 from __future__ import annotations
 
 import asyncio
 
-from pes_agent.server.runs import RunHandle, RunRegistry
+from pes_agent import AgentProps, create_agent
+from pes_agent.server.runs import RunFeeds, RunHandle, RunRegistry
+from pes_agent.testing import ScriptedProvider
+
+from .conftest import look, scripted
 
 
 def handle(trace_id: str, registry: RunRegistry) -> RunHandle:
@@ -64,3 +68,35 @@ async def test_a_resumed_run_outlives_the_paused_run_whose_trace_id_it_took() ->
     await run_to_end(registry, "tr-c")
     assert registry.get("tr") is None
     assert registry.get("tr-c") is not None
+
+
+async def test_run_feeds_route_each_event_to_its_run_and_unsubscribe_when_idle() -> None:
+    """Runs executing at once on separate threads each get their own observations and model
+    tokens (by trace id) through one subscription of each kind; none is left afterwards."""
+    agent = create_agent(
+        provider=ScriptedProvider([scripted] * 20, latency_s=0.05, chunk_size=3),
+        tools=[look],
+        storage="memory",
+    )
+    feeds = RunFeeds(agent.observations, agent.stream)
+    handles = [RunHandle(f"t{n}", f"tr-{n}", None, replay_limit=100) for n in range(3)]
+    for run in handles:
+        feeds.attach(run)
+    assert agent.stream.active
+    try:
+        await asyncio.gather(
+            *(
+                agent.process(AgentProps("hello", run.thread_id, trace_id=run.trace_id))
+                for run in handles
+            )
+        )
+    finally:
+        for run in handles:
+            feeds.detach(run)
+    assert not agent.stream.active
+    for run in handles:
+        events = list(run.events)
+        assert {event.data["trace_id"] for event in events} == {run.trace_id}
+        assert "FINAL_RESPONSE" in [event.event for event in events]
+        assert "".join(e.data["text"] for e in events if e.event == "token").endswith("42.")
+    await agent.aclose()
