@@ -29,7 +29,13 @@ from tests.pes_agent.providers.model_server import (
     Reply,
     model_server,
 )
-from tests.pes_agent.storage.conftest import POSTGRES_URL, drop_schema, pg_schema, require_postgres
+from tests.pes_agent.storage.conftest import (
+    POSTGRES_URL,
+    drop_schema,
+    listening_sessions,
+    pg_schema,
+    require_postgres,
+)
 
 from .sse import SSEEvent, SSEStream
 from .test_sse_uvicorn import free_port
@@ -142,30 +148,16 @@ async def stop(workers: list[Worker]) -> list[Worker]:
     return stuck
 
 
-async def listening(schema: str) -> int:
-    """How many database sessions LISTEN for the observations recorded in `schema`: a worker
-    holds one while any client follows a feed through it, and closes it when the last leaves."""
-    import asyncpg  # type: ignore[import-untyped]
-
-    conn = await asyncpg.connect(POSTGRES_URL, timeout=5)
-    try:
-        count: int = await conn.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
-            f'LISTEN "pes_obs_{schema}"',
-        )
-        return count
-    finally:
-        await conn.close()
-
-
 async def no_one_listens(schema: str) -> None:
     """Until no session LISTENs for `schema` (a few seconds at most): every client that
     followed a feed has left, and no worker keeps its subscription or connection."""
     for _ in range(100):
-        if await listening(schema) == 0:
+        if await listening_sessions(schema) == 0:
             return
         await asyncio.sleep(0.05)
-    raise AssertionError(f"{await listening(schema)} LISTEN sessions left after every client left")
+    raise AssertionError(
+        f"{await listening_sessions(schema)} LISTEN sessions left after every client left"
+    )
 
 
 @dataclass(frozen=True)
@@ -229,7 +221,7 @@ async def test_sixty_runs_on_three_workers_keep_every_turn_and_cross_workers(
         ]
         for subscribed in ready:
             await asyncio.wait_for(subscribed.wait(), 60)
-        assert await listening(pg_schema) == 1  # worker A, for both feeds
+        assert await listening_sessions(pg_schema) == 1  # worker A, for both feeds
 
         async def client(thread: int, number: int) -> list[Ran]:
             done = []

@@ -65,6 +65,21 @@ async def drop_schema(schema: str) -> None:
         await conn.close()
 
 
+async def listening_sessions(schema: str) -> int:
+    """How many database sessions LISTEN for the observations recorded in `schema`."""
+    import asyncpg
+
+    conn = await asyncpg.connect(POSTGRES_URL, timeout=5)
+    try:
+        count: int = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
+            f'LISTEN "pes_obs_{schema}"',
+        )
+        return count
+    finally:
+        await conn.close()
+
+
 @pytest.fixture
 async def pg_schema() -> AsyncIterator[str]:
     """A fresh PostgreSQL schema name for one test, dropped afterwards."""

@@ -18,7 +18,7 @@ from pes_agent.storage.postgres import _schema as schema_module
 from pes_agent.storage.postgres import redact_url
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 
-from .conftest import POSTGRES_URL, require_postgres, wait_until
+from .conftest import POSTGRES_URL, listening_sessions, require_postgres, wait_until
 
 SECRET = "hunter2-s3cret"
 
@@ -371,18 +371,6 @@ async def test_a_slow_subscriber_keeps_only_the_newest_observations(pg_schema: s
         assert [(e["dropped"], e["dropped_total"]) for e in drops] == [(15, 15)]
 
 
-async def _listening_backends(schema: str) -> int:
-    conn = await asyncpg.connect(POSTGRES_URL)
-    try:
-        count: int = await conn.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE query = $1",
-            f'LISTEN "pes_obs_{schema}"',
-        )
-        return count
-    finally:
-        await conn.close()
-
-
 @pytest.mark.postgres
 async def test_the_listen_connection_is_released_when_nobody_listens(pg_schema: str) -> None:
     """After the last subscriber leaves, the LISTEN connection closes; a new subscriber opens
@@ -390,14 +378,14 @@ async def test_the_listen_connection_is_released_when_nobody_listens(pg_schema: 
     async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
         first = await storage.subscribe_observations(lambda o: None)
         second = await storage.subscribe_observations(lambda o: None)
-        assert await _listening_backends(pg_schema) == 1
+        assert await listening_sessions(pg_schema) == 1
         first()
         await asyncio.sleep(0.1)
-        assert await _listening_backends(pg_schema) == 1
+        assert await listening_sessions(pg_schema) == 1
         second()
         second()  # twice is harmless
         await wait_until(
-            lambda: _is_zero(_listening_backends(pg_schema)), "the LISTEN connection to close"
+            lambda: _is_zero(listening_sessions(pg_schema)), "the LISTEN connection to close"
         )
         seen: list[str] = []
         await storage.subscribe_observations(lambda o: seen.append(o.title))
