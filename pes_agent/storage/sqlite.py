@@ -34,6 +34,7 @@ import os
 import queue
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -197,6 +198,26 @@ class SQLiteStorage(StorageBase):
             ) from exc
 
     def _open_connection(self) -> sqlite3.Connection:
+        # Processes opening a new file at once race to switch it to WAL and create the schema;
+        # SQLite answers the loser "database is locked" at once, without waiting (a wait
+        # could deadlock). Opening again a moment later finds the work done.
+        started = time.monotonic()
+        delay = 0.005
+        while True:
+            try:
+                return self._try_open_connection()
+            except _LockedWhileOpening as locked:
+                waited = time.monotonic() - started
+                if waited + delay > self._busy_timeout_ms / 1000:
+                    raise StorageError(
+                        f"SQLite database {self._path!r} stayed locked by another connection "
+                        f"for {waited:.1f} s while opening it ({locked.__cause__})",
+                        transient=True,
+                    ) from locked.__cause__
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    def _try_open_connection(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(
                 self._path,
@@ -221,11 +242,7 @@ class SQLiteStorage(StorageBase):
                 raise ConfigurationError(
                     f"cannot use {self._path!r} as a pes-agent SQLite database ({exc})"
                 ) from exc
-            raise StorageError(
-                f"SQLite database {self._path!r} stayed locked by another connection for "
-                f"{self._busy_timeout_ms / 1000:g} s while opening it ({exc})",
-                transient=True,
-            ) from exc
+            raise _LockedWhileOpening from exc
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise ConfigurationError(
@@ -529,6 +546,10 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_exception(error)
     else:
         future.set_result(result)
+
+
+class _LockedWhileOpening(Exception):
+    """Opening the connection found the database locked (the cause says how): try again."""
 
 
 def _migrate(conn: sqlite3.Connection, path: str) -> None:

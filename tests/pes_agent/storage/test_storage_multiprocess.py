@@ -9,6 +9,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -200,3 +201,53 @@ async def test_subscriber_sees_observations_written_by_another_process() -> None
     finally:
         await storage.aclose()
         await drop_schema(schema)
+
+
+OPEN_AT_ONCE = """
+import asyncio, sys, time
+from pes_agent.storage import SQLiteStorage
+
+folder, start, files = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+
+async def main() -> None:
+    failures = []
+    for number in range(files):
+        at = start + number * 0.06
+        time.sleep(max(0.0, at - time.time() - 0.002))
+        while time.time() < at:
+            pass
+        storage = SQLiteStorage(f"{folder}/{number}.db")
+        try:
+            await storage.get_paused_runs("t")
+        except Exception as exc:
+            failures.append(f"file {number}: {exc}")
+        finally:
+            await storage.aclose()
+    print("\\n".join(failures))
+    sys.exit(1 if failures else 0)
+
+asyncio.run(main())
+"""
+
+
+async def test_processes_opening_one_new_sqlite_file_at_once_all_open_it(tmp_path: Path) -> None:
+    """Four processes open each of 25 new SQLite files at the same moment (as the workers of
+    `pes-agent serve --workers 4` do): every one of them opens it and reads it. Before, the
+    loser of the race to switch a new file to WAL got 'database is locked' at once."""
+    start = time.time() + 1.5  # all four are up and waiting by then
+    processes = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            OPEN_AT_ONCE,
+            str(tmp_path),
+            str(start),
+            "25",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            cwd=REPO,
+        )
+        for _ in range(4)
+    ]
+    outputs = [(await process.communicate())[0].decode() for process in processes]
+    assert [process.returncode for process in processes] == [0] * 4, "\n".join(outputs)
