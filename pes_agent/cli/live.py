@@ -22,6 +22,7 @@ import asyncio
 import json
 import re
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -447,7 +448,7 @@ class RunView(Protocol):
     def restore(self, paused: PausedRun) -> None: ...
 
 
-class _ViewBase:
+class _ViewBase(ABC):
     def __init__(self, console: Console, header: RunHeader) -> None:
         self.console = console
         self.header = header
@@ -462,9 +463,9 @@ class _ViewBase:
         # However the run ended, the view closes the same way (and lets the error propagate).
         self._close()
 
+    @abstractmethod
     def _close(self) -> None:
         """Stop drawing the run; each view says how."""
-        raise NotImplementedError
 
     @contextmanager
     def suspend(self) -> Iterator[None]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from importlib import resources
 from typing import Any
@@ -11,7 +10,7 @@ from pes_agent.observing.timeline import script_csp_source
 from pes_agent.server.console import CONSOLE_FILES
 
 from .conftest import ClientFactory
-from .test_runs_control import wait_for_running
+from .test_runs_control import start_napping_run
 
 
 async def run(client: Any, thread: str, query: str = "hello") -> Any:
@@ -179,10 +178,7 @@ def test_console_scripts_never_insert_html() -> None:
 async def test_a_cancelled_run_is_listed_and_traced_as_cancelled(client_for: ClientFactory) -> None:
     """A run cancelled through the API is `cancelled` in the run list and its trace, not `error`."""
     client = client_for("admin-token")
-    running = asyncio.create_task(
-        client.post("/v1/threads/t/runs", json={"query": "nap please", "trace_id": "tr-c"})
-    )
-    await wait_for_running(client, "tr-c")
+    running = await start_napping_run(client, "tr-c")
     assert (await client.post("/v1/runs/tr-c/cancel")).status_code == 200
     assert (await running).json()["metadata"]["status"] == "cancelled"
     runs = (await client.get("/v1/threads/t/runs")).json()["runs"]

@@ -587,6 +587,25 @@ async def test_token_prompt_when_auth_is_on(open_console: OpenConsole) -> None:
     assert await page.locator("#token-form").is_hidden()
 
 
+@asynccontextmanager
+async def run_watched_through_a_proxy(
+    console: Console,
+) -> AsyncIterator[tuple[CuttableProxy, Any, asyncio.Task[httpx.Response]]]:
+    """The console loaded through a proxy that can cut its connections, following the thread
+    "shared", on which another client has just started the demo run (the task answers it)."""
+    console.chromium.expected.append(CONNECTION_LOST)
+    async with (
+        cuttable_proxy(console.url) as proxy,
+        httpx.AsyncClient(base_url=console.url, timeout=60) as client,
+    ):
+        await console.page.goto(proxy.url + "/")
+        page = await watch_thread(console, client, "shared")
+        other = asyncio.create_task(
+            client.post("/v1/threads/shared/runs", json={"query": DEMO_QUERY})
+        )
+        yield proxy, page, other
+
+
 async def watch_thread(console: Console, client: httpx.AsyncClient, thread: str) -> Any:
     """The console's page on `thread` (made by a first run of `client`), once it follows the
     thread's live feed, with RECORDER noting what it shows."""
@@ -711,17 +730,7 @@ async def test_the_thread_feed_resumes_where_it_broke_off(
     """The thread feed's connection drops while another client's run goes on: the console
     follows the feed again from the last observation it got (Last-Event-ID), so the calls
     that ended meanwhile show as done, and the answer is the one the run saved."""
-    console = await open_console()
-    console.chromium.expected.append(CONNECTION_LOST)
-    async with (
-        cuttable_proxy(console.url) as proxy,
-        httpx.AsyncClient(base_url=console.url, timeout=60) as client,
-    ):
-        await console.page.goto(proxy.url + "/")
-        page = await watch_thread(console, client, "shared")
-        other = asyncio.create_task(
-            client.post("/v1/threads/shared/runs", json={"query": DEMO_QUERY})
-        )
+    async with run_watched_through_a_proxy(await open_console()) as (proxy, page, other):
         await page.wait_for_selector(
             'tr[data-call="call_2"][data-status="running"]', timeout=WAIT_MS
         )
@@ -908,17 +917,7 @@ async def test_an_answer_cut_short_by_a_lost_feed_shows_as_saved(
 ) -> None:
     """The thread feed drops while another client's run streams its answer (tokens are not
     replayed): once the run ends, the console shows the answer as the run saved it, whole."""
-    console = await open_console()
-    console.chromium.expected.append(CONNECTION_LOST)
-    async with (
-        cuttable_proxy(console.url) as proxy,
-        httpx.AsyncClient(base_url=console.url, timeout=60) as client,
-    ):
-        await console.page.goto(proxy.url + "/")
-        page = await watch_thread(console, client, "shared")
-        other = asyncio.create_task(
-            client.post("/v1/threads/shared/runs", json={"query": DEMO_QUERY})
-        )
+    async with run_watched_through_a_proxy(await open_console()) as (proxy, page, other):
         streaming = """() => document.getElementById("answer")?.textContent.length > 0
             && document.getElementById("run-status").classList.contains("running")"""
         await page.wait_for_function(streaming, timeout=WAIT_MS, polling=10)

@@ -11,12 +11,16 @@ from pes_agent.server import create_app
 from .conftest import TOKENS, ClientFactory
 
 
-async def wait_for_running(client: Any, trace_id: str) -> None:
-    """Waits until the run `trace_id` on thread `t` has recorded something."""
+async def start_napping_run(client: Any, trace_id: str) -> asyncio.Task[Any]:
+    """Starts a run on thread `t` that naps in its tool, and returns (the task answering its
+    request) once the run has recorded something."""
+    running = asyncio.create_task(
+        client.post("/v1/threads/t/runs", json={"query": "nap please", "trace_id": trace_id})
+    )
     for _ in range(200):
         events = await client.get("/v1/threads/t/observations")
         if any(o["trace_id"] == trace_id for o in events.json()["observations"]):
-            return
+            return running
         await asyncio.sleep(0.01)
     raise AssertionError("the run never started")
 
@@ -26,10 +30,7 @@ async def test_cancel_a_running_run_reports_cancelled(
 ) -> None:
     """POST /v1/runs/{trace_id}/cancel stops an executing run: status cancelled, no turn saved."""
     client = client_for("admin-token")
-    running = asyncio.create_task(
-        client.post("/v1/threads/t/runs", json={"query": "nap please", "trace_id": "tr-1"})
-    )
-    await wait_for_running(client, "tr-1")
+    running = await start_napping_run(client, "tr-1")
     cancelled = await client.post("/v1/runs/tr-1/cancel")
     assert cancelled.status_code == 200
     assert cancelled.json()["was"] == "running"
@@ -113,10 +114,7 @@ async def test_deleting_a_thread_while_a_run_executes_is_409(
     """A thread whose run is executing is not deleted under it: 409 run_in_progress, and the
     run saves its turn."""
     client = client_for("admin-token")
-    running = asyncio.create_task(
-        client.post("/v1/threads/t/runs", json={"query": "nap please", "trace_id": "tr-d"})
-    )
-    await wait_for_running(client, "tr-d")
+    running = await start_napping_run(client, "tr-d")
     refused = await client.delete("/v1/threads/t")
     assert refused.status_code == 409
     assert refused.json()["error"]["type"] == "run_in_progress"
