@@ -16,6 +16,7 @@ from pes_agent.approvals.gate import (
     ApprovalGate,
     ApprovalHandler,
     ApprovalPredicate,
+    ask_always,
     decided_content,
 )
 from pes_agent.approvals.models import ApprovalContext, Approve, Decision, Deny, PausedRun
@@ -497,14 +498,19 @@ class AgentCore(ClosedOnExit):
         names = self._require_approval.union(
             context.config.require_approval or (),
             (options.require_approval if options else None) or (),
+            paused.require_approval if paused is not None else (),
         )
         flagged = any(getattr(t, "requires_approval", False) is True for t in self.tools)
         if not (names or flagged or self._approval_predicate or paused is not None):
             return None
+        predicate = self._approval_predicate
+        if predicate is None and paused is not None and paused.approval_predicate:
+            # The pausing agent's predicate is not here to ask: a person decides instead.
+            predicate = ask_always
         return ApprovalGate(
             tools=self.tools.as_mapping(),
             names=names,
-            predicate=self._approval_predicate,
+            predicate=predicate,
             context=ApprovalContext(
                 thread_id=props.thread_id,
                 trace_id=trace_id,
@@ -541,6 +547,9 @@ class AgentCore(ClosedOnExit):
         again only when a `require_approval` predicate gates a call once its arguments are
         resolved; its plan is not re-evaluated. Raises `UsageError` for decisions missing for
         some pending calls or naming unknown call ids.
+
+        The decisions are law whatever this agent's rules: a denied call never runs, and the
+        rules stored with the paused run are added to this agent's (`PausedRun`).
         """
         if not isinstance(decisions, Mapping) or not all(
             isinstance(key, str) and isinstance(value, Approve | Deny)

@@ -10,6 +10,10 @@ An `ApprovalGate` is what an executor consults for one run (`ExecutionContext.ap
 answers `requires(call)` and, for a call that does, `decide(...)`: the decision taken already
 (at a resume), the `approval_handler`'s answer (in-process mode), or `None` after noting the
 call as pending (the run will pause).
+
+A decision taken is law, whatever the rules of the process that resumes the run: a call with
+a stored decision always goes through it (a denied call never runs), and the rules in force at
+the pause are stored with the run and added to the resuming agent's (`PausedRun`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ __all__ = [
     "ApprovalHandler",
     "ApprovalPredicate",
     "ApprovalRule",
+    "ask_always",
     "check_approval_rule",
     "decided_content",
     "denial_message",
@@ -51,6 +56,12 @@ ApprovalRule = Sequence[str] | ApprovalPredicate
 #: `async handler(pending) -> bool`: approves (True) or denies (False) a call in process.
 ApprovalHandler = Callable[[PendingApproval], Awaitable[bool]]
 Record = Callable[[ObservationType, str, dict[str, Any]], Awaitable[object]]
+
+
+def ask_always(call: ParsedToolCall, context: ApprovalContext) -> bool:
+    """A predicate that puts every call to a person: what a resume uses in place of the
+    pausing agent's predicate when its own agent has none (it fails closed)."""
+    return True
 
 
 def check_approval_rule(
@@ -119,10 +130,28 @@ class ApprovalGate:
         """Whether an undecided call pauses the run (no `approval_handler`)."""
         return self._handler is None
 
+    @property
+    def rule_names(self) -> frozenset[str]:
+        """Every tool name that needs approval: the names given and the flagged tools."""
+        flagged = (
+            name
+            for name, tool in self._tools.items()
+            if getattr(tool, "requires_approval", False) is True
+        )
+        return self._names.union(flagged)
+
+    @property
+    def has_predicate(self) -> bool:
+        """Whether a predicate decides which calls need approval too."""
+        return self._predicate is not None
+
     def requires(self, call: ParsedToolCall) -> bool:
         """Whether `call` may run only with a decision approving it."""
         if call.instruction is not None:
             return False
+        if call.call_id in self.decisions:
+            # A decision taken is law, whether or not this process's rules ask for one.
+            return True
         tool = self._tools.get(call.tool_name)
         if getattr(tool, "requires_approval", False) is True or call.tool_name in self._names:
             return True

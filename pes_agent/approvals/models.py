@@ -75,6 +75,13 @@ class PausedRun(BaseModel):
     `pending` the calls waiting for a decision and `decisions` the decisions already taken for
     calls that still wait for another one. `deadline` (from `approval_timeout_s`) is when the
     pending calls expire: a resume after it treats them as denied.
+
+    The approval rules in force at the pause travel with the run, because the process that
+    resumes it may have been built without them: `require_approval` names every tool that
+    needed approval (the agent's, thread's and run's names and the tools flagged with
+    `requires_approval`), and `approval_predicate` says a predicate decided too. A resume adds
+    them to its own rules; a predicate it does not have counts as asking a person about every
+    call still undecided (it fails closed).
     """
 
     thread_id: str
@@ -86,6 +93,8 @@ class PausedRun(BaseModel):
     results: dict[int, ToolResult] = Field(default_factory=dict)
     pending: list[PendingApproval]
     decisions: dict[str, Decision] = Field(default_factory=dict)
+    require_approval: list[str] = Field(default_factory=list)
+    approval_predicate: bool = False
     created_at: datetime = Field(default_factory=_now)
     deadline: datetime | None = None
 

@@ -120,6 +120,9 @@ class Paused:
     results: dict[int, ToolResult]
     pending: list[PendingApproval]
     decisions: dict[str, Decision]
+    #: The approval rules in force (see `PausedRun.require_approval`).
+    require_approval: list[str]
+    approval_predicate: bool
 
 
 @dataclass(slots=True)

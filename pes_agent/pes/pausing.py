@@ -51,6 +51,8 @@ class PauseSystem(PhaseSystem):
             results=paused.results,
             pending=paused.pending,
             decisions=paused.decisions,
+            require_approval=paused.require_approval,
+            approval_predicate=paused.approval_predicate,
             created_at=now,
             deadline=deadline,
         )

@@ -120,6 +120,8 @@ class ToolSystem(PhaseSystem):
                     },
                     pending=list(gate.pending),
                     decisions=dict(gate.decisions),
+                    require_approval=sorted(gate.rule_names),
+                    approval_predicate=gate.has_predicate,
                 )
             )
             return

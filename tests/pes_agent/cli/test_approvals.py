@@ -129,6 +129,34 @@ async def test_deny_with_a_reason_never_runs_the_call_and_tells_the_model(
     assert "over the daily limit" in synthesis
 
 
+async def test_deny_is_law_for_approve_without_the_runs_require_approval(
+    setup: Setup, model_server: ModelServer
+) -> None:
+    """A run paused by `--require-approval record` and denied by an `approve` that does not
+    repeat the option never runs the call."""
+    plan = json.dumps(
+        {
+            "intent": "write it down",
+            "plan": "1. record it",
+            "toolCalls": [
+                {"callId": "call_1", "toolName": "record", "arguments": {"text": "secret"}}
+            ],
+        }
+    )
+    model_server.script(Reply(plan), Reply("Nothing recorded."))
+    paused = await run_cli_async(
+        "run", "Record it", "--thread", "t1", "--no-input", "--require-approval", "record",
+        *setup.agent_args, env=setup.env,
+    )  # fmt: skip
+    assert paused.code == 4, paused.stderr
+    denied = await run_cli_async(
+        "approve", "t1", "--deny", "call_1=no", *setup.agent_args, env=setup.env
+    )
+    assert denied.code == 3, denied.stderr
+    assert "denied call_1 record: no" in denied.stdout
+    assert setup.ledger_lines() == []
+
+
 async def test_deny_of_a_call_that_does_not_wait_is_a_usage_error(
     setup: Setup, model_server: ModelServer
 ) -> None:
