@@ -10,12 +10,22 @@ and handlers, or `pes_agent.configure_logging`, decide what does.
 While nobody has configured structlog, an event below the stdlib logger's level is dropped
 before any processor runs: rendering an event nobody will see would cost more than the run's
 own work on the hot path.
+
+A failure is logged as its type (`error_type`), its message (`error`) and a plain traceback
+(`exception`: file, line and function of each frame, as `traceback` prints it), never as
+`exc_info`. Handed `exc_info`, structlog's default `ConsoleRenderer` with `rich` installed
+prints every frame's local variables (a tool's arguments, secrets it read, the user's query),
+and so does `dict_tracebacks` in a JSON set-up; a string is rendered as it is by every
+renderer. The traceback stays because it is the one way to find the failing line of a tool or
+hook; the values in its frames never reach a log.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import traceback
+from types import TracebackType
 from typing import Any
 
 import structlog
@@ -35,6 +45,8 @@ class _StdlibLevelLogger(structlog.BoundLoggerBase):
     def _emit(self, level: int, method: str, event: str | None, **kw: Any) -> Any:
         if not structlog.is_configured() and not self._logger.isEnabledFor(level):
             return None
+        if "exc_info" in kw:
+            kw.update(_failure_fields(kw.pop("exc_info")))
         return self._proxy_to_logger(method, event, **kw)
 
     def debug(self, event: str | None = None, **kw: Any) -> Any:
@@ -52,6 +64,24 @@ class _StdlibLevelLogger(structlog.BoundLoggerBase):
     def exception(self, event: str | None = None, **kw: Any) -> Any:
         kw.setdefault("exc_info", True)
         return self._emit(logging.ERROR, "error", event, **kw)
+
+
+def _failure_fields(exc_info: object) -> dict[str, str]:
+    """`exc_info` (True, an exception or a `sys.exc_info()` triple) as type, message and a
+    traceback without frame locals; nothing when there is no exception."""
+    error: object = exc_info
+    if exc_info is True:
+        error = sys.exc_info()[1]
+    elif isinstance(exc_info, tuple) and len(exc_info) == 3:
+        error = exc_info[1]
+    if not isinstance(error, BaseException):
+        return {}
+    frames: TracebackType | None = error.__traceback__
+    return {
+        "error_type": type(error).__name__,
+        "error": str(error),
+        "exception": "".join(traceback.format_exception(type(error), error, frames)).rstrip(),
+    }
 
 
 def get_logger(name: str) -> Any:
