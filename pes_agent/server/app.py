@@ -400,12 +400,8 @@ class _Api:
         self._check_provider(body.options is not None and body.options.provider_config is not None)
         await self.authorize(caller, thread_id, create=True)
         if body.trace_id is not None:
-            existing = self.runs.get(body.trace_id)
+            existing = self._same_run(caller, thread_id, body.trace_id)
             if existing is not None:
-                if existing.thread_id != thread_id or (
-                    caller.scoped and existing.user_id != caller.user_id
-                ):
-                    raise ApiError(409, "trace_id_in_use", "that trace id belongs to another run")
                 return await self._answer(request, existing, cancel_on_disconnect)
             elsewhere = await self.workers.find(body.trace_id)
             if elsewhere is not None:
@@ -431,7 +427,23 @@ class _Api:
             trace_id=body.trace_id or uuid.uuid4().hex,
             options=body.options,
         )
+        if body.trace_id is not None:
+            # A request repeating this one may have started the run during the awaits above.
+            existing = self._same_run(caller, thread_id, body.trace_id)
+            if existing is not None:
+                return await self._answer(request, existing, cancel_on_disconnect)
         return await self._answer(request, self._start(props), cancel_on_disconnect)
+
+    def _same_run(self, caller: Caller, thread_id: str, trace_id: str) -> RunHandle | None:
+        """The run of this process a request naming `trace_id` repeats (None: there is none);
+        a 409 when that trace id is another thread's or user's run."""
+        existing = self.runs.get(trace_id)
+        if existing is not None and (
+            existing.thread_id != thread_id
+            or (caller.scoped and existing.user_id != caller.user_id)
+        ):
+            raise ApiError(409, "trace_id_in_use", "that trace id belongs to another run")
+        return existing
 
     async def run_events(self, request: Request) -> Response:
         caller = self.caller(request)
@@ -568,6 +580,19 @@ class _Api:
     async def _owns(self, caller: Caller, thread_id: str) -> bool:
         return await self.owners.owner(thread_id) == caller.user_id
 
+    def _refuse_second_resume(self, trace_id: str, elsewhere: SharedRun | None) -> None:
+        """Refuse decisions for a run already resumed: a second resume task would take the
+        place of the one that runs in the registry and feeds, so that cancel and streams
+        reached an idle task while the approved calls ran on."""
+        local = self.runs.get(trace_id)
+        if (local is not None and not local.done) or (elsewhere is not None and elsewhere.running):
+            raise ApiError(
+                409,
+                "run_resuming",
+                f"the run {trace_id} was already resumed by decisions sent before: follow it "
+                f"(GET /v1/runs/{trace_id}/events) or cancel it (POST /v1/runs/{trace_id}/cancel)",
+            )
+
     async def decide(self, request: Request) -> Response:
         caller = self.caller(request)
         thread_id = self.thread_id(request)
@@ -579,8 +604,18 @@ class _Api:
             (run for run in await self.agent.pending_runs(thread_id) if run.trace_id == trace_id),
             None,
         )
+        elsewhere = await self.workers.find(trace_id) if paused is not None else None
+        # No await from here to `_start`: of two decisions racing in this process, the first
+        # to get here resumes the run, and the other is refused by the check below.
+        self._refuse_second_resume(trace_id, elsewhere)
         if paused is None:
             raise ApiError(404, "run_not_waiting", "no run with that trace id waits for approval")
+        ended = self.runs.get(trace_id)
+        if ended is not None and ended.response is not None:
+            status = ended.response.metadata.status
+            if status != "awaiting_approval":
+                # Resumed here and ended while the store was read: it waits no more.
+                raise _finished(trace_id, status)
         pending = {p.call_id for p in paused.pending}
         unknown = sorted(set(body.decisions) - pending)
         if unknown:

@@ -152,6 +152,24 @@ async def test_repeating_a_run_request_with_its_trace_id_runs_it_once(
     assert await agent.conversation.get_messages("other") == []
 
 
+async def test_two_requests_at_once_with_one_trace_id_run_it_once(
+    client_for: ClientFactory, agent: AgentCore
+) -> None:
+    """Two requests sent at once with the same trace id get the same answer from one run."""
+    client = client_for("admin-token")
+    body = {"query": "hello", "trace_id": "tr-twice"}
+    first, second = await asyncio.gather(
+        client.post("/v1/threads/t/runs", json=body), client.post("/v1/threads/t/runs", json=body)
+    )
+    assert first.status_code == second.status_code == 200
+    assert first.json() == second.json()
+    assert len(await agent.conversation.get_messages("t")) == 2
+    finals = await agent.observations.get_observations(
+        "t", types=["FINAL_RESPONSE"], trace_id="tr-twice"
+    )
+    assert len(finals) == 1
+
+
 async def test_deciding_unknown_call_ids_names_the_pending_ones(client_for: ClientFactory) -> None:
     """Decisions for call ids that do not wait are a 422 naming them and the pending ones."""
     client = client_for("admin-token")
