@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sys
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
-from pes_agent.run import RunStatus
+if TYPE_CHECKING:  # not at run time: `pes-agent --help` should not wait for pydantic
+    from pes_agent.run import RunStatus
 
 __all__ = ["CLIError", "ExitCode", "exit_code_for", "report"]
 

@@ -12,9 +12,9 @@ The adapters (and their SDKs) are imported on first use, so `import pes_agent` s
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pes_agent._lazy import lazy_exports
 from pes_agent.providers.base import (
     LLMPhase,
     LLMProvider,
@@ -73,17 +73,11 @@ __all__ = [
     "register_provider",
 ]
 
-_LAZY = {
-    "AnthropicProvider": "pes_agent.providers.anthropic",
-    "OllamaProvider": "pes_agent.providers.ollama",
-    "OpenAIProvider": "pes_agent.providers.openai",
+_HOMES = {
+    "pes_agent.providers.anthropic": ["AnthropicProvider"],
+    "pes_agent.providers.ollama": ["OllamaProvider"],
+    "pes_agent.providers.openai": ["OpenAIProvider"],
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, _HOMES)

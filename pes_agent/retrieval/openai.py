@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pes_agent.config import ProviderConfig
 from pes_agent.errors import ConfigurationError, ProviderError, UsageError
 from pes_agent.observing.logs import get_logger
-from pes_agent.providers.openai import OpenAIProvider
 from pes_agent.providers.retry import AttemptFailure, RetryPolicy, retrying_call
 from pes_agent.retrieval.base import DimensionMismatchError
+
+if TYPE_CHECKING:
+    from pes_agent.providers.openai import OpenAIProvider
 
 __all__ = ["KNOWN_DIMENSIONS", "OpenAIEmbeddings"]
 
@@ -75,7 +77,10 @@ class OpenAIEmbeddings:
         self._send_dimensions = model.startswith(_SHORTENABLE) and dimension != native
         self._model = model
         self._batch_size = batch_size
-        self._provider = OpenAIProvider(
+        # Imported here, not at the top: the OpenAI SDK takes about a second to import.
+        from pes_agent.providers.openai import OpenAIProvider
+
+        self._provider: OpenAIProvider = OpenAIProvider(
             ProviderConfig(
                 "openai",
                 model,
