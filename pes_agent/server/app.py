@@ -156,7 +156,26 @@ def _finished(trace_id: str, status: str | None) -> ApiError:
     return ApiError(409, "run_finished", f"the run {trace_id} already ended, {ended}")
 
 
-def _cancelled_response(handle: RunHandle, props: AgentProps) -> AgentFinalResponse:
+async def _cancelled_response(
+    agent: AgentCore, handle: RunHandle, props: AgentProps
+) -> AgentFinalResponse:
+    """The answer of a run the API cancelled, with the figures the run list gives it: both
+    come from its stored observations (those before a pause for approval included)."""
+    try:
+        recorded = await agent.observations.get_observations(
+            handle.thread_id, trace_id=handle.trace_id
+        )
+    # A second cancel (the server shutting down) must not keep the run from ending either.
+    except (Exception, asyncio.CancelledError) as error:
+        _log.warning(
+            "server_cancelled_run_figures_unread",
+            thread_id=handle.thread_id,
+            trace_id=handle.trace_id,
+            error_type=type(error).__name__,
+        )
+        recorded = []
+    # None when the run was cancelled before it recorded anything (waiting for its thread).
+    summary = next(iter(run_summaries(recorded, ())), None)
     return AgentFinalResponse(
         response=ConversationMessage(
             thread_id=handle.thread_id, role=MessageRole.AI, content="The run was cancelled."
@@ -166,7 +185,9 @@ def _cancelled_response(handle: RunHandle, props: AgentProps) -> AgentFinalRespo
             trace_id=handle.trace_id,
             user_id=props.user_id,
             status="cancelled",
-            total_duration_ms=0.0,
+            total_duration_ms=summary.duration_ms if summary else 0.0,
+            llm_calls=summary.llm_calls if summary else 0,
+            tool_calls=summary.tool_calls if summary else 0,
             error="cancelled through the API",
         ),
     )
@@ -297,7 +318,11 @@ class _Api:
     def _start(self, props: AgentProps, resume: Mapping[str, Any] | None = None) -> RunHandle:
         assert props.trace_id is not None
         handle = RunHandle(
-            props.thread_id, props.trace_id, props.user_id, replay_limit=self.runs.replay_limit
+            props.thread_id,
+            props.trace_id,
+            props.user_id,
+            replay_limit=self.runs.replay_limit,
+            query=props.query,
         )
         handle.add("run", {"thread_id": props.thread_id, "trace_id": props.trace_id})
         agent = self.agent
@@ -311,7 +336,7 @@ class _Api:
                     response = await agent.resume(handle.thread_id, handle.trace_id, resume)
             except asyncio.CancelledError:
                 # Only the API cancels this task (or the server shutting down): report it.
-                response = _cancelled_response(handle, props)
+                response = await _cancelled_response(agent, handle, props)
             except NotAwaitingApprovalError as error:
                 handle.fail(404, "run_not_waiting", str(error))
                 return
@@ -691,8 +716,17 @@ class _Api:
             for run in await self.workers.others()
             if run.running and run.thread_id == thread_id
         }
-        paused = {run.trace_id: run.props.query for run in await self.agent.pending_runs(thread_id)}
-        summaries = run_summaries(observations, messages, running=running, queries=paused)
+        # A run's query is saved with its turn: a run that ended without one (cancelled,
+        # failed) is named by what this process kept of it, a paused run by its stored state.
+        queries = {
+            run.trace_id: run.query
+            for run in self.runs.kept()
+            if run.thread_id == thread_id and run.query is not None
+        }
+        queries |= {
+            run.trace_id: run.props.query for run in await self.agent.pending_runs(thread_id)
+        }
+        summaries = run_summaries(observations, messages, running=running, queries=queries)
         body = RunList(runs=summaries)
         return JSONResponse(body.model_dump(mode="json"))
 

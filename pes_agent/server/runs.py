@@ -107,6 +107,8 @@ class RunHandle:
     trace_id: str
     user_id: str | None
     replay_limit: int
+    #: What the run was asked (kept for the run list while no turn of it is saved).
+    query: str | None = None
     task: asyncio.Task[None] | None = None
     #: How the run ended: its final response, or (HTTP status, error type, message).
     response: AgentFinalResponse | None = None
@@ -229,6 +231,11 @@ class RunRegistry:
         """The run with this trace id, if this process runs it or finished it lately."""
         self._prune()
         return self._runs.get(trace_id)
+
+    def kept(self) -> list[RunHandle]:
+        """The runs executing, and those finished lately."""
+        self._prune()
+        return list(self._runs.values())
 
     def running(self) -> list[RunHandle]:
         """The runs still executing."""

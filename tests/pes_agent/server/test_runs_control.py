@@ -40,6 +40,31 @@ async def test_cancel_a_running_run_reports_cancelled(
     assert await agent.conversation.get_messages("t") == []
 
 
+async def test_cancel_answers_the_figures_and_query_the_run_list_shows(
+    client_for: ClientFactory,
+) -> None:
+    """The cancel answer counts the model and tool calls the run made, and its duration, as
+    the run list does, which names the run's query."""
+    client = client_for("admin-token")
+    running = await start_napping_run(client, "tr-f")
+    for _ in range(500):
+        called = await client.get(
+            "/v1/threads/t/observations", params={"type": "TOOL_CALL", "trace_id": "tr-f"}
+        )
+        if called.json()["observations"]:
+            break
+        await asyncio.sleep(0.01)
+    cancelled = (await client.post("/v1/runs/tr-f/cancel")).json()
+    await running
+    metadata = cancelled["response"]["metadata"]
+    [listed] = (await client.get("/v1/threads/t/runs")).json()["runs"]
+    assert listed["status"] == metadata["status"] == "cancelled"
+    assert (metadata["llm_calls"], metadata["tool_calls"]) == (1, 1)
+    assert (listed["llm_calls"], listed["tool_calls"]) == (1, 1)
+    assert metadata["total_duration_ms"] == listed["duration_ms"] > 0
+    assert listed["query"] == "nap please"
+
+
 async def test_cancel_unknown_run_is_404(client_for: ClientFactory) -> None:
     """Cancelling a trace id nobody runs or waits on is a 404 JSON error."""
     response = await client_for("admin-token").post("/v1/runs/nothing/cancel")
