@@ -57,6 +57,7 @@ from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata, Run
 from pes_agent.storage.base import Storage
 from pes_agent.threads._running import enclosing_run, running
 from pes_agent.threads.conversation import ConversationManager
+from pes_agent.threads.ids import check_thread_id
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 from pes_agent.threads.state import StateManager, ThreadContext
 from pes_agent.tools.registry import ToolRegistry
@@ -265,6 +266,7 @@ class AgentCore(ClosedOnExit):
                 f"process() takes AgentProps, got {type(props).__name__}; "
                 'call agent.process(AgentProps("your question", "thread-1"))'
             )
+        check_thread_id(props.thread_id)  # props validated from data skipped AgentProps' check
         if self._closed:
             raise UsageError("this agent was closed with aclose(); create a new one")
         if enclosing_run(props.thread_id) is not None:
@@ -528,6 +530,8 @@ class AgentCore(ClosedOnExit):
         """The runs waiting for approval on `thread_id` (on every thread when None), each with
         its `pending` calls, `deadline` and `props`; read from the storage, so runs paused by
         other processes sharing it are listed too."""
+        if thread_id is not None:
+            check_thread_id(thread_id)
         if self._closed:
             raise UsageError("this agent was closed with aclose(); create a new one")
         return await self._storage.get_paused_runs(thread_id)
@@ -551,6 +555,7 @@ class AgentCore(ClosedOnExit):
         The decisions are law whatever this agent's rules: a denied call never runs, and the
         rules stored with the paused run are added to this agent's (`PausedRun`).
         """
+        check_thread_id(thread_id)
         if not isinstance(decisions, Mapping) or not all(
             isinstance(key, str) and isinstance(value, Approve | Deny)
             for key, value in decisions.items()
@@ -637,6 +642,7 @@ class AgentCore(ClosedOnExit):
         """End the runs of `thread_id` waiting for approval as cancelled: none of their
         pending calls runs, an ERROR observation (phase "cancelled") is recorded, no turn is
         saved. Returns the runs cancelled (none: nothing was waiting)."""
+        check_thread_id(thread_id)
         if self._closed:
             raise UsageError("this agent was closed with aclose(); create a new one")
         cancelled: list[PausedRun] = []

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from pes_agent.config import RunOptions
+from pes_agent.errors import UsageError
+from pes_agent.threads.ids import check_thread_id
 from pes_agent.threads.messages import ConversationMessage
 from pes_agent.usage import Usage
 
@@ -38,19 +40,24 @@ class AgentProps(BaseModel):
     options: RunOptions | None = None
 
     def __init__(self, query: str | None = None, thread_id: str | None = None, /, **data: Any):
-        # Positional or keyword, so nested validation (which passes keywords) works too.
+        """Raises `UsageError` for a thread id the rule of `pes_agent.threads.ids` refuses."""
         if query is not None:
             data["query"] = query
         if thread_id is not None:
             data["thread_id"] = thread_id
+        if "thread_id" not in data:
+            raise UsageError(
+                'AgentProps needs a thread id: AgentProps("your question", "thread-1")'
+            )
+        check_thread_id(data["thread_id"])
         super().__init__(**data)
 
-    @field_validator("thread_id")
-    @classmethod
-    def _thread_id(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("thread_id must be a non-empty string, e.g. 'thread-1'")
-        return value
+    # Only a request made in code is checked here, with a UsageError rather than pydantic's
+    # ValidationError (a UsageError is a ValueError, which a validator would turn into one).
+    # Validation from data (`model_validate`, the props inside a stored `PausedRun`) skips this
+    # __init__, so a run stored before the rule (or under another version of it) still reads
+    # back and every listing of paused runs works; `AgentCore.process` checks the id again.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
 
 class PhaseDurations(BaseModel):

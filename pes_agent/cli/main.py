@@ -70,6 +70,16 @@ class _Parser(argparse.ArgumentParser):
         raise CLIError(f"{message} (see `{self.prog} --help`)")
 
 
+def _thread(value: str) -> str:
+    """A THREAD or --thread value, refused (a usage error, exit code 2) as the library would."""
+    from pes_agent.threads.ids import thread_id_problem
+
+    problem = thread_id_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
 def _split(values: Sequence[str] | None) -> list[str]:
     """Values of a repeatable option that also takes commas: `--x a,b --x c` -> a, b, c."""
     return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
@@ -136,7 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("query", metavar="QUERY", help="what to ask")
     run.add_argument(
-        "-t", "--thread", help="the thread to continue (default: a new one, printed at the end)"
+        "-t",
+        "--thread",
+        type=_thread,
+        help="the thread to continue (default: a new one, printed at the end)",
     )
     _add_agent_options(run)
     run.add_argument("--db", help=_DB_HELP)
@@ -171,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and the rest of the run shows live. Pass the same --provider, --base-url, --tools "
         "and --system as the run: they run the tools and write the answer.",
     )
-    approve.add_argument("thread", metavar="THREAD")
+    approve.add_argument("thread", metavar="THREAD", type=_thread)
     approve.add_argument(
         "--deny",
         action="append",
@@ -194,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
         "List the runs waiting for approval (of THREAD, or of every thread): their query, the "
         "calls waiting with their arguments, and when they expire.",
     )
-    pending.add_argument("thread", metavar="THREAD", nargs="?")
+    pending.add_argument("thread", metavar="THREAD", nargs="?", type=_thread)
     pending.add_argument("--db", help=_DB_HELP)
     pending.add_argument("--json", action="store_true", help="print JSON")
 
@@ -204,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         "End the runs of THREAD waiting for approval as cancelled: none of their pending "
         "calls runs and no answer is saved; the thread takes new queries again.",
     )
-    cancel.add_argument("thread", metavar="THREAD")
+    cancel.add_argument("thread", metavar="THREAD", type=_thread)
     cancel.add_argument("--db", help=_DB_HELP)
 
     demo = add(
@@ -216,7 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
         "default the file in your data directory), so `pes-agent history demo` and "
         "`pes-agent trace demo --html trace.html` show it afterwards.",
     )
-    demo.add_argument("-t", "--thread", default="demo", help="the thread (default: demo)")
+    demo.add_argument(
+        "-t", "--thread", default="demo", type=_thread, help="the thread (default: demo)"
+    )
     demo.add_argument("--db", help=_DB_HELP)
     demo.add_argument(
         "--json", action="store_true", help="print the final response and metadata as JSON"
@@ -266,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     threads.add_argument("--json", action="store_true", help="print JSON")
 
     history = add("history", "show a thread's messages", "Show a thread's messages, oldest first.")
-    history.add_argument("thread", metavar="THREAD")
+    history.add_argument("thread", metavar="THREAD", type=_thread)
     history.add_argument("-n", "--limit", type=int, help="only the newest N messages")
     history.add_argument("--db", help=_DB_HELP)
     history.add_argument("--json", action="store_true", help="print JSON")
@@ -276,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
         "show what a thread's runs recorded",
         "Show the observations a thread's runs recorded, in order.",
     )
-    observations.add_argument("thread", metavar="THREAD")
+    observations.add_argument("thread", metavar="THREAD", type=_thread)
     observations.add_argument(
         "--type",
         action="append",
@@ -293,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Write a self-contained HTML timeline of one run: LLM calls and tool calls as bars on "
         "a time axis; click a bar for its arguments and result, or its error.",
     )
-    trace.add_argument("thread", metavar="THREAD")
+    trace.add_argument("thread", metavar="THREAD", type=_thread)
     trace.add_argument(
         "--trace-id", help="the run (or the start of its id; default: the thread's latest)"
     )

@@ -17,6 +17,7 @@ from pes_agent.observing._filters import name_set
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage.base import ObservationFeed, Storage
+from pes_agent.threads.ids import check_thread_id
 
 __all__ = [
     "Observation",
@@ -171,6 +172,7 @@ class ObservationManager:
         `types` is one observation type or an iterable of them (members or names in any case);
         an unknown name is a `UsageError` (a `ValueError`) listing the valid ones.
         """
+        check_thread_id(thread_id)
         wanted = _as_type_set(types, subscription=False)
         return await self._storage.get_observations(
             thread_id, types=sorted(wanted) if wanted is not None else None, trace_id=trace_id

@@ -49,8 +49,8 @@ from pes_agent.server.runs import (
     RunRegistry,
 )
 from pes_agent.server.workers import SharedRun, WorkerDirectory
+from pes_agent.threads.ids import thread_id_problem
 from pes_agent.threads.messages import ConversationMessage, MessageRole
-from pes_agent.threads.state import StateManager
 
 __all__ = ["ApiError", "create_app"]
 
@@ -209,7 +209,7 @@ class _Api:
         self.agent = agent
         self.tokens = tokens
         # Owner records are bookkeeping: saved without STATE_UPDATE observations.
-        self.owners = OwnerStore(StateManager(agent.storage))
+        self.owners = OwnerStore(agent.storage)
         self.max_body_bytes = max_body_bytes
         self.allow_provider_config = allow_provider_config
         self.runs = registry
@@ -260,19 +260,11 @@ class _Api:
         )
 
     def thread_id(self, request: Request) -> str:
+        """The path's thread id, refused (400, with the reason) as the library refuses it."""
         thread_id: str = request.path_params["thread_id"]
-        if (
-            not thread_id.strip()
-            or len(thread_id) > 200
-            # Control characters would forge lines in logs and event streams.
-            or not thread_id.isprintable()
-            or is_reserved_thread(thread_id)
-        ):
-            raise ApiError(
-                400,
-                "invalid_thread_id",
-                "not a usable thread id: up to 200 printable characters, not all spaces",
-            )
+        problem = thread_id_problem(thread_id)
+        if problem is not None:
+            raise ApiError(400, "invalid_thread_id", problem)
         return thread_id
 
     async def _exists(self, thread_id: str) -> bool:
@@ -597,6 +589,9 @@ class _Api:
     async def approvals(self, request: Request) -> Response:
         caller = self.caller(request)
         thread_id = request.query_params.get("thread_id")
+        problem = None if thread_id is None else thread_id_problem(thread_id)
+        if problem is not None:
+            raise ApiError(400, "invalid_thread_id", problem)
         runs = await self.agent.pending_runs(thread_id)
         if caller.scoped:
             runs = [run for run in runs if await self._owns(caller, run.thread_id)]

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from pes_agent.config import AgentState
 from pes_agent.errors import StateConflictError, UsageError
+from pes_agent.storage.base import Storage
 from pes_agent.threads.reserved import RESERVED_PREFIX, is_reserved_thread
-from pes_agent.threads.state import StateManager
 
 __all__ = [
     "OWNER_PREFIX",
@@ -119,16 +119,17 @@ def _digest(token: bytes) -> bytes:
 class OwnerStore:
     """Which user owns each thread, kept in the agent's storage beside the threads.
 
-    Give it a `StateManager` without an observation recorder: an owner record is bookkeeping,
-    not a state change of a thread to record and push to the thread feeds.
+    It reads and writes the storage itself, not through a `StateManager`: an owner record is
+    bookkeeping under a reserved id (which a `StateManager` refuses as a thread id), not a state
+    change of a thread to record and push to the thread feeds.
     """
 
-    def __init__(self, state: StateManager) -> None:
-        self._state = state
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
 
     async def owner(self, thread_id: str) -> str | None:
         """The user owning `thread_id`, or None when no scoped caller ever used it."""
-        saved = await self._state.get_agent_state(OWNER_PREFIX + thread_id)
+        saved = await self._storage.get_agent_state(OWNER_PREFIX + thread_id)
         if saved is None:
             return None
         user = saved.data.get("user_id")
@@ -137,7 +138,7 @@ class OwnerStore:
     async def claim(self, thread_id: str, user_id: str) -> str:
         """Make `user_id` the owner unless the thread has one; returns the owner."""
         try:
-            await self._state.set_agent_state(
+            await self._storage.set_agent_state(
                 OWNER_PREFIX + thread_id, AgentState(data={"user_id": user_id}), expected_version=0
             )
         except StateConflictError:

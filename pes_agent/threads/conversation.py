@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from pes_agent.errors import UsageError
 from pes_agent.storage.base import Storage
+from pes_agent.threads.ids import check_thread_id
 from pes_agent.threads.messages import ConversationMessage
 
 __all__ = ["ConversationManager"]
@@ -19,6 +20,7 @@ class ConversationManager:
 
     async def add_messages(self, thread_id: str, messages: Sequence[ConversationMessage]) -> None:
         """Append `messages` to the thread's history, in order."""
+        check_thread_id(thread_id)
         for message in messages:
             if not isinstance(message, ConversationMessage):
                 raise UsageError(
@@ -35,6 +37,7 @@ class ConversationManager:
         self, thread_id: str, *, limit: int | None = None
     ) -> list[ConversationMessage]:
         """The newest `limit` messages of the thread (all when None), oldest first."""
+        check_thread_id(thread_id)
         if limit is not None and limit < 0:
             raise UsageError(f"limit must be >= 0 or None, got {limit}")
         return await self._storage.get_messages(thread_id, limit=limit)

@@ -2,7 +2,8 @@
 
 A thread id is up to `THREAD_ID_MAX_LENGTH` characters, not only white space, with no control
 characters (C0, DEL, C1, line and paragraph separators, bidirectional overrides: they would
-forge lines in logs and event streams, or hide what a listing shows), and does not start with
+forge lines in logs and event streams, or hide what a listing shows) nor lone surrogates (no
+UTF-8 text holds them, so no store could save the id), and does not start with
 `RESERVED_PREFIX` (pes-agent's own records live there).
 """
 
@@ -23,7 +24,9 @@ __all__ = [
 #: The longest thread id accepted.
 THREAD_ID_MAX_LENGTH = 200
 #: A regular-expression character class of the characters a thread id may not hold.
-THREAD_ID_FORBIDDEN = "\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029\\u202a-\\u202e\\u2066-\\u2069"
+THREAD_ID_FORBIDDEN = (
+    "\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029\\u202a-\\u202e\\u2066-\\u2069\\ud800-\\udfff"
+)
 _FORBIDDEN = re.compile(f"[{THREAD_ID_FORBIDDEN}]")
 
 
@@ -37,9 +40,11 @@ def thread_id_problem(thread_id: object) -> str | None:
         return f"thread_id is {len(thread_id)} characters long; use at most {THREAD_ID_MAX_LENGTH}"
     found = _FORBIDDEN.search(thread_id)
     if found is not None:
+        code = ord(found.group())
+        what = "a lone surrogate" if 0xD800 <= code <= 0xDFFF else "the control character"
         return (
-            f"thread_id holds the control character U+{ord(found.group()):04X} at position "
-            f"{found.start()}; use printable characters only"
+            f"thread_id holds {what} U+{code:04X} at position {found.start()}; "
+            "use printable characters only"
         )
     if thread_id.startswith(RESERVED_PREFIX):
         return (

@@ -14,6 +14,7 @@ from pes_agent.pes.recorder import RunRecorder
 from pes_agent.protocols import ObservationRecorder
 from pes_agent.storage.base import Storage
 from pes_agent.threads._running import enclosing_run
+from pes_agent.threads.ids import check_thread_id
 from pes_agent.threads.messages import ConversationMessage
 from pes_agent.threads.reserved import user_threads
 
@@ -37,11 +38,6 @@ class ThreadContext:
     configured: bool
 
 
-def _check_thread_id(thread_id: str) -> None:
-    if not isinstance(thread_id, str) or not thread_id.strip():
-        raise UsageError(f"thread_id must be a non-empty string, got {thread_id!r}")
-
-
 class StateManager:
     """Reads and writes per-thread `ThreadConfig` and `AgentState`.
 
@@ -55,12 +51,12 @@ class StateManager:
 
     async def get_thread_config(self, thread_id: str) -> ThreadConfig | None:
         """The thread's saved config, or None when it was never configured."""
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         return await self._storage.get_thread_config(thread_id)
 
     async def set_thread_config(self, thread_id: str, config: ThreadConfig) -> None:
         """Save `config` for the thread; later runs on it use these settings."""
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         if not isinstance(config, ThreadConfig):
             raise UsageError(
                 f"set_thread_config needs a ThreadConfig, got {type(config).__name__}; "
@@ -70,7 +66,7 @@ class StateManager:
 
     async def get_agent_state(self, thread_id: str) -> AgentState | None:
         """The thread's saved state, or None when nothing was saved yet."""
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         return await self._storage.get_agent_state(thread_id)
 
     async def set_agent_state(
@@ -83,7 +79,7 @@ class StateManager:
         compare-and-set: if another save landed meanwhile, nothing is saved and a
         `StateConflictError` says to read the state again.
         """
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         if not isinstance(state, AgentState):
             raise UsageError(
                 f"set_agent_state needs an AgentState, got {type(state).__name__}; "
@@ -111,12 +107,12 @@ class StateManager:
 
     async def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's config, state, messages and observations."""
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         await self._storage.delete_thread(thread_id)
 
     async def load_context(self, thread_id: str) -> ThreadContext:
         """Load what a run needs to know about its thread."""
-        _check_thread_id(thread_id)
+        check_thread_id(thread_id)
         config = await self._storage.get_thread_config(thread_id)
         state = await self._storage.get_agent_state(thread_id)
         return ThreadContext(

@@ -46,7 +46,7 @@ async def test_reserved_entries_are_listed_nowhere_a_person_lists_threads(
     assert OWNER_PREFIX + "a1" in reserved
     assert RESERVED_PREFIX + "worker:" + app.state.workers.worker_id in reserved
     assert await agent.state.list_threads() == ["a1"]
-    assert await agent.observations.get_observations(OWNER_PREFIX + "a1") == []
+    assert await agent.storage.get_observations(OWNER_PREFIX + "a1") == []
 
     store = resolve_store(str(tmp_path / "api.db"))
     capsys.readouterr()
