@@ -54,6 +54,7 @@ _T = TypeVar("_T")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,50}")
 MAX_TOP_K = 4096
 """The largest `top_k` sqlite-vec answers in one query."""
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _sqlite_module() -> ModuleType:
@@ -92,13 +93,18 @@ def _path(path_or_url: str | os.PathLike[str]) -> str:
 
 
 def _type_clause(value: MetadataValue) -> tuple[str, list[Any]]:
-    """SQL matching one `json_each` entry of `value`'s JSON type and value (the shared rule)."""
+    """SQL matching one `json_each(d.metadata)` entry of `value`'s JSON type and value (the
+    shared rule)."""
     if value is None:
         return "type = 'null'", []
     if isinstance(value, bool):
         return "type = ?", ["true" if value else "false"]
     if isinstance(value, str):
         return "type = 'text' AND value = ?", [value]
+    if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
+        # SQLite cannot bind it, and json_each reads it as a rounded real: compare the
+        # stored JSON text instead, which `json.dumps` wrote as the exact digits.
+        return "type = 'integer' AND d.metadata -> fullkey = ?", [str(value)]
     return "type IN ('integer', 'real') AND value = ?", [value]
 
 

@@ -85,6 +85,24 @@ async def test_where_keeps_bools_numbers_strings_and_null_apart(make_store: Stor
     assert len(await ids({})) == 6
 
 
+async def test_where_matches_integers_beyond_64_bits_exactly(make_store: StoreFactory) -> None:
+    """An int outside SQLite's 64-bit range filters like any int: only its own row, no error."""
+    store = make_store(2)
+    key = 'size.in "bytes"'  # a key a JSON path would misread
+    values = [2**63 - 1, 2**63, 2**64, 2**64 + 1, -(2**63) - 1, 10**30]
+    await store.add(
+        [f"n{i}" for i in range(len(values))],
+        [[1.0, float(i)] for i in range(len(values))],
+        ["x"] * len(values),
+        [{key: value} for value in values],
+    )
+    for index, value in enumerate(values):
+        hits = await store.search([1.0, 0.0], top_k=10, where={key: value})
+        assert [(hit.id, hit.metadata) for hit in hits] == [(f"n{index}", {key: value})]
+    assert await store.search([1.0, 0.0], top_k=10, where={key: 2**64 + 2}) == []
+    assert await store.search([1.0, 0.0], top_k=10, where={key: -(10**30)}) == []
+
+
 async def test_adding_an_existing_id_replaces_its_row(make_store: StoreFactory) -> None:
     """`add` is an upsert: the id keeps one row, with the new vector, text and metadata."""
     store = make_store(2)
