@@ -4,7 +4,7 @@
 if TYPE_CHECKING:                          # what type checkers and readers see
     from pes_agent.providers.openai import OpenAIProvider
 
-_HOMES = {"pes_agent.providers.openai": ["OpenAIProvider"]}
+_HOMES = {"OpenAIProvider": "pes_agent.providers.openai"}
 if not TYPE_CHECKING:                      # what runs: the import waits for the first use
     __getattr__, __dir__ = lazy_exports(__name__, _HOMES)
 ```
@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["lazy_exports"]
 
 
 def lazy_exports(
-    package: str, homes: Mapping[str, Iterable[str]]
+    package: str, homes: Mapping[str, str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """The `__getattr__` and `__dir__` of `package`, for names found in `homes` (module: names)."""
-    home_of = {name: module for module, names in homes.items() for name in names}
+    """The `__getattr__` and `__dir__` of `package`, for the names in `homes` (name: module)."""
+    home_of = dict(homes)
     namespace = vars(sys.modules[package])
 
     def __getattr__(name: str) -> Any:

@@ -74,9 +74,9 @@ __all__ = [
 ]
 
 _HOMES = {
-    "pes_agent.providers.anthropic": ["AnthropicProvider"],
-    "pes_agent.providers.ollama": ["OllamaProvider"],
-    "pes_agent.providers.openai": ["OpenAIProvider"],
+    "AnthropicProvider": "pes_agent.providers.anthropic",
+    "OllamaProvider": "pes_agent.providers.ollama",
+    "OpenAIProvider": "pes_agent.providers.openai",
 }
 
 if not TYPE_CHECKING:

@@ -75,16 +75,17 @@ def test_cli_help_loads_no_sdk_pydantic_or_structlog() -> None:
     assert loaded_after(code, [*SDKS, "pydantic", "structlog"]) == []
 
 
-def type_checking_imports(package: ModuleType) -> dict[str, list[str]]:
-    """The names `package` imports under `if TYPE_CHECKING:`, by module (what type checkers see)."""
+def type_checking_imports(package: ModuleType) -> dict[str, str]:
+    """The names `package` imports under `if TYPE_CHECKING:` and their modules (what type
+    checkers see)."""
     tree = ast.parse(inspect.getsource(package))
-    found: dict[str, list[str]] = {}
+    found: dict[str, str] = {}
     for node in tree.body:
         if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
             for statement in node.body:
                 assert isinstance(statement, ast.ImportFrom)
                 assert statement.module
-                found.setdefault(statement.module, []).extend(a.name for a in statement.names)
+                found.update((alias.name, statement.module) for alias in statement.names)
     return found
 
 
@@ -92,14 +93,12 @@ def type_checking_imports(package: ModuleType) -> dict[str, list[str]]:
 def test_lazy_names_are_the_ones_type_checkers_see(package: ModuleType) -> None:
     """A package's lazy table names exactly its `TYPE_CHECKING` imports, each listed in
     `__all__`, and each resolves to the object of its home module."""
-    homes = {module: list(names) for module, names in vars(package)["_HOMES"].items()}
+    homes: dict[str, str] = vars(package)["_HOMES"]
     assert homes == type_checking_imports(package)
-    lazy = {name for names in homes.values() for name in names}
-    assert lazy <= set(package.__all__)
-    for module, names in homes.items():
-        for name in names:
-            assert getattr(package, name) is getattr(importlib.import_module(module), name)
-    assert lazy <= set(dir(package))
+    assert set(homes) <= set(package.__all__)
+    for name, module in homes.items():
+        assert getattr(package, name) is getattr(importlib.import_module(module), name)
+    assert set(homes) <= set(dir(package))
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         _ = package.Nope
 
