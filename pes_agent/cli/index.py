@@ -10,6 +10,7 @@ or `openai:MODEL` (OPENAI_API_KEY and OPENAI_BASE_URL as for the models).
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -138,13 +139,15 @@ async def index_command(
         raise CLIError(str(error)) from None
     finally:
         await retriever.aclose()
-    options = "" if store.source == "default" else " --db " + store.describe()
+    ask = ["pes-agent", "run", "--retrieve"]
+    if store.source != "default":
+        ask += ["--db", store.describe()]
     if embeddings != DEFAULT_EMBEDDINGS:
-        options += " --embeddings " + embeddings
+        ask += ["--embeddings", embeddings]
     console.print(
         f"indexed {len(ids)} chunk(s) from {len(files)} file(s) into {store.describe()} "
         f"(table {index_table(embeddings)}, {total} chunk(s) in all); "
-        f"ask with: pes-agent run --retrieve{options} QUERY",
+        f"ask with: {shlex.join(ask)} QUERY",
         highlight=False,
         soft_wrap=True,
     )

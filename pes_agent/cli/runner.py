@@ -205,9 +205,11 @@ async def execute(agent: AgentCore, run: AgentRun, *, console: Console) -> ExitC
     if run.as_json:
         write_json(result.model_dump(mode="json"))
     elif metadata.status != "awaiting_approval":  # a paused thread takes no new query yet
+        # Quoted for a POSIX shell: a thread id or path may hold spaces, quotes or `;`.
+        trace = ["pes-agent", "trace", run.thread_id, "--html", "trace.html", *run.store_args]
         hint = Text(
-            f"thread {run.thread_id} · continue it with --thread {run.thread_id} · "
-            f"timeline: pes-agent trace {run.thread_id} --html trace.html",
+            f"thread {run.thread_id} · continue it with --thread {shlex.quote(run.thread_id)} · "
+            f"timeline: {shlex.join(trace)}",
             style="dim",
         )
         console.print(hint, highlight=False, soft_wrap=True)
@@ -382,7 +384,8 @@ async def _index_retriever(store: StoreLocation, embeddings: str) -> Retriever:
         await retriever.aclose()
         raise CLIError(
             f"--retrieve: nothing is indexed in {store.describe()} with --embeddings "
-            f"{embeddings}; run `pes-agent index PATH... --db {store.describe()}` first"
+            f"{embeddings}; run `pes-agent index PATH... --db {shlex.quote(store.describe())}` "
+            "first"
         )
     return retriever
 
@@ -409,6 +412,6 @@ async def demo_command(
     )
     return await execute(
         agent,
-        AgentRun(DEMO_QUERY, thread_id, header, as_json),
+        AgentRun(DEMO_QUERY, thread_id, header, as_json, store_args=store_options(store)),
         console=console,
     )
