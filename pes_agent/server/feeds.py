@@ -34,7 +34,7 @@ from pes_agent.core import AgentCore
 from pes_agent.observing.manager import ObservationManager
 from pes_agent.observing.streams import StreamEvent
 from pes_agent.observing.types import Observation, ObservationType
-from pes_agent.server.runs import event_for_observation, event_for_stream
+from pes_agent.server.runs import event_for_observation, event_for_stream, yield_to_loop
 from pes_agent.server.workers import SharedRun, WorkerDirectory
 from pes_agent.storage.base import ObservationFeed
 
@@ -239,6 +239,7 @@ class ThreadFeed:
                 )
             for observation in self._replay:
                 yield _observation_event(observation)
+                await yield_to_loop()
             self._replay = []
             while self._subscription.live:
                 item = await self._subscription.next(heartbeat_s)
@@ -327,6 +328,7 @@ class SharedRunFeed:
                 if status is not None:
                     yield self._end(status)
                     return
+                await yield_to_loop()
             self._replay = []
             # A store without a cross-process feed (SQLite) is read again instead.
             pushes = isinstance(agent.storage, ObservationFeed)

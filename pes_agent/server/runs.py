@@ -34,6 +34,7 @@ __all__ = [
     "event_for_stream",
     "stream_event_data",
     "stream_event_name",
+    "yield_to_loop",
 ]
 
 
@@ -99,6 +100,15 @@ def event_for_stream(event: StreamEvent) -> tuple[str, dict[str, Any]]:
     return stream_event_name(event), stream_event_data(event)
 
 
+async def yield_to_loop() -> None:
+    """Let the event loop run once, between two events of a replay.
+
+    A replay sends what is buffered without waiting, and a server's `send` returns at once
+    for a client gone: without this the server noticed a client hanging up only after writing
+    it the whole replay, and cancelling the response had no point to stop it at."""
+    await asyncio.sleep(0)
+
+
 @dataclass(eq=False)
 class RunHandle:
     """A run executing (or lately finished) in this process, and its buffered events."""
@@ -155,6 +165,7 @@ class RunHandle:
             for event in pending:
                 yield event
                 after = event.id
+                await yield_to_loop()
             if self.done and not any(event.id > after for event in self.events):
                 return
             if not pending:
