@@ -4,12 +4,18 @@ All three backends store the same JSON, so they behave the same: data that canno
 fails the same way everywhere, what comes back is always a fresh copy, and a stored row that
 cannot be read (damaged by hand or by another program) is a `StorageError` naming the store,
 the table and the thread, never a raw pydantic or JSON error.
+
+What a run records (messages, observations, paused runs) is written at most `MAX_DEPTH` levels
+deep, deeper parts as their JSON text (see `_depth`), so it can always be read back; and a
+listing of them leaves out a row that cannot be read, with a warning naming it, rather than
+failing for every other row (`load_rows`).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json
@@ -17,7 +23,9 @@ from pydantic_core import PydanticSerializationError, to_json
 from pes_agent.approvals.models import PausedRun
 from pes_agent.config import AgentState, ProviderConfig, ThreadConfig
 from pes_agent.errors import ConfigurationError, StorageError, UsageError
+from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import Observation
+from pes_agent.storage._depth import MAX_DEPTH, dump_bounded
 from pes_agent.threads.messages import ConversationMessage
 
 __all__ = [
@@ -31,8 +39,13 @@ __all__ = [
     "load_message",
     "load_observation",
     "load_paused_run",
+    "load_rows",
     "load_state",
 ]
+
+_log = get_logger("pes_agent.storage")
+
+_Record = TypeVar("_Record")
 
 
 def dump_message(message: ConversationMessage, thread_id: str) -> str:
@@ -43,13 +56,16 @@ def dump_message(message: ConversationMessage, thread_id: str) -> str:
             f"not {thread_id!r}: build it with thread_id={thread_id!r}"
         )
     try:
-        return message.model_dump_json()
+        text, flattened = dump_bounded(message)
     except (PydanticSerializationError, ValueError, TypeError) as exc:
         raise StorageError(
             f"message {message.message_id!r} cannot be saved: its metadata must be "
             f"JSON-serialisable ({exc})",
             thread_id=thread_id,
         ) from exc
+    if flattened:
+        _flattened("messages", thread_id, message.message_id)
+    return text
 
 
 def load_message(text: str | bytes, *, store: object, thread_id: str) -> ConversationMessage:
@@ -120,7 +136,10 @@ def dump_observation(observation: Observation) -> str:
     Observations are a log: a tool output that is not JSON must not fail the run that
     records it, so it is kept in readable form instead.
     """
-    return observation.model_dump_json(fallback=_fallback)
+    text, flattened = dump_bounded(observation, fallback=_fallback)
+    if flattened:
+        _flattened("observations", observation.thread_id, observation.id)
+    return text
 
 
 def load_observation(text: str | bytes, *, store: object, thread_id: str) -> Observation:
@@ -139,7 +158,10 @@ def dump_paused_run(run: PausedRun) -> str:
     store, so the resumed run calls that provider with the key from the environment.
     """
     exclude: Any = {"props": {"options": {"provider_config": {"api_key"}}}}
-    return run.model_dump_json(fallback=_fallback, exclude=exclude)
+    text, flattened = dump_bounded(run, fallback=_fallback, exclude=exclude)
+    if flattened:
+        _flattened("paused_runs", run.thread_id, run.trace_id)
+    return text
 
 
 def load_paused_run(text: str | bytes, *, store: object, thread_id: str) -> PausedRun:
@@ -148,6 +170,30 @@ def load_paused_run(text: str | bytes, *, store: object, thread_id: str) -> Paus
         return PausedRun.model_validate_json(text)
     except ValueError as exc:
         raise _damaged(store, "paused_runs", thread_id, exc) from exc
+
+
+def load_rows(
+    load: Callable[..., _Record], rows: Iterable[tuple[str, str | bytes]], *, store: object
+) -> list[_Record]:
+    """What `load` (`load_message`, ...) reads of each (thread id, text) row, in order; a row
+    it cannot read is left out with a warning naming it, so it never hides the others."""
+    found = []
+    for thread_id, text in rows:
+        try:
+            found.append(load(text, store=store, thread_id=thread_id))
+        except StorageError as exc:
+            _log.warning("storage_row_skipped", thread_id=thread_id, reason=exc.message)
+    return found
+
+
+def _flattened(table: str, thread_id: str, key: str) -> None:
+    _log.warning(
+        "storage_data_flattened",
+        table=table,
+        thread_id=thread_id,
+        key=key,
+        detail=f"parts nested deeper than {MAX_DEPTH} levels are stored as their JSON text",
+    )
 
 
 def _damaged(store: object, table: str, thread_id: str, exc: Exception) -> StorageError:

@@ -3,8 +3,9 @@ backend's own reads and writes, the `commit_turn` prelude and the observation ba
 
 `StorageBase` checks arguments, refuses every call once the store is closed, turns models into
 the JSON text of `_codec` and back (a damaged row becomes a `StorageError` naming the store,
-table and thread), and leaves to a backend only the storing of text: its `_read_*`, `_write_*`,
-`_list_threads`, `_delete_thread`, `_hold`, `_open` and `aclose`.
+table and thread; a listing leaves it out with a warning), and leaves to a backend only the
+storing of text: its `_read_*`, `_write_*`, `_list_threads`, `_delete_thread`, `_hold`,
+`_open` and `aclose`.
 """
 
 from __future__ import annotations
@@ -235,7 +236,9 @@ class StorageBase(ClosedOnExit):
         if limit == 0:
             return []
         texts = await self._read_messages(thread_id, limit)
-        return [_codec.load_message(text, store=self, thread_id=thread_id) for text in texts]
+        return _codec.load_rows(
+            _codec.load_message, ((thread_id, text) for text in texts), store=self
+        )
 
     async def commit_turn(
         self,
@@ -301,7 +304,9 @@ class StorageBase(ClosedOnExit):
         if kinds == []:
             return []
         texts = await self._read_observations(thread_id, kinds, trace_id)
-        return [_codec.load_observation(text, store=self, thread_id=thread_id) for text in texts]
+        return _codec.load_rows(
+            _codec.load_observation, ((thread_id, text) for text in texts), store=self
+        )
 
     # -- runs waiting for approval -----------------------------------------------------------
 
@@ -315,10 +320,9 @@ class StorageBase(ClosedOnExit):
         """The runs waiting for approval on `thread_id` (every thread when None), oldest
         first."""
         self._check_open()
-        return [
-            _codec.load_paused_run(text, store=self, thread_id=owner)
-            for owner, text in await self._read_paused(thread_id)
-        ]
+        return _codec.load_rows(
+            _codec.load_paused_run, await self._read_paused(thread_id), store=self
+        )
 
     async def claim_paused_run(self, thread_id: str, trace_id: str) -> PausedRun | None:
         """Take a paused run out of the store to resume it: delete it and return it in one

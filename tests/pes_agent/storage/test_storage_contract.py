@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 from collections.abc import Awaitable, Callable
+from contextlib import closing
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
+from pes_agent import AgentProps, PausedRun, PendingApproval
 from pes_agent.config import AgentState, ProviderConfig, ThreadConfig
 from pes_agent.errors import (
     ConfigurationError,
@@ -16,10 +21,13 @@ from pes_agent.errors import (
     UsageError,
 )
 from pes_agent.observing.types import Observation, ObservationType
-from pes_agent.storage import Storage
+from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
+from pes_agent.storage import InMemoryStorage, PostgresStorage, SQLiteStorage, Storage
+from pes_agent.storage._common import ObservationRow, Turn
 from pes_agent.threads.messages import ConversationMessage, MessageRole
+from pes_agent.tools.base import ToolResult
 
-from .conftest import DURABLE_BACKENDS, StorageFactory
+from .conftest import DURABLE_BACKENDS, POSTGRES_URL, StorageFactory
 
 
 def user(thread_id: str, content: str, **metadata: object) -> ConversationMessage:
@@ -683,3 +691,148 @@ async def test_lock_thread_after_aclose_raises_the_same_usage_error(storage: Sto
         with pytest.raises(UsageError, match=r"is closed: open a new storage object"):
             async with storage.lock_thread("t"):
                 pass
+
+
+# -- records too deep or damaged ----------------------------------------------------------------
+
+
+def nested(levels: int) -> dict[str, Any]:
+    """An object `levels` deep: {"down": {"down": ... "bottom"}}."""
+    value: Any = "bottom"
+    for _ in range(levels):
+        value = {"down": value}
+    return value  # type: ignore[no-any-return]
+
+
+def levels_of(value: Any) -> int:
+    """How many levels of `nested` `value` holds, reading on through levels stored as JSON
+    text; fails unless it reaches the bottom."""
+    levels = 0
+    while True:
+        if isinstance(value, str) and value.startswith("{"):
+            value = json.loads(value)
+        elif isinstance(value, dict):
+            levels += 1
+            value = value["down"]
+        else:
+            assert value == "bottom"
+            return levels
+
+
+def paused_run(thread_id: str, trace_id: str, output: Any = "done") -> PausedRun:
+    """A run paused after step 1 (which returned `output`) with step 2 waiting."""
+    return PausedRun(
+        thread_id=thread_id,
+        trace_id=trace_id,
+        props=AgentProps("pay", thread_id),
+        planning=PlanningOutput(title="Pay", plan="1. look\n2. pay"),
+        calls=[
+            ParsedToolCall(call_id="c1", tool_name="look", arguments={}),
+            ParsedToolCall(call_id="c2", tool_name="pay", arguments={"amount": 5}),
+        ],
+        results={1: ToolResult(call_id="c1", tool_name="look", status="success", output=output)},
+        pending=[PendingApproval(call_id="c2", tool_name="pay", arguments={"amount": 5})],
+    )
+
+
+# 250: past the 200 levels pydantic reads (such rows were written, then never read again);
+# 400: past the 254 it writes (the save itself failed).
+@pytest.mark.parametrize("levels", [250, 400])
+async def test_records_nested_past_the_read_limit_are_saved_readable_and_whole(
+    storage: Storage, levels: int
+) -> None:
+    """A message, an observation and a paused run holding data nested `levels` deep are saved,
+    listed and read back with nothing lost (the deepest part as JSON text)."""
+    await storage.add_messages("t", [user("t", "hi", deep=nested(levels))])
+    item = Observation(
+        thread_id="t",
+        trace_id="r",
+        type=ObservationType.TOOL_EXECUTION,
+        title="deep",
+        content={"output": nested(levels)},
+    )
+    await storage.add_observation(item)
+    await storage.save_paused_run(paused_run("t", "r", output=nested(levels)))
+
+    [message] = await storage.get_messages("t")
+    assert levels_of(message.metadata["deep"]) == levels
+    [saved] = await storage.get_observations("t")
+    assert levels_of(saved.content["output"]) == levels
+    [listed] = await storage.get_paused_runs()
+    assert levels_of(listed.results[1].output) == levels
+    claimed = await storage.claim_paused_run("t", "r")
+    assert claimed is not None
+    assert levels_of(claimed.results[1].output) == levels
+
+
+async def write_raw(storage: Storage, table: str, thread_id: str, key: str, body: str) -> None:
+    """Add a row of `table` holding `body`, past the codec: with SQL in SQLite and PostgreSQL,
+    with the text-level writer in memory (which has no SQL)."""
+    columns = {
+        "messages": ("thread_id, message_id, body", (thread_id, key, body)),
+        "observations": (
+            "id, thread_id, trace_id, type, body",
+            (key, thread_id, "r", ObservationType.PLAN.value, body),
+        ),
+        "paused_runs": ("thread_id, trace_id, body", (thread_id, key, body)),
+    }
+    names, values = columns[table]
+    if isinstance(storage, SQLiteStorage):
+        with closing(sqlite3.connect(storage.path, isolation_level=None)) as conn:
+            conn.execute(
+                f"INSERT INTO {table} ({names}) VALUES (?, ?{', ?' * (len(values) - 2)})", values
+            )
+    elif isinstance(storage, PostgresStorage):
+        import asyncpg  # type: ignore[import-untyped]
+
+        marks = ", ".join(f"${n}" for n in range(1, len(values) + 1))
+        conn = await asyncpg.connect(POSTGRES_URL)
+        try:
+            await conn.execute(
+                f'INSERT INTO "{storage.schema}".{table} ({names}) VALUES ({marks})', *values
+            )
+        finally:
+            await conn.close()
+    else:
+        assert isinstance(storage, InMemoryStorage)
+        if table == "messages":
+            await storage._write_turn(Turn(thread_id, [key], [body], None, None, None))
+        elif table == "observations":
+            await storage._write_observation(ObservationRow(*values))  # type: ignore[arg-type]
+        else:
+            await storage._write_paused(thread_id, key, body)
+
+
+# Rows another program could leave: one as deep as pes-agent itself once wrote, one of the
+# wrong shape.
+DAMAGED = {"too-deep": json.dumps(nested(250)), "wrong-shape": '{"role": "nobody"}'}
+
+
+async def test_a_damaged_row_never_fails_a_listing_of_the_others(
+    storage: Storage, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Messages, observations and paused runs are listed without the rows that cannot be read,
+    each left out with a warning naming the table and the thread."""
+    first, last = user("t", "first"), user("t", "last")
+    seen = observation("t", ObservationType.PLAN, "seen")
+    also = observation("t", ObservationType.PLAN, "also seen")
+    mine, theirs = paused_run("t", "r1"), paused_run("u", "r2")
+    await storage.add_messages("t", [first])
+    await storage.add_observation(seen)
+    await storage.save_paused_run(mine)
+    await storage.get_observations("t")  # written before the damaged rows are
+    for key, body in DAMAGED.items():
+        for table in ("messages", "observations", "paused_runs"):
+            await write_raw(storage, table, "t", key, body)
+    await storage.add_messages("t", [last])
+    await storage.add_observation(also)
+    await storage.save_paused_run(theirs)
+
+    assert await storage.get_messages("t") == [first, last]
+    assert await storage.get_observations("t") == [seen, also]
+    assert await storage.get_paused_runs("t") == [mine]
+    assert await storage.get_paused_runs() == [mine, theirs]
+    assert "t" in await storage.list_threads()
+    skipped = [r.getMessage() for r in caplog.records if "storage_row_skipped" in r.getMessage()]
+    for table in ("messages", "observations", "paused_runs"):
+        assert any(f"table {table!r}" in text and "thread 't'" in text for text in skipped)

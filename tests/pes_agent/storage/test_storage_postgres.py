@@ -298,10 +298,11 @@ async def test_a_failing_subscriber_does_not_stop_the_feed(pg_schema: str) -> No
 
 @pytest.mark.postgres
 async def test_damaged_rows_are_storage_errors_naming_store_thread_and_table(
-    pg_schema: str,
+    pg_schema: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A row another program damaged reads as a StorageError naming the store, the thread and
-    the table, never a raw pydantic error, through every public reader."""
+    """A config or state another program damaged reads as a StorageError naming the store, the
+    thread and the table, never a raw pydantic error; a listing leaves a damaged row out with
+    a warning that names them."""
     async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
         state = StateManager(storage)
         conversation = ConversationManager(storage)
@@ -328,8 +329,6 @@ async def test_damaged_rows_are_storage_errors_naming_store_thread_and_table(
         reads = {
             "thread_configs": lambda: state.get_thread_config("t"),
             "agent_states": lambda: state.get_agent_state("t"),
-            "messages": lambda: conversation.get_messages("t"),
-            "observations": lambda: observations.get_observations("t"),
         }
         for table, read in reads.items():
             with pytest.raises(StorageError) as caught:
@@ -339,6 +338,15 @@ async def test_damaged_rows_are_storage_errors_naming_store_thread_and_table(
             assert f"table {table!r}" in text
             assert "thread 't'" in text
             assert caught.value.thread_id == "t"
+        assert await conversation.get_messages("t") == []
+        assert await observations.get_observations("t") == []
+        for table in ("messages", "observations"):
+            [warning] = [
+                r.getMessage() for r in caplog.records if f"table {table!r}" in r.getMessage()
+            ]
+            assert "storage_row_skipped" in warning
+            assert repr(storage) in warning
+            assert "thread 't'" in warning
 
 
 @pytest.mark.postgres

@@ -192,10 +192,11 @@ async def test_closed_store_refuses_further_use(tmp_path: Path) -> None:
 
 
 async def test_damaged_rows_are_storage_errors_naming_store_thread_and_table(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A row another program damaged reads as a StorageError naming the store, the thread and
-    the table, never a raw pydantic or JSON error, through every public reader."""
+    """A config or state another program damaged reads as a StorageError naming the store, the
+    thread and the table, never a raw pydantic or JSON error; a listing leaves a damaged row
+    out with a warning that names them."""
     path = tmp_path / "agent.db"
     storage = SQLiteStorage(path)
     state = StateManager(storage)
@@ -216,8 +217,6 @@ async def test_damaged_rows_are_storage_errors_naming_store_thread_and_table(
     reads = {
         "thread_configs": lambda: state.get_thread_config("t"),
         "agent_states": lambda: state.get_agent_state("t"),
-        "messages": lambda: conversation.get_messages("t"),
-        "observations": lambda: observations.get_observations("t"),
     }
     for table, read in reads.items():
         with pytest.raises(StorageError) as caught:
@@ -228,6 +227,13 @@ async def test_damaged_rows_are_storage_errors_naming_store_thread_and_table(
         assert "thread 't'" in text
         assert caught.value.thread_id == "t"
         assert not caught.value.transient
+    assert await conversation.get_messages("t") == []
+    assert await observations.get_observations("t") == []
+    for table in ("messages", "observations"):
+        [warning] = [r.getMessage() for r in caplog.records if f"table {table!r}" in r.getMessage()]
+        assert "storage_row_skipped" in warning
+        assert f"SQLiteStorage({str(path)!r})" in warning
+        assert "thread 't'" in warning
     await storage.aclose()
 
 

@@ -1,0 +1,108 @@
+"""Stored JSON nests at most `MAX_DEPTH` levels, so whatever is written can be read back.
+
+pydantic reads JSON at most 200 levels deep and writes it at most 254 deep: a tool output
+nested 200 levels was written and then failed every read of its row, and one nested 255
+levels failed the run that tried to save it. So before a record is stored, every array or
+object that would open past `MAX_DEPTH` levels is replaced by its own JSON text, a string
+(itself bounded the same way): nothing is lost, the record reads back with its model, and a
+reader finds the deep part with one `json.loads` more. Half of pydantic's limit leaves room
+for the levels an HTTP answer or a stream event wraps around a record, and for readers with
+lower limits (serde_json stops at 128).
+
+Most records are shallow, and checking costs little: a text with fewer than `MAX_DEPTH`
+brackets cannot be too deep; only a text with more has its depth measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from itertools import accumulate
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError, to_json
+
+__all__ = ["MAX_DEPTH", "dump_bounded", "json_depth"]
+
+#: The deepest nesting of arrays and objects a stored record keeps (the record itself is 1).
+MAX_DEPTH = 100
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+Fallback = Callable[[Any], Any] | None
+
+
+def json_depth(text: str) -> int:
+    """How deeply the JSON `text` nests arrays and objects (0 for a scalar)."""
+    brackets = _NOT_A_BRACKET.sub("", _STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def dump_bounded(
+    model: BaseModel, *, fallback: Fallback = None, exclude: Any = None
+) -> tuple[str, bool]:
+    """`model` as JSON nested at most `MAX_DEPTH` levels, and whether any part was too deep
+    (and is now its JSON text); `fallback` and `exclude` as for `model_dump_json`."""
+    try:
+        text = model.model_dump_json(fallback=fallback, exclude=exclude)
+    except PydanticSerializationError:
+        pass  # past pydantic's own depth limit; any other failure is raised again below
+    else:
+        if text.count("{") + text.count("[") <= MAX_DEPTH or json_depth(text) <= MAX_DEPTH:
+            return text, False
+    bounded = _Bounder(fallback).bounded(model, MAX_DEPTH)
+    return bounded.model_dump_json(fallback=fallback, exclude=exclude), True
+
+
+class _Bounder:
+    """Replaces what is nested too deep by its JSON text, written with `fallback`."""
+
+    __slots__ = ("_fallback",)
+
+    def __init__(self, fallback: Fallback) -> None:
+        self._fallback = fallback
+
+    def bounded(self, value: Any, room: int) -> Any:
+        """`value` with each array or object that would open more than `room` levels down
+        replaced by its JSON text; `value` itself when nothing is that deep."""
+        if isinstance(value, BaseModel):
+            if room <= 0:
+                return self._as_text(value)
+            changed = {}
+            for name in type(value).model_fields:
+                field = getattr(value, name)
+                bounded = self.bounded(field, room - 1)
+                if bounded is not field:
+                    changed[name] = bounded
+            return value.model_copy(update=changed) if changed else value
+        if isinstance(value, dict):
+            if room <= 0:
+                return self._as_text(value)
+            items = {key: self.bounded(item, room - 1) for key, item in value.items()}
+            return items if any(items[k] is not v for k, v in value.items()) else value
+        if isinstance(value, (list, tuple, set, frozenset)):
+            if room <= 0:
+                return self._as_text(value)
+            elements = [self.bounded(item, room - 1) for item in value]
+            if all(a is b for a, b in zip(elements, value, strict=True)):
+                return value
+            # A model's tuple field stays a tuple; sets are written as arrays anyway.
+            return tuple(elements) if isinstance(value, tuple) else elements
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            # Written as an object of its fields, so bounded as one.
+            fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+            bounded = self.bounded(fields, room)
+            return value if bounded is fields else bounded
+        return value
+
+    def _as_text(self, value: Any) -> str:
+        """`value`'s JSON text, bounded in turn (data deeper than Python can recurse is lost)."""
+        try:
+            return to_json(self.bounded(value, MAX_DEPTH), fallback=self._fallback).decode()
+        except RecursionError:
+            return f"<a {type(value).__name__} nested too deeply to save>"

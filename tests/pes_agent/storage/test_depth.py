@@ -1,0 +1,102 @@
+"""Deeply nested data: stored at most MAX_DEPTH levels deep, read back whole, in a real run."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pes_agent import AgentProps, Approve, ObservationType, create_agent, tool
+from pes_agent.storage._depth import MAX_DEPTH, dump_bounded, json_depth
+from pes_agent.testing import ScriptedProvider
+from pes_agent.tools.base import ToolResult
+
+from .conftest import StorageFactory
+from .test_storage_contract import levels_of, nested
+
+
+def plan(*calls: tuple[str, str, dict[str, Any]]) -> str:
+    tool_calls = [{"callId": c, "toolName": t, "arguments": a} for c, t, a in calls]
+    return json.dumps({"intent": "i", "plan": "p", "toolCalls": tool_calls})
+
+
+async def test_a_run_pausing_after_a_deeply_nested_output_resumes_with_all_of_it(
+    open_backend: StorageFactory,
+) -> None:
+    """A tool output 250 levels deep in a run that pauses for approval: the run is listed,
+    resumes in a new agent whose next step gets the whole output, and the observations read
+    back; a second such run is cancelled."""
+
+    @tool
+    async def dig() -> dict[str, Any]:
+        """Return data nested 250 levels deep."""
+        return nested(250)
+
+    @tool(requires_approval=True)
+    async def pay(amount: int) -> str:
+        """Pay an amount."""
+        return f"paid {amount}"
+
+    @tool
+    async def measure(data: Any) -> int:
+        """How deep the data goes."""
+        return levels_of(data)
+
+    tools = [dig, pay, measure]
+    steps = plan(
+        ("c1", "dig", {}),
+        ("c2", "pay", {"amount": 5}),
+        ("c3", "measure", {"data": "{step_1_result}"}),
+    )
+    replies = ScriptedProvider([steps, steps, "Measured."])
+    async with create_agent(provider=replies, tools=tools, storage=open_backend()) as first:
+        paused = await first.process(AgentProps("dig", "t"))
+        other = await first.process(AgentProps("dig", "u"))
+        assert paused.metadata.status == other.metadata.status == "awaiting_approval"
+
+    async with create_agent(
+        provider=ScriptedProvider(["Measured."]), tools=tools, storage=open_backend()
+    ) as second:
+        listed = await second.pending_runs()
+        assert sorted(run.thread_id for run in listed) == ["t", "u"]
+        assert [levels_of(run.results[1].output) for run in listed] == [250, 250]
+        done = await second.resume("t", paused.metadata.trace_id, {"c2": Approve()})
+        assert done.metadata.status == "success"
+        [cancelled] = await second.cancel_pending("u")
+        assert cancelled.trace_id == other.metadata.trace_id
+
+        executions = await second.observations.get_observations(
+            "t", types=[ObservationType.TOOL_EXECUTION]
+        )
+        outputs = {e.content["callId"]: e.content["output"] for e in executions}
+        assert levels_of(outputs["c1"]) == 250
+        assert outputs["c3"] == 250
+        assert await second.pending_runs() == []
+
+
+def test_json_depth_counts_only_brackets_outside_strings() -> None:
+    """Brackets and escaped quotes inside strings are not nesting."""
+    assert json_depth('"x"') == 0
+    assert json_depth("[]") == 1
+    assert json_depth('{"a": [1, {"b": "[[[{"}], "c": "\\\\\\"]]]"}') == 3
+    assert json_depth(json.dumps(nested(7))) == 7
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH - 2, MAX_DEPTH - 1])
+def test_a_record_within_the_limit_is_written_as_it_is(levels: int) -> None:
+    """Up to MAX_DEPTH levels (the result's own object and `output` take two) nothing changes."""
+    result = ToolResult(call_id="c", tool_name="t", status="success", output=nested(levels))
+    text, flattened = dump_bounded(result)
+    assert not flattened
+    assert text == result.model_dump_json()
+
+
+def test_a_record_past_the_limit_keeps_every_level_and_reads_back() -> None:
+    """One level more and the deepest object is its JSON text: MAX_DEPTH levels, none lost."""
+    result = ToolResult(call_id="c", tool_name="t", status="success", output=[nested(MAX_DEPTH)])
+    text, flattened = dump_bounded(result)
+    assert flattened
+    assert json_depth(text) == MAX_DEPTH
+    back = ToolResult.model_validate_json(text)
+    assert levels_of(back.output[0]) == MAX_DEPTH
