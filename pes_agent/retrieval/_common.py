@@ -10,6 +10,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "check_rows",
     "check_top_k",
     "check_where",
+    "json_number",
     "metadata_matches",
     "query_vector",
     "require_numpy",
@@ -87,6 +89,16 @@ def check_where(where: Metadata | None) -> dict[str, MetadataValue] | None:
     return checked or None
 
 
+# Below this every float that is a whole number prints as its exact digits.
+_EXACT_FLOATS = 2**53
+
+
+def json_number(value: int | float) -> Decimal:
+    """The number `value` is in JSON text: a float is what its shortest form says (1e23 is
+    10**23), as PostgreSQL and SQLite read it back; `where` compares numbers by it."""
+    return Decimal(repr(value))
+
+
 def _same(stored: Any, wanted: MetadataValue) -> bool:
     # A bool is not a number here, although Python says True == 1: JSON keeps them apart.
     if isinstance(wanted, bool) or isinstance(stored, bool):
@@ -95,7 +107,11 @@ def _same(stored: Any, wanted: MetadataValue) -> bool:
         return stored is None
     if isinstance(wanted, str):
         return isinstance(stored, str) and stored == wanted
-    return isinstance(stored, int | float) and stored == wanted
+    if not isinstance(stored, int | float):
+        return False
+    if type(stored) is type(wanted) or max(abs(stored), abs(wanted)) < _EXACT_FLOATS:
+        return stored == wanted  # the same answer as json_number's, without the Decimals
+    return json_number(stored) == json_number(wanted)
 
 
 def metadata_matches(metadata: Mapping[str, Any], where: Mapping[str, MetadataValue]) -> bool:

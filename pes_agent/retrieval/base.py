@@ -15,7 +15,8 @@ Rules every store keeps, so they can be swapped without a change in results:
 - `search` ranks by cosine similarity, highest first; `score` is that similarity (-1..1).
 - `where` is an exact match on metadata keys, all of them: a row matches when it has every
   key with an equal value. Values are JSON scalars (str, int, float, bool, None); numbers
-  compare by value (1 == 1.0), a bool is not a number, `None` matches only a stored null.
+  compare by value (1 == 1.0), a float being the number its JSON text says (1e23 == 10**23),
+  ints of any size; a bool is not a number, `None` matches only a stored null.
 - A vector of another length than the store's `dimension` is a `DimensionMismatchError`; a
   zero or non-finite vector is a `UsageError` (cosine similarity has no meaning for it).
 """

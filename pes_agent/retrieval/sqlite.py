@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import importlib
 import json
@@ -38,6 +39,7 @@ from pes_agent.retrieval._common import (
     check_rows,
     check_top_k,
     check_where,
+    json_number,
     query_vector,
     require_numpy,
 )
@@ -101,11 +103,37 @@ def _type_clause(value: MetadataValue) -> tuple[str, list[Any]]:
         return "type = ?", ["true" if value else "false"]
     if isinstance(value, str):
         return "type = 'text' AND value = ?", [value]
-    if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
-        # SQLite cannot bind it, and json_each reads it as a rounded real: compare the
-        # stored JSON text instead, which `json.dumps` wrote as the exact digits.
-        return "type = 'integer' AND d.metadata -> fullkey = ?", [str(value)]
-    return "type IN ('integer', 'real') AND value = ?", [value]
+    return _number_clause(value)
+
+
+def _number_clause(value: int | float) -> tuple[str, list[Any]]:
+    """SQL matching the stored integers and reals whose `json_number` is `value`'s.
+
+    `json_each` reads an integer beyond 64 bits as a rounded real, and some reals a bit off
+    (1.5e+300 as 1.4999999999999998e+300), so those are compared by their JSON text (`->`),
+    which `json.dumps` wrote: an integer's exact digits, a float's shortest form.
+    """
+    number = json_number(value)
+    clauses: list[str] = []
+    params: list[Any] = []
+    if number == number.to_integral_value():
+        whole = int(number)
+        if _INT64_MIN <= whole <= _INT64_MAX:
+            # typeof: not a stored integer beyond 64 bits that rounds to this one
+            clauses.append("type = 'integer' AND typeof(value) = 'integer' AND value = ?")
+            params.append(whole)
+        else:
+            clauses.append("type = 'integer' AND d.metadata -> fullkey = ?")
+            params.append(str(whole))
+    with contextlib.suppress(OverflowError):  # an int beyond any float is no stored real
+        real = float(value)
+        if json_number(real) == number:
+            texts = ["0.0", "-0.0"] if real == 0 else [json.dumps(real)]
+            clauses.append(
+                f"type = 'real' AND d.metadata -> fullkey IN ({', '.join('?' * len(texts))})"
+            )
+            params += texts
+    return " OR ".join(f"({clause})" for clause in clauses), params
 
 
 class SQLiteVectorStore:
@@ -343,7 +371,7 @@ class SQLiteVectorStore:
             for key, value in filters.items():
                 condition, values = _type_clause(value)
                 clauses.append(
-                    f"EXISTS (SELECT 1 FROM json_each(d.metadata) WHERE key = ? AND {condition})"
+                    f"EXISTS (SELECT 1 FROM json_each(d.metadata) WHERE key = ? AND ({condition}))"
                 )
                 params += [key, *values]
             restrict = f" AND rowid IN (SELECT d.rowid FROM {t} AS d WHERE {' AND '.join(clauses)})"

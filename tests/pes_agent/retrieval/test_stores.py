@@ -89,7 +89,7 @@ async def test_where_matches_integers_beyond_64_bits_exactly(make_store: StoreFa
     """An int outside SQLite's 64-bit range filters like any int: only its own row, no error."""
     store = make_store(2)
     key = 'size.in "bytes"'  # a key a JSON path would misread
-    values = [2**63 - 1, 2**63, 2**64, 2**64 + 1, -(2**63) - 1, 10**30]
+    values = [2**63 - 1, 2**63, 2**64, 2**64 + 1, -(2**63), -(2**63) - 1, 10**30]
     await store.add(
         [f"n{i}" for i in range(len(values))],
         [[1.0, float(i)] for i in range(len(values))],
@@ -101,6 +101,36 @@ async def test_where_matches_integers_beyond_64_bits_exactly(make_store: StoreFa
         assert [(hit.id, hit.metadata) for hit in hits] == [(f"n{index}", {key: value})]
     assert await store.search([1.0, 0.0], top_k=10, where={key: 2**64 + 2}) == []
     assert await store.search([1.0, 0.0], top_k=10, where={key: -(10**30)}) == []
+
+
+async def test_where_compares_large_numbers_as_json_writes_them(make_store: StoreFactory) -> None:
+    """Beyond 2**53 a float is the number its JSON text says: 1e23 is 10**23, and 2.0**64,
+    written 1.8446744073709552e+19, is neither 2**64 nor 2**64 + 1; each finds itself."""
+    store = make_store(2)
+    values: dict[str, MetadataValue] = {
+        "float 2**64": 2.0**64,
+        "int 2**64": 2**64,
+        "int 2**64+1": 2**64 + 1,
+        "float 1e23": 1e23,
+        "int 10**23": 10**23,
+        "float 1.5e300": 1.5e300,
+    }
+    await store.add(
+        list(values),
+        [[1.0, float(i)] for i in range(len(values))],
+        ["x"] * len(values),
+        [{"n": value} for value in values.values()],
+    )
+
+    async def ids(value: MetadataValue) -> set[str]:
+        return {hit.id for hit in await store.search([1.0, 0.0], top_k=10, where={"n": value})}
+
+    assert await ids(2.0**64) == {"float 2**64"}
+    assert await ids(2**64) == {"int 2**64"}
+    assert await ids(2**64 + 1) == {"int 2**64+1"}
+    assert await ids(1e23) == {"float 1e23", "int 10**23"}
+    assert await ids(10**23) == {"float 1e23", "int 10**23"}
+    assert await ids(1.5e300) == {"float 1.5e300"}
 
 
 async def test_adding_an_existing_id_replaces_its_row(make_store: StoreFactory) -> None:
