@@ -36,6 +36,7 @@ from pes_agent.retrieval._common import (
     check_rows,
     check_top_k,
     check_where,
+    json_number,
     metadata_matches,
     query_vector,
     require_numpy,
@@ -312,7 +313,7 @@ class PostgresVectorStore:
 
     def _records(self, rows: Rows, backend: VectorBackend) -> list[tuple[Any, ...]]:
         np = self._np
-        metadata = rows.metadata_json()
+        metadata = [_jsonb_text(meta) for meta in rows.metadata]
         if backend == "pgvector":
             vectors: list[Any] = [_vector_text(v) for v in rows.vectors.tolist()]
         else:
@@ -425,6 +426,22 @@ class PostgresVectorStore:
             matrix=matrix,
             metadata=[json.loads(row["metadata"]) for row in found],
         )
+
+
+def _jsonb_text(metadata: dict[str, MetadataValue]) -> str:
+    """`metadata` as JSON text for a jsonb column, each float written with a fraction digit.
+
+    jsonb keeps numbers as decimals: `1e+16` comes back as `10000000000000000`, which reads
+    as an int, while `10000000000000000.0` comes back as written and reads as the float.
+    """
+    return "{" + ",".join(f"{json.dumps(k)}:{_json_scalar(v)}" for k, v in metadata.items()) + "}"
+
+
+def _json_scalar(value: MetadataValue) -> str:
+    if isinstance(value, float):
+        digits = format(json_number(value), "f")
+        return digits if "." in digits else f"{digits}.0"
+    return json.dumps(value)
 
 
 def _jsonb_match(key: str, value: str, wanted: MetadataValue) -> str:

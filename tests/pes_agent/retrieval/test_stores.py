@@ -133,6 +133,30 @@ async def test_where_compares_large_numbers_as_json_writes_them(make_store: Stor
     assert await ids(1.5e300) == {"float 1.5e300"}
 
 
+async def test_metadata_comes_back_as_it_was_stored(make_store: StoreFactory) -> None:
+    """A hit's metadata equals what was added, types too: a whole float stays a float."""
+    store = make_store(2)
+    metadata: dict[str, MetadataValue] = {
+        "whole float": 1e16,
+        "huge float": 1e23,
+        "float 2**64": 2.0**64,
+        "tiny float": 5e-324,
+        "one": 1.0,
+        "negative zero": -0.0,
+        "int": 10**23,
+        "text": "1e16",
+        "flag": True,
+        "nothing": None,
+    }
+    await store.add(["a"], [[1.0, 0.0]], ["x"], [metadata])
+    [hit] = await store.search([1.0, 0.0], top_k=1)
+    assert hit.metadata == metadata
+    assert {key: type(value) for key, value in hit.metadata.items()} == {
+        key: type(value) for key, value in metadata.items()
+    }
+    assert [hit.id for hit in await store.search([1.0, 0.0], top_k=1, where=metadata)] == ["a"]
+
+
 async def test_adding_an_existing_id_replaces_its_row(make_store: StoreFactory) -> None:
     """`add` is an upsert: the id keeps one row, with the new vector, text and metadata."""
     store = make_store(2)
