@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 import json
+import re
+from itertools import accumulate
 from typing import Any
 
 import pytest
+from pydantic_core import from_json
 
 from pes_agent import AgentProps, Approve, ObservationType, create_agent, tool
-from pes_agent.storage._depth import MAX_DEPTH, dump_bounded, json_depth
+from pes_agent.storage._depth import MAX_DEPTH, READ_LIMIT, dump_bounded
 from pes_agent.testing import ScriptedProvider
 from pes_agent.tools.base import ToolResult
 
 from .conftest import StorageFactory
 from .test_storage_contract import levels_of, nested
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_depth(text: str) -> int:
+    """How deeply the JSON `text` nests arrays and objects (0 for a scalar)."""
+    brackets = [c for c in _STRING.sub("", text) if c in _STEP]
+    return max(accumulate(_STEP[c] for c in brackets), default=0)
 
 
 def plan(*calls: tuple[str, str, dict[str, Any]]) -> str:
@@ -75,28 +87,37 @@ async def test_a_run_pausing_after_a_deeply_nested_output_resumes_with_all_of_it
         assert await second.pending_runs() == []
 
 
+def test_pydantic_reads_json_read_limit_levels_deep_and_no_deeper() -> None:
+    """READ_LIMIT is still pydantic's: the bound and its quick check rely on it."""
+    from_json(json.dumps(nested(READ_LIMIT)))
+    with pytest.raises(ValueError, match="recursion limit"):
+        from_json(json.dumps(nested(READ_LIMIT + 1)))
+
+
 def test_json_depth_counts_only_brackets_outside_strings() -> None:
-    """Brackets and escaped quotes inside strings are not nesting."""
+    """The tests' measure: brackets and escaped quotes inside strings are not nesting."""
     assert json_depth('"x"') == 0
     assert json_depth("[]") == 1
     assert json_depth('{"a": [1, {"b": "[[[{"}], "c": "\\\\\\"]]]"}') == 3
     assert json_depth(json.dumps(nested(7))) == 7
 
 
-@pytest.mark.parametrize("levels", [MAX_DEPTH - 2, MAX_DEPTH - 1])
+@pytest.mark.parametrize("levels", [MAX_DEPTH - 3, MAX_DEPTH - 2])
 def test_a_record_within_the_limit_is_written_as_it_is(levels: int) -> None:
-    """Up to MAX_DEPTH levels (the result's own object and `output` take two) nothing changes."""
-    result = ToolResult(call_id="c", tool_name="t", status="success", output=nested(levels))
+    """Up to MAX_DEPTH levels (the result's own object and a list take two) nothing changes."""
+    result = ToolResult(call_id="c", tool_name="t", status="success", output=[nested(levels)])
     text, flattened = dump_bounded(result)
     assert not flattened
     assert text == result.model_dump_json()
+    assert json_depth(text) == levels + 2
 
 
 def test_a_record_past_the_limit_keeps_every_level_and_reads_back() -> None:
     """One level more and the deepest object is its JSON text: MAX_DEPTH levels, none lost."""
-    result = ToolResult(call_id="c", tool_name="t", status="success", output=[nested(MAX_DEPTH)])
+    output = [nested(MAX_DEPTH - 1)]
+    result = ToolResult(call_id="c", tool_name="t", status="success", output=output)
     text, flattened = dump_bounded(result)
     assert flattened
     assert json_depth(text) == MAX_DEPTH
     back = ToolResult.model_validate_json(text)
-    assert levels_of(back.output[0]) == MAX_DEPTH
+    assert levels_of(back.output[0]) == MAX_DEPTH - 1
