@@ -16,23 +16,31 @@ run exactly as it went (tool calls that ran side by side overlap):
 
 - `invoke_agent {agent_name}` (INTERNAL), from `process()` / `resume()` entry to return:
   `gen_ai.operation.name="invoke_agent"`, `gen_ai.agent.name`, `gen_ai.conversation.id` (the
-  thread), `gen_ai.usage.input_tokens` / `output_tokens`, `pes_agent.trace_id`,
-  `pes_agent.run.status`;
+  thread), `gen_ai.provider.name` and `gen_ai.request.model` (of the run's first model call;
+  `gen_ai.provider.name="_OTHER"` for a run that made none), `gen_ai.usage.input_tokens` /
+  `output_tokens`, `pes_agent.trace_id`, `pes_agent.run.status`;
 - `chat {model}` (CLIENT), LLM_STREAM_START to LLM_STREAM_END or a final LLM_STREAM_ERROR:
-  `gen_ai.operation.name="chat"`, `gen_ai.provider.name`,
-  `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.usage.input_tokens` /
-  `output_tokens`, `gen_ai.response.finish_reasons`, `pes_agent.phase`;
+  `gen_ai.operation.name="chat"`, `gen_ai.provider.name`, `gen_ai.request.model`,
+  `gen_ai.request.temperature` / `max_tokens` (when set), `gen_ai.output.type="json"` (an
+  answer held to a schema: structured planning), `server.address` / `server.port` (SDK
+  providers), then from the answer `gen_ai.response.model` (the model the server names, e.g.
+  `gpt-4o-mini-2024-07-18`), `gen_ai.response.id`, `gen_ai.response.finish_reasons`,
+  `gen_ai.usage.input_tokens` / `output_tokens` and, when the provider reports them,
+  `gen_ai.usage.cache_read.input_tokens` / `cache_creation.input_tokens`; `pes_agent.phase`;
 - `execute_tool {tool}` (INTERNAL), TOOL_CALL to TOOL_EXECUTION: `gen_ai.operation.name=
-  "execute_tool"`, `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`,
-  `pes_agent.tool.kind` (`"tool"` or `"language"` for a language step).
+  "execute_tool"`, `gen_ai.tool.name`, `gen_ai.tool.description` (a registered tool's),
+  `gen_ai.tool.call.id`, `gen_ai.tool.type`, `pes_agent.tool.kind` (`"tool"` or `"language"`
+  for a language step).
 
 Model and tool spans are children of their run's span; the run span is the current span while
 the run goes on, so spans your tools open join the same trace. A failure is span status ERROR
 with `error.type` (the exception class, a run's failed phase, `"cancelled"`), a provider's
 retry after a broken stream an event on its chat span. Message content goes on spans only
 with `capture_content=True`: the question and answer on the run span (`gen_ai.input.messages`,
-`gen_ai.output.messages`), the arguments and result on tool spans (`gen_ai.tool.call.arguments`,
-`gen_ai.tool.call.result`). Credentials never do: nothing of a provider's configuration is read.
+`gen_ai.output.messages`, with the answering call's `finish_reason`), the arguments and result
+on tool spans (`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`: a failed call has no
+result, only its error status). Credentials never do: nothing of a provider's configuration is
+read.
 
 Every span ends: when a run fails or is cancelled, what it left open ends with it (status
 ERROR, `error.type="cancelled"` or `"unfinished"`); `uninstrument()` ends what is still open.
@@ -57,11 +65,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from ecs_core import EntityId, TerminalComponent, World
+from pes_agent.ecs._tools import tools_of
 from pes_agent.ecs.components import (
     ConversationComponent,
     LLMComponent,
     PendingToolCallsComponent,
     PlanComponent,
+    ToolRegistryComponent,
 )
 from pes_agent.ecs.services import AgentServicesComponent, identity_of
 from pes_agent.errors import ConfigurationError, UsageError
@@ -91,8 +101,27 @@ _WATCHED: Final = (
     ObservationType.TOOL_EXECUTION,
     ObservationType.ERROR,
 )
+#: Providers' stop reasons in the conventions' finish-reason words (others are kept as sent).
+_FINISH_REASONS: Final = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_calls": "tool_call",
+    "tool_use": "tool_call",
+    "refusal": "content_filter",
+}
+#: What names a tool's description: (thread id, trace id) of the turn, tool name.
+_Describe = Callable[[tuple[str, str], str], str | None]
 _EXCEPTION_NAME = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Exhausted))\b")
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+#: A call's start observation keys, as the chat span's request attributes.
+_REQUEST_ATTRIBUTES: Final = (
+    ("temperature", "gen_ai.request.temperature"),
+    ("max_tokens", "gen_ai.request.max_tokens"),
+    ("output_type", "gen_ai.output.type"),
+    ("server_address", "server.address"),
+    ("server_port", "server.port"),
+)
 
 
 def _require_otel() -> Any:
@@ -126,18 +155,46 @@ def _text_messages(role: str, text: str) -> str:
     return _json([{"role": role, "parts": [{"type": "text", "content": text}]}])
 
 
+def _answer_messages(text: str, stop_reason: str | None) -> str:
+    """`gen_ai.output.messages` for an answer: one assistant message with its finish reason."""
+    finish = _FINISH_REASONS.get(stop_reason, stop_reason) if stop_reason else "stop"
+    parts = [{"type": "text", "content": text}]
+    return _json([{"role": "assistant", "parts": parts, "finish_reason": finish}])
+
+
+def _model_attributes(content: Mapping[str, Any]) -> dict[str, Any]:
+    """`gen_ai.provider.name` and `gen_ai.request.model` from a call's start observation."""
+    return {
+        "gen_ai.provider.name": str(content.get("provider") or "unknown"),
+        "gen_ai.request.model": str(content.get("model") or "unknown"),
+    }
+
+
 class _Turn:
     """The open spans of one run (or ECS entity turn)."""
 
-    __slots__ = ("chats", "context", "error_phase", "last_ns", "span", "tools")
+    __slots__ = (
+        "chats",
+        "context",
+        "error_phase",
+        "last_ns",
+        "model_named",
+        "span",
+        "stop_reason",
+        "tools",
+    )
 
-    def __init__(self, span: Span, context: Context, start_ns: int) -> None:
+    def __init__(self, span: Span, context: Context, start_ns: int, *, model_named: bool) -> None:
         self.span = span
         self.context = context
         self.chats: dict[object, Span] = {}
         self.tools: dict[str, Span] = {}
         self.error_phase: str | None = None
         self.last_ns = start_ns
+        # Whether the run span has its provider and model (from the first model call).
+        self.model_named = model_named
+        # The latest model call's stop reason: the answer's finish reason.
+        self.stop_reason: str | None = None
 
 
 class _Tracer:
@@ -150,6 +207,7 @@ class _Tracer:
         capture_content: bool,
         agent_name: str,
         lazy_turns: bool,
+        describe: _Describe,
     ) -> None:
         trace = _require_otel()
         from pes_agent import __version__
@@ -160,6 +218,7 @@ class _Tracer:
         self.agent_name = agent_name
         # ECS turns open on their first observation; PES runs only when process() starts.
         self._lazy = lazy_turns
+        self._describe = describe
         self.turns: dict[tuple[str, str], _Turn] = {}
 
     # -- turns -----------------------------------------------------------------------------
@@ -173,6 +232,7 @@ class _Tracer:
     ) -> _Turn:
         """Start the run span of (thread_id, trace_id) at `start_ns`."""
         trace = self._trace
+        attributes = {k: v for k, v in (attributes or {}).items() if v is not None}
         span = self.tracer.start_span(
             f"invoke_agent {self.agent_name}",
             kind=trace.SpanKind.INTERNAL,
@@ -182,10 +242,11 @@ class _Tracer:
                 "gen_ai.agent.name": self.agent_name,
                 "gen_ai.conversation.id": thread_id,
                 "pes_agent.trace_id": trace_id,
-                **{k: v for k, v in (attributes or {}).items() if v is not None},
+                **attributes,
             },
         )
-        turn = _Turn(span, trace.set_span_in_context(span), start_ns)
+        named = "gen_ai.provider.name" in attributes
+        turn = _Turn(span, trace.set_span_in_context(span), start_ns, model_named=named)
         self.turns[(thread_id, trace_id)] = turn
         return turn
 
@@ -211,6 +272,9 @@ class _Tracer:
             span.end(end_time=end_ns)
         if attributes:
             turn.span.set_attributes(dict(attributes))
+        if not turn.model_named:
+            # Required by the conventions; a run that made no model call has no provider.
+            turn.span.set_attribute("gen_ai.provider.name", "_OTHER")
         if error_type is not None:
             self._fail(turn.span, error_type, description)
         turn.span.end(end_time=max(end_ns, turn.last_ns))
@@ -236,7 +300,8 @@ class _Tracer:
         if turn is None:
             if not self._lazy or observation.type is ObservationType.ERROR:
                 return
-            turn = self.open(*key, ns)
+            started = observation.type is ObservationType.LLM_STREAM_START
+            turn = self.open(*key, ns, _model_attributes(observation.content) if started else None)
         turn.last_ns = max(turn.last_ns, ns)
         kind = observation.type
         content = observation.content
@@ -257,6 +322,9 @@ class _Tracer:
         if kind is ObservationType.LLM_STREAM_START:
             if span is None:  # else a restart after a broken stream: the same call goes on
                 turn.chats[call] = self._chat_span(turn, content, ns)
+            if not turn.model_named:
+                turn.model_named = True
+                turn.span.set_attributes(_model_attributes(content))
             return
         if span is None:
             return
@@ -266,10 +334,19 @@ class _Tracer:
                 "gen_ai.usage.input_tokens": usage.get("input_tokens", 0),
                 "gen_ai.usage.output_tokens": usage.get("output_tokens", 0),
             }
-            if content.get("model"):
-                attributes["gen_ai.response.model"] = content["model"]
-            if content.get("stop_reason"):
-                attributes["gen_ai.response.finish_reasons"] = [str(content["stop_reason"])]
+            # Zero is also what a provider that reports no caching gives: only counts go on.
+            if usage.get("cache_read_tokens"):
+                attributes["gen_ai.usage.cache_read.input_tokens"] = usage["cache_read_tokens"]
+            if usage.get("cache_write_tokens"):
+                attributes["gen_ai.usage.cache_creation.input_tokens"] = usage["cache_write_tokens"]
+            if content.get("response_model"):
+                attributes["gen_ai.response.model"] = str(content["response_model"])
+            if content.get("response_id"):
+                attributes["gen_ai.response.id"] = str(content["response_id"])
+            stop_reason = content.get("stop_reason")
+            if stop_reason:
+                turn.stop_reason = str(stop_reason)
+                attributes["gen_ai.response.finish_reasons"] = [str(stop_reason)]
             span.set_attributes(attributes)
         elif kind is ObservationType.LLM_STREAM_END:
             del turn.chats[call]
@@ -290,19 +367,20 @@ class _Tracer:
             span.end(end_time=ns)
 
     def _chat_span(self, turn: _Turn, content: dict[str, Any], ns: int) -> Span:
-        model = str(content.get("model") or "unknown")
-        provider = str(content.get("provider") or "unknown")
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            **_model_attributes(content),
+            "pes_agent.phase": str(content.get("phase") or ""),
+        }
+        for key, name in _REQUEST_ATTRIBUTES:
+            if content.get(key) is not None:
+                attributes[name] = content[key]
         return self.tracer.start_span(
-            f"chat {model}",
+            f"chat {attributes['gen_ai.request.model']}",
             context=turn.context,
             kind=self._trace.SpanKind.CLIENT,
             start_time=ns,
-            attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": provider,
-                "gen_ai.request.model": model,
-                "pes_agent.phase": str(content.get("phase") or ""),
-            },
+            attributes=attributes,
         )
 
     def _tool_started(self, turn: _Turn, observation: Observation, ns: int) -> None:
@@ -315,6 +393,9 @@ class _Tracer:
             "gen_ai.tool.type": "function",
             "pes_agent.tool.kind": str(content.get("kind") or "tool"),
         }
+        description = self._describe((observation.thread_id, observation.trace_id), name)
+        if description:
+            attributes["gen_ai.tool.description"] = description
         if self.capture_content:
             attributes["gen_ai.tool.call.arguments"] = _json(content.get("arguments"))
         turn.tools[observation.id] = self.tracer.start_span(
@@ -332,13 +413,10 @@ class _Tracer:
             # Refused before it started (denied, not allowed): only its end was recorded.
             self._tool_started(turn, observation, ns)
             span = turn.tools.pop(observation.id)
-        if self.capture_content:
-            result = content.get("output") if content.get("status") == "success" else None
-            span.set_attribute(
-                "gen_ai.tool.call.result",
-                _json(result if content.get("status") == "success" else content.get("error")),
-            )
-        if content.get("status") != "success":
+        if content.get("status") == "success":
+            if self.capture_content:
+                span.set_attribute("gen_ai.tool.call.result", _json(content.get("output")))
+        else:
             error = content.get("error")
             self._fail(span, _error_type(error, "tool_error"), str(error or ""))
         span.end(end_time=ns)
@@ -408,8 +486,17 @@ def instrument(
             "this agent is instrumented already; call uninstrument() on the Instrumentation "
             "instrument() returned before instrumenting it again"
         )
+
+    def describe(key: tuple[str, str], name: str) -> str | None:
+        found = agent.tools.get(name)
+        return found.schema.description if found is not None else None
+
     tracer = _Tracer(
-        tracer_provider, capture_content=capture_content, agent_name=agent_name, lazy_turns=False
+        tracer_provider,
+        capture_content=capture_content,
+        agent_name=agent_name,
+        lazy_turns=False,
+        describe=describe,
     )
     original_process = agent.process
     original_resume = agent.resume
@@ -481,8 +568,8 @@ async def _traced(
         "gen_ai.usage.output_tokens": metadata.usage.output_tokens,
     }
     if tracer.capture_content and metadata.status not in ("error", "cancelled"):
-        attributes["gen_ai.output.messages"] = _text_messages(
-            "assistant", response.response.content
+        attributes["gen_ai.output.messages"] = _answer_messages(
+            response.response.content, turn.stop_reason
         )
     failed = metadata.status in ("error", "cancelled")
     tracer.close(
@@ -515,8 +602,20 @@ def instrument_world(
             "instrument_world() traces the world's observations, and it has none: call "
             "attach_services(world, observations=ObservationManager(InMemoryStorage())) first"
         )
+
+    def describe(key: tuple[str, str], name: str) -> str | None:
+        for entity, (registry,) in world.query(ToolRegistryComponent):
+            if identity_of(world, entity) == key:
+                found = tools_of(registry).get(name)
+                return found.schema.description if found is not None else None
+        return None
+
     tracer = _Tracer(
-        tracer_provider, capture_content=capture_content, agent_name=agent_name, lazy_turns=True
+        tracer_provider,
+        capture_content=capture_content,
+        agent_name=agent_name,
+        lazy_turns=True,
+        describe=describe,
     )
     ends = _TurnEnds(tracer)
     unsubscribe = services.observations.subscribe(tracer.on_observation, types=_WATCHED)
@@ -557,12 +656,14 @@ class _TurnEnds:
                     turn.last_ns,
                     error_type=terminal.reason if failed else None,
                     description=terminal.reason if failed else None,
-                    attributes=self._content(world, entity, answered=not failed),
+                    attributes=self._content(world, entity, turn, answered=not failed),
                 )
             elif _answered(world, entity):
-                tracer.close(key, turn.last_ns, attributes=self._content(world, entity))
+                tracer.close(key, turn.last_ns, attributes=self._content(world, entity, turn))
 
-    def _content(self, world: World, entity: EntityId, *, answered: bool = True) -> dict[str, Any]:
+    def _content(
+        self, world: World, entity: EntityId, turn: _Turn, *, answered: bool = True
+    ) -> dict[str, Any]:
         conversation = world.get_component(entity, ConversationComponent)
         if not self._tracer.capture_content or conversation is None:
             return {}
@@ -572,7 +673,9 @@ class _TurnEnds:
         if question is not None:
             attributes["gen_ai.input.messages"] = _text_messages("user", question)
         if answered and messages and messages[-1].role == "assistant":
-            attributes["gen_ai.output.messages"] = _text_messages("assistant", messages[-1].content)
+            attributes["gen_ai.output.messages"] = _answer_messages(
+                messages[-1].content, turn.stop_reason
+            )
         return attributes
 
 

@@ -18,6 +18,7 @@ from pes_agent.providers.base import (
     LLMProvider,
     LLMRequest,
     PromptMessage,
+    ServerAddress,
     StreamMetadata,
     StreamRestart,
     ThinkingBlock,
@@ -49,6 +50,24 @@ def _calls_text(calls: Sequence[ToolCallEvent]) -> str:
         ensure_ascii=False,
         default=str,
     )
+
+
+def _request_details(request: LLMRequest, provider: LLMProvider) -> dict[str, Any]:
+    """What a call's start records besides its label: the parameters sent, whether the answer
+    must be JSON (a schema, or one tool forced: structured planning), and the server."""
+    details: dict[str, Any] = {}
+    if request.temperature is not None:
+        details["temperature"] = request.temperature
+    if request.max_tokens is not None:
+        details["max_tokens"] = request.max_tokens
+    forced = request.tool_choice not in (None, "auto", "none", "required")
+    if request.response_format is not None or forced:
+        details["output_type"] = "json"
+    server = getattr(provider, "server", None)
+    if isinstance(server, ServerAddress):
+        details["server_address"] = server.address
+        details["server_port"] = server.port
+    return details
 
 
 class RunModelCaller:
@@ -117,7 +136,8 @@ class RunModelCaller:
             # start with its end (the trace's LLM spans).
             "llmCall": self.calls,
         }
-        await self._record(ObservationType.LLM_STREAM_START, f"{phase} call started", label)
+        start = {**label, **_request_details(request, provider)}
+        await self._record(ObservationType.LLM_STREAM_START, f"{phase} call started", start)
         text: list[str] = []
         thoughts: list[str] = []
         calls: list[ToolCallEvent] = []
@@ -151,7 +171,7 @@ class RunModelCaller:
                         },
                     )
                     await self._record(
-                        ObservationType.LLM_STREAM_START, f"{phase} call restarted", label
+                        ObservationType.LLM_STREAM_START, f"{phase} call restarted", start
                     )
                     await self._publish(phase, "restart", event.reason)
                 elif isinstance(event, ToolCallEvent):
@@ -182,6 +202,8 @@ class RunModelCaller:
                 **label,
                 "usage": usage.model_dump(),
                 "stop_reason": metadata.stop_reason if metadata else None,
+                "response_model": metadata.model if metadata else None,
+                "response_id": metadata.response_id if metadata else None,
                 "time_to_first_token_ms": metadata.time_to_first_token_ms if metadata else None,
                 "total_ms": metadata.total_ms if metadata else None,
             },

@@ -39,6 +39,7 @@ from pes_agent.providers.base import (
     LLMRequest,
     PromptMessage,
     ProviderEvent,
+    ServerAddress,
     ToolCallEvent,
     ToolChoice,
 )
@@ -224,7 +225,10 @@ class SdkErrorTypes:
 
 
 class SdkClient(Protocol):
-    """What the adapters need of an SDK client besides its API: closing it."""
+    """What the adapters need of an SDK client besides its API: its URL, and closing it."""
+
+    @property
+    def base_url(self) -> httpx2.URL: ...
 
     async def close(self) -> None: ...
 
@@ -298,6 +302,12 @@ class SdkProvider(ABC, Generic[ClientT]):
     def client(self) -> ClientT:
         """The SDK client (shared by every call of this provider)."""
         return self._client
+
+    @property
+    def server(self) -> ServerAddress:
+        """The host and port requests go to (the client's base URL; its scheme's default port)."""
+        url = self._client.base_url
+        return ServerAddress(url.host, url.port or (443 if url.scheme == "https" else 80))
 
     # keys --------------------------------------------------------------------------------
     def _resolve_api_key(self, config: ProviderConfig) -> str:

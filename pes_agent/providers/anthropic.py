@@ -322,6 +322,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             final_usage: MessageDeltaUsage | None = None
             stop_reason: str | None = None
             model: str | None = None
+            response_id: str | None = None
             finished = False
             async for event in stream:
                 if isinstance(event, RawContentBlockDeltaEvent):
@@ -359,6 +360,7 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                 elif isinstance(event, RawMessageStartEvent):
                     start_usage = event.message.usage
                     model = event.message.model
+                    response_id = event.message.id
                 elif isinstance(event, RawMessageDeltaEvent):
                     stop_reason = event.delta.stop_reason
                     final_usage = event.usage
@@ -374,4 +376,5 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
             usage=anthropic_usage(start_usage, final_usage),
             model=model or self.model,
             stop_reason=stop_reason,
+            response_id=response_id or None,
         )

@@ -10,7 +10,8 @@ A provider turns an `LLMRequest` into an async stream of `ProviderEvent`s:
   fresh LLM_STREAM_START so a UI can reset);
 - `ToolCallEvent(call, error)` — one native tool call, once its fragments are joined; `error`
   says why its arguments could not be used (not valid JSON, not an object), never a crash;
-- `StreamMetadata(...)` — exactly once, last: usage, timings, stop reason.
+- `StreamMetadata(...)` — exactly once, last: usage, timings, stop reason, and the model and
+  response id the server's answer names.
 
 A stream that raises is a failed call; providers raise `ProviderError` with a message that
 never contains an API key.
@@ -20,6 +21,8 @@ A provider may also declare how it constrains an answer to a JSON Schema, in a
 `LLMRequest.response_format` (OpenAI and OpenAI-compatible servers), `"forced_tool"` when the
 way is one tool whose input is the answer, forced by `tool_choice` (Anthropic). Structured PES
 planning uses it (`pes_agent.planning.structured`); a provider without it is asked in text.
+Likewise a `server` attribute (a `ServerAddress`) says which server its requests go to, for
+traces (`server.address`, `server.port` on a model call's span).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ __all__ = [
     "PromptMessage",
     "PromptRole",
     "ProviderEvent",
+    "ServerAddress",
     "StreamMetadata",
     "StreamRestart",
     "StructuredOutput",
@@ -139,11 +143,23 @@ class ToolCallEvent:
 
 @dataclass(frozen=True, slots=True)
 class StreamMetadata:
+    """What a finished call reports: `model` and `response_id` as the server's answer names them
+    (a dated model such as ``gpt-4o-mini-2024-07-18`` for the requested ``gpt-4o-mini``)."""
+
     usage: Usage
     model: str | None = None
     stop_reason: str | None = None
     time_to_first_token_ms: float | None = None
     total_ms: float | None = None
+    response_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerAddress:
+    """The host and port a provider sends its requests to (a provider's optional `server`)."""
+
+    address: str
+    port: int
 
 
 ProviderEvent = TokenDelta | ThinkingBlock | ToolCallEvent | StreamRestart | StreamMetadata

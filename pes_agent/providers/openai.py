@@ -326,6 +326,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
             finish_reason: str | None = None
             usage: CompletionUsage | None = None
             model: str | None = None
+            response_id: str | None = None
             async for chunk in stream:
                 if chunk.usage is not None:
                     usage = chunk.usage
@@ -350,6 +351,7 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
                 if choice.finish_reason is not None:
                     finish_reason = choice.finish_reason
                     model = chunk.model
+                    response_id = chunk.id
         if finish_reason is None:
             raise AttemptFailure(
                 "the stream ended without a finish_reason (incomplete answer)",
@@ -373,5 +375,8 @@ class OpenAIProvider(SdkProvider[openai.AsyncOpenAI]):
         for index, call in sorted(calls.items()):
             yield call.finish(index)
         yield StreamMetadata(
-            usage=openai_usage(usage), model=model or self.model, stop_reason=finish_reason
+            usage=openai_usage(usage),
+            model=model or self.model,
+            stop_reason=finish_reason,
+            response_id=response_id or None,
         )

@@ -13,6 +13,9 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+from opentelemetry.semconv._incubating.attributes import server_attributes as server
+from opentelemetry.semconv.attributes import error_attributes
 from opentelemetry.trace import StatusCode
 
 from ecs_core import Runner, World
@@ -40,8 +43,10 @@ from pes_agent.ecs.reasoning import ReasoningSystem
 from pes_agent.ecs.services import attach_services, close_services
 from pes_agent.ecs.tool_execution import ToolExecutionSystem
 from pes_agent.otel import instrument, instrument_world
+from pes_agent.planning.structured import SUBMIT_PLAN
 from pes_agent.providers.base import LLMRequest
 from pes_agent.testing import ScriptedProvider, ScriptedResponse
+from tests.pes_agent.providers.model_server import Call, ModelServer, Reply
 
 
 class OpenSpans(SpanProcessor):
@@ -356,8 +361,8 @@ def test_without_opentelemetry_the_error_names_the_extra(
 
 
 async def test_an_ecs_agent_turn_has_the_same_span_shapes(traces: Traces) -> None:
-    """A ReAct entity's turn is one invoke_agent span with its chat and execute_tool spans
-    as children, ended when the entity answered."""
+    """A ReAct entity's turn is one invoke_agent span (provider and model named) with its chat
+    and execute_tool spans (tool descriptions) as children, ended when the entity answered."""
     world = World()
     attach_services(world, observations=ObservationManager(InMemoryStorage()))
     world.register_system(ReasoningSystem(), priority=0)
@@ -401,6 +406,11 @@ async def test_an_ecs_agent_turn_has_the_same_span_shapes(traces: Traces) -> Non
     assert children[3].status.status_code is StatusCode.ERROR
     assert children[0].attributes is not None
     assert children[0].attributes["pes_agent.phase"] == "reasoning"
+    assert children[1].attributes[gen_ai.GEN_AI_TOOL_DESCRIPTION] == "Echo text after 50 ms."
+    assert run.attributes[gen_ai.GEN_AI_PROVIDER_NAME] == "scripted"
+    assert run.attributes[gen_ai.GEN_AI_REQUEST_MODEL] == "scripted-model"
+    (answer,) = json.loads(str(run.attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES]))
+    assert answer["finish_reason"] == "stop"
     tracing.uninstrument()
     assert len(world.systems) == 3  # the turn-ending system went with the instrumentation
 
@@ -454,3 +464,107 @@ async def test_a_paused_run_and_its_resume_are_two_run_spans_of_one_trace_id(
     ]
     assert [s.attributes["pes_agent.phase"] for s in chats if s.attributes] == ["synthesis"]
     assert traces.open_spans.open == set()
+
+
+@tool
+async def get_weather(city: str) -> str:
+    """Current weather for a city."""
+    return f"sunny in {city}"
+
+
+#: The model each API is asked for, and the dated model its answer names.
+MODELS = {
+    "openai": ("gpt-4o-mini", "gpt-4o-mini-2024-07-18"),
+    "anthropic": ("claude-3-5-haiku-latest", "claude-3-5-haiku-20241022"),
+}
+
+
+def weather_plan(api: str, answered_by: str) -> Reply:
+    """A structured plan as each API sends it: JSON text (OpenAI), a forced submit_plan call
+    (Anthropic); 64 of its 100 input tokens read from the provider's cache."""
+    planned = {
+        "intent": "weather",
+        "plan": "1. look it up",
+        "toolCalls": [call(1, "get_weather", city="Paris")],
+    }
+    usage: dict[str, Any] = {"input_tokens": 100, "cache_read_tokens": 64, "model": answered_by}
+    if api == "openai":
+        return Reply(json.dumps(planned), **usage)
+    return Reply(tool_calls=(Call(SUBMIT_PLAN, planned),), **usage)
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_a_run_on_a_real_sdk_carries_the_genai_conventions(traces: Traces, api: str) -> None:
+    """Against the real SDK and a server answering a dated model: the run span names provider
+    and requested model; chat spans the request's parameters, server, JSON output for the
+    plan, and the answer's own model, id, finish reason and cache reads; the tool span its
+    description; the captured answer its finish reason."""
+    requested, dated = MODELS[api]
+    async with ModelServer() as model_server:
+        model_server.script(
+            weather_plan(api, dated), Reply("Sunny in Paris.", model=dated, input_tokens=30)
+        )
+        config = ProviderConfig(
+            api, requested, api_key="sk-test", base_url=model_server.base_url_for(api)
+        )
+        agent = create_agent(provider=config, tools=[get_weather], temperature=0.2, max_tokens=512)
+        async with agent:
+            with instrument(agent, traces.provider, capture_content=True):
+                response = await agent.process(AgentProps("Weather in Paris?", "t1"))
+        port = int(model_server.url.rsplit(":", 1)[1])
+    assert response.metadata.status == "success", response.metadata.error
+
+    run = traces.run()
+    assert run.attributes is not None
+    assert run.attributes[gen_ai.GEN_AI_OPERATION_NAME] == "invoke_agent"
+    assert run.attributes[gen_ai.GEN_AI_PROVIDER_NAME] == api
+    assert run.attributes[gen_ai.GEN_AI_REQUEST_MODEL] == requested
+    (answer,) = json.loads(str(run.attributes[gen_ai.GEN_AI_OUTPUT_MESSAGES]))
+    assert answer == {
+        "role": "assistant",
+        "parts": [{"type": "text", "content": "Sunny in Paris."}],
+        "finish_reason": "stop",
+    }
+
+    planning, synthesis = traces.named("chat")
+    assert planning.name == f"chat {requested}"
+    responses = []
+    for chat in (planning, synthesis):
+        assert chat.attributes is not None
+        assert chat.attributes[gen_ai.GEN_AI_PROVIDER_NAME] == api
+        assert chat.attributes[gen_ai.GEN_AI_REQUEST_MODEL] == requested
+        assert chat.attributes[gen_ai.GEN_AI_RESPONSE_MODEL] == dated
+        assert chat.attributes[gen_ai.GEN_AI_REQUEST_TEMPERATURE] == 0.2
+        assert chat.attributes[gen_ai.GEN_AI_REQUEST_MAX_TOKENS] == 512
+        assert chat.attributes[server.SERVER_ADDRESS] == "127.0.0.1"
+        assert chat.attributes[server.SERVER_PORT] == port
+        responses.append(str(chat.attributes[gen_ai.GEN_AI_RESPONSE_ID]))
+    assert len(set(responses)) == 2
+    assert all(r.startswith("chatcmpl-" if api == "openai" else "msg_") for r in responses)
+    assert planning.attributes is not None
+    assert synthesis.attributes is not None
+    assert planning.attributes[gen_ai.GEN_AI_OUTPUT_TYPE] == "json"
+    assert gen_ai.GEN_AI_OUTPUT_TYPE not in synthesis.attributes
+    assert planning.attributes[gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] == 64
+    assert gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS not in synthesis.attributes
+    assert synthesis.attributes[gen_ai.GEN_AI_RESPONSE_FINISH_REASONS] == (
+        ("stop",) if api == "openai" else ("end_turn",)
+    )
+
+    (tool_span,) = traces.named("execute_tool")
+    assert tool_span.attributes is not None
+    assert tool_span.attributes[gen_ai.GEN_AI_TOOL_NAME] == "get_weather"
+    assert tool_span.attributes[gen_ai.GEN_AI_TOOL_DESCRIPTION] == "Current weather for a city."
+
+
+async def test_a_failed_tool_has_an_error_status_and_no_result(traces: Traces) -> None:
+    """With content captured, a failing tool's span carries error.type and an ERROR status,
+    never the error text as its gen_ai.tool.call.result."""
+    script = [plan(call(1, "explode", reason="kaboom")), "It failed."]
+    await run_once(traces, script, capture_content=True)
+    (failed,) = traces.named("execute_tool")
+    assert failed.attributes is not None
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.attributes[error_attributes.ERROR_TYPE] == "RuntimeError"
+    assert gen_ai.GEN_AI_TOOL_CALL_RESULT not in failed.attributes
+    assert failed.attributes[gen_ai.GEN_AI_TOOL_DESCRIPTION] == "Always fail."

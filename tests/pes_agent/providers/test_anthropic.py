@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pes_agent.config import ProviderConfig
 from pes_agent.providers import PromptMessage, ThinkingBlock, TokenDelta
-from pes_agent.providers.anthropic import DEFAULT_MAX_TOKENS
+from pes_agent.providers.anthropic import DEFAULT_MAX_TOKENS, AnthropicProvider
+from pes_agent.providers.base import ServerAddress
 
 from .conftest import ProviderMaker
 from .helpers import (
@@ -176,3 +178,26 @@ async def test_thinking_block_with_omitted_text_is_no_thought(
     events = await collect(make_provider("anthropic"))
     assert thinking(events) == ["the real thought"]
     assert content(events) == "answer"
+
+
+async def test_metadata_names_the_answers_model_and_id_and_the_provider_its_server(
+    model_server: ModelServer, make_provider: ProviderMaker
+) -> None:
+    """StreamMetadata carries the model and response id the answer names (a dated model for the
+    one asked for); `server` is the base URL's host and port, 443 for the vendor's own API."""
+    model_server.script(Reply("Hi.", model="claude-3-5-haiku-20241022"))
+    provider = make_provider("anthropic", model="claude-3-5-haiku-latest")
+    assert isinstance(provider, AnthropicProvider)
+    meta = metadata(await collect(provider))
+    assert meta.model == "claude-3-5-haiku-20241022"
+    assert meta.response_id is not None
+    assert meta.response_id.startswith("msg_")
+    port = int(model_server.url.rsplit(":", 1)[1])
+    assert provider.server == ServerAddress("127.0.0.1", port)
+    vendor = AnthropicProvider(
+        ProviderConfig("anthropic", "claude-3-5-haiku-latest", api_key=API_KEY)
+    )
+    try:
+        assert vendor.server == ServerAddress("api.anthropic.com", 443)
+    finally:
+        await vendor.aclose()

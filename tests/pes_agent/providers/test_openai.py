@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pes_agent.config import ProviderConfig
 from pes_agent.providers import (
     OllamaProvider,
     OpenAIProvider,
@@ -11,6 +12,7 @@ from pes_agent.providers import (
     TokenDelta,
     create_provider,
 )
+from pes_agent.providers.base import ServerAddress
 from pes_agent.providers.ollama import DEFAULT_OLLAMA_BASE_URL
 
 from .conftest import ProviderMaker
@@ -249,3 +251,24 @@ async def test_ollama_streams_from_ollama_base_url(
     assert thinking(events) == ["thinking locally"]
     assert model_server.requests[0].credential == "ollama"
     assert model_server.requests[0].body["model"] == "qwen3"
+
+
+async def test_metadata_names_the_answers_model_and_id_and_the_provider_its_server(
+    model_server: ModelServer, make_provider: ProviderMaker
+) -> None:
+    """StreamMetadata carries the model and response id the answer names (a dated model for the
+    one asked for); `server` is the base URL's host and port, 443 for the vendor's own API."""
+    model_server.script(Reply("Hi.", model="gpt-4o-mini-2024-07-18"))
+    provider = make_provider("openai", model="gpt-4o-mini")
+    assert isinstance(provider, OpenAIProvider)
+    meta = metadata(await collect(provider))
+    assert meta.model == "gpt-4o-mini-2024-07-18"
+    assert meta.response_id is not None
+    assert meta.response_id.startswith("chatcmpl-")
+    port = int(model_server.url.rsplit(":", 1)[1])
+    assert provider.server == ServerAddress("127.0.0.1", port)
+    vendor = OpenAIProvider(ProviderConfig("openai", "gpt-4o-mini", api_key=API_KEY))
+    try:
+        assert vendor.server == ServerAddress("api.openai.com", 443)
+    finally:
+        await vendor.aclose()
