@@ -13,9 +13,11 @@ import asyncio
 import contextlib
 import json
 import time
+from array import array
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import Any
 
 from pydantic import BaseModel
@@ -26,16 +28,27 @@ from pes_agent.protocols import ObservationRecorder
 from pes_agent.run import AgentFinalResponse
 
 __all__ = [
+    "MergedText",
     "RunEvent",
     "RunFeeds",
     "RunHandle",
     "RunRegistry",
     "event_for_observation",
     "event_for_stream",
+    "merge_text",
     "stream_event_data",
     "stream_event_name",
     "yield_to_loop",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class MergedText:
+    """Consecutive token (or thinking) events of one phase, kept as one once their run ended:
+    `event` holds the text of them all, `ends[i]` where the text of the i-th of them ends."""
+
+    event: StreamEvent
+    ends: array[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +57,29 @@ class RunEvent:
 
     An event keeps what it was made from (an observation, a model stream event, the final
     response) and turns it into JSON only when a client reads it: most runs are answered as
-    JSON, and nobody reads their events.
+    JSON, and nobody reads their events. An event of `MergedText` stands for the events
+    `first_id` to `id`, and is sent under the last one's id.
     """
 
     id: int
     event: str
-    source: dict[str, Any] | BaseModel | StreamEvent
+    source: dict[str, Any] | BaseModel | StreamEvent | MergedText
+
+    @property
+    def first_id(self) -> int:
+        """The id of the first event this one stands for (its own `id` unless merged)."""
+        if isinstance(self.source, MergedText):
+            return self.id - len(self.source.ends) + 1
+        return self.id
+
+    def rest_after(self, seen: int) -> RunEvent:
+        """This event for a client that got the events up to `seen`: a merged one without the
+        text of the events it already got."""
+        source = self.source
+        if not isinstance(source, MergedText) or seen < self.first_id:
+            return self
+        text = source.event.text[source.ends[seen - self.first_id] :]
+        return RunEvent(self.id, self.event, replace(source.event, text=text))
 
     @property
     def data(self) -> dict[str, Any]:
@@ -59,6 +89,8 @@ class RunEvent:
             return source.model_dump(mode="json")
         if isinstance(source, StreamEvent):
             return stream_event_data(source)
+        if isinstance(source, MergedText):
+            return stream_event_data(source.event)
         return source
 
     @property
@@ -98,6 +130,42 @@ def stream_event_data(event: StreamEvent) -> dict[str, Any]:
 def event_for_stream(event: StreamEvent) -> tuple[str, dict[str, Any]]:
     """The SSE name and data of a model stream event (`stream_event_name`)."""
     return stream_event_name(event), stream_event_data(event)
+
+
+def merge_text(events: Iterable[RunEvent]) -> list[RunEvent]:
+    """`events` with each series of consecutive `token` (or `thinking`) events of one phase
+    made one `MergedText` event, under the id of the series' last."""
+    merged: list[RunEvent] = []
+    series: list[RunEvent] = []
+
+    def close_series() -> None:
+        if len(series) > 1:
+            texts = [event.source.text for event in series if isinstance(event.source, StreamEvent)]
+            first = series[0].source
+            assert isinstance(first, StreamEvent)
+            whole = replace(first, text="".join(texts))
+            ends = array("I", accumulate(len(text) for text in texts))
+            merged.append(RunEvent(series[-1].id, series[-1].event, MergedText(whole, ends)))
+        else:
+            merged.extend(series)
+        series.clear()
+
+    for event in events:
+        source = event.source
+        if isinstance(source, StreamEvent) and event.event in ("token", "thinking"):
+            last = series[-1] if series else None
+            if last is not None and (
+                last.event != event.event
+                or not isinstance(last.source, StreamEvent)
+                or last.source.phase != source.phase
+            ):
+                close_series()
+            series.append(event)
+        else:
+            close_series()
+            merged.append(event)
+    close_series()
+    return merged
 
 
 async def yield_to_loop() -> None:
@@ -141,8 +209,11 @@ class RunHandle:
         self._changed.set()
 
     def finish(self, event: str, data: dict[str, Any] | BaseModel) -> None:
-        """Append the last event (`final` or `error`); nothing is added after it."""
+        """Append the last event (`final` or `error`); nothing is added after it. The run's
+        tokens are merged (`merge_text`): a finished run is kept for minutes, and one event a
+        token made it about 0.5 MB."""
         self.add(event, data)
+        self.events = deque(merge_text(self.events), maxlen=self.replay_limit)
         self.done = True
         self.finished_at = time.monotonic()
         self._changed.set()
@@ -157,13 +228,14 @@ class RunHandle:
         a `ping` event (id 0) after each `heartbeat_s` without one."""
         while True:
             self._changed.clear()
-            oldest = self.events[0].id if self.events else self.next_id
+            oldest = self.events[0].first_id if self.events else self.next_id
             if after + 1 < oldest:
                 yield RunEvent(0, "gap", {"missed": oldest - after - 1, "resumed_at": oldest})
                 after = oldest - 1
             pending = [event for event in self.events if event.id > after]
             for event in pending:
-                yield event
+                # Merged meanwhile (the run ended), an event may hold text this client has.
+                yield event.rest_after(after)
                 after = event.id
                 await yield_to_loop()
             if self.done and not any(event.id > after for event in self.events):

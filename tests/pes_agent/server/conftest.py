@@ -32,6 +32,8 @@ def scripted(request: LLMRequest) -> str:
         if "pay please" in str(request.messages[-1].content):
             return plan_json({"callId": "call_1", "toolName": "pay", "arguments": {"amount": 5}})
         return plan_json({"callId": "call_1", "toolName": "look", "arguments": {"q": "x"}})
+    if "long answer please" in str(request.messages[-1].content):
+        return "The answer is 42, and here is why." * 60  # in 680 tokens of 3 characters
     return "The answer is 42."
 
 
