@@ -143,11 +143,13 @@ class CancelResult(BaseModel):
     with its `response`). One executing in another worker is asked to stop (202, `pending`
     true, `worker_id` naming that worker): it ends `cancelled` within about a second, unless
     it finishes first; its events and `GET /v1/threads/{id}/runs` show how it ended.
+    `query` is what the run was asked (null for a run of another worker).
     """
 
     trace_id: str
     thread_id: str
     was: Literal["running", "awaiting_approval"]
+    query: str | None = None
     response: AgentFinalResponse | None = None
     pending: bool = False
     worker_id: str | None = None

@@ -44,7 +44,7 @@ async def test_cancel_answers_the_figures_and_query_the_run_list_shows(
     client_for: ClientFactory,
 ) -> None:
     """The cancel answer counts the model and tool calls the run made, and its duration, as
-    the run list does, which names the run's query."""
+    the run list does; both name the run's query."""
     client = client_for("admin-token")
     running = await start_napping_run(client, "tr-f")
     for _ in range(500):
@@ -62,7 +62,7 @@ async def test_cancel_answers_the_figures_and_query_the_run_list_shows(
     assert (metadata["llm_calls"], metadata["tool_calls"]) == (1, 1)
     assert (listed["llm_calls"], listed["tool_calls"]) == (1, 1)
     assert metadata["total_duration_ms"] == listed["duration_ms"] > 0
-    assert listed["query"] == "nap please"
+    assert listed["query"] == cancelled["query"] == "nap please"
 
 
 async def test_cancel_unknown_run_is_404(client_for: ClientFactory) -> None:
@@ -128,6 +128,7 @@ async def test_cancel_a_paused_run(client_for: ClientFactory, agent: AgentCore) 
     trace_id = paused["metadata"]["trace_id"]
     cancelled = await client.post(f"/v1/runs/{trace_id}/cancel")
     assert cancelled.json()["was"] == "awaiting_approval"
+    assert cancelled.json()["query"] == "pay please"
     assert await agent.pending_runs("c") == []
     again = await client.post("/v1/threads/c/runs", json={"query": "hello"})
     assert again.json()["metadata"]["status"] == "success"
