@@ -1,4 +1,5 @@
-"""What every vector store checks and computes the same way: rows, vectors, filters, NumPy.
+"""What every vector store checks and computes the same way: rows, vectors, filters, NumPy,
+and `CheckedStore`, the public methods the built-in stores share.
 
 Kept in one place so a row refused by one store is refused by all, and a `where` filter
 matches the same rows everywhere (the rules are in `pes_agent.retrieval.base`).
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -15,14 +17,21 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from pes_agent.errors import ConfigurationError, UsageError
-from pes_agent.retrieval.base import DimensionMismatchError, Metadata, MetadataValue
+from pes_agent.retrieval.base import (
+    DimensionMismatchError,
+    Metadata,
+    MetadataValue,
+    ScoredDocument,
+)
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
 __all__ = [
+    "CheckedStore",
     "Rows",
+    "Search",
     "check_dimension",
     "check_rows",
     "check_top_k",
@@ -162,6 +171,18 @@ def _matrix(vectors: object, dimension: int, what: str) -> npt.NDArray[np.float3
     return matrix.astype(np.float32)  # type: ignore[no-any-return]
 
 
+@dataclass(frozen=True, slots=True)
+class Search:
+    """The checked arguments of one `search`."""
+
+    query: npt.NDArray[np.float32]
+    """The query vector, float32, of the store's dimension."""
+    top_k: int
+    """How many rows at most (>= 1)."""
+    filters: dict[str, MetadataValue] | None
+    """The `where` filter, or `None` for none."""
+
+
 def query_vector(vector: Sequence[float], dimension: int) -> npt.NDArray[np.float32]:
     """The query as a float32 vector of `dimension`, checked like stored vectors."""
     np = require_numpy()
@@ -205,3 +226,67 @@ def check_rows(
         documents=[documents[index] for index in keep],
         metadata=[check_metadata(metas[index]) for index in keep],
     )
+
+
+class CheckedStore(ABC):
+    """The `VectorStore` methods every built-in store shares: each checks its arguments as the
+    contract says (`pes_agent.retrieval.base`), then hands them to the store's own hook.
+
+    A store sets `_dimension` and `_closed`, and fills `_add_rows` (checked, non-empty `Rows`),
+    `_search_rows` (a checked `Search`) and `_delete_ids` (a non-empty list of ids); `count`
+    and `aclose` are its own.
+    """
+
+    _dimension: int
+    _closed: bool = False
+
+    @property
+    def dimension(self) -> int:
+        """The length of every vector the store keeps."""
+        return self._dimension
+
+    async def add(
+        self,
+        ids: Sequence[str],
+        vectors: Sequence[Sequence[float]],
+        documents: Sequence[str],
+        metadata: Sequence[Metadata] | None = None,
+    ) -> None:
+        """Insert the rows, replacing any row with the same id (see `VectorStore.add`)."""
+        self._check_open()
+        rows = check_rows(ids, vectors, documents, metadata, self._dimension)
+        if rows.ids:
+            await self._add_rows(rows)
+
+    async def search(
+        self, vector: Sequence[float], top_k: int, where: Metadata | None = None
+    ) -> list[ScoredDocument]:
+        """The `top_k` rows matching `where` nearest to `vector` (see `VectorStore.search`)."""
+        self._check_open()
+        top_k = check_top_k(top_k)
+        query = query_vector(vector, self._dimension)
+        return await self._search_rows(Search(query, top_k, check_where(where)))
+
+    async def delete(self, ids: Sequence[str]) -> None:
+        """Remove the rows with these ids; unknown ids are ignored."""
+        self._check_open()
+        if isinstance(ids, str):
+            raise UsageError("delete() takes a sequence of ids, not one string")
+        if ids:
+            await self._delete_ids(list(ids))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError(f"{self!r} is closed; create a new one")
+
+    @abstractmethod
+    async def _add_rows(self, rows: Rows) -> None:
+        """Insert `rows`, replacing the rows of the same ids."""
+
+    @abstractmethod
+    async def _search_rows(self, search: Search) -> list[ScoredDocument]:
+        """The `search.top_k` rows matching `search.filters` nearest to its query, best first."""
+
+    @abstractmethod
+    async def _delete_ids(self, ids: list[str]) -> None:
+        """Remove the rows with these ids, ignoring unknown ones."""

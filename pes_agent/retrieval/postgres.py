@@ -31,19 +31,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from pes_agent.errors import ConfigurationError, UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.retrieval._common import (
+    CheckedStore,
     Rows,
+    Search,
     check_dimension,
-    check_rows,
-    check_top_k,
-    check_where,
     json_number,
     metadata_matches,
-    query_vector,
     require_numpy,
 )
 from pes_agent.retrieval.base import (
     DimensionMismatchError,
-    Metadata,
     MetadataValue,
     ScoredDocument,
 )
@@ -78,7 +75,7 @@ def _vector_text(values: Sequence[float]) -> str:
     return "[" + ",".join(repr(float(value)) for value in values) + "]"
 
 
-class PostgresVectorStore:
+class PostgresVectorStore(CheckedStore):
     """A vector store in PostgreSQL: pgvector when the server has it, plain SQL otherwise.
 
     `url` is a `postgresql://` URL (`?schema=NAME` allowed); `table` a lower-case identifier.
@@ -130,11 +127,6 @@ class PostgresVectorStore:
     def __repr__(self) -> str:
         return self._label
 
-    @property
-    def dimension(self) -> int:
-        """The length of every vector this store keeps."""
-        return self._dimension
-
     async def backend(self) -> VectorBackend:
         """How this table keeps its vectors (connects, and creates the table, if needed)."""
         await self._db.pool()
@@ -143,17 +135,8 @@ class PostgresVectorStore:
 
     # -- the contract ---------------------------------------------------------------------
 
-    async def add(
-        self,
-        ids: Sequence[str],
-        vectors: Sequence[Sequence[float]],
-        documents: Sequence[str],
-        metadata: Sequence[Metadata] | None = None,
-    ) -> None:
-        """Insert the rows, replacing any row with the same id, in one transaction."""
-        rows = check_rows(ids, vectors, documents, metadata, self._dimension)
-        if not rows.ids:
-            return
+    async def _add_rows(self, rows: Rows) -> None:
+        # One transaction, which also bumps the table's version.
         backend = await self.backend()
         records = self._records(rows, backend)
         cast = "vector" if backend == "pgvector" else "real[]"
@@ -171,33 +154,20 @@ class PostgresVectorStore:
         except self._db.db_errors as exc:
             raise self._db.query_error(exc) from exc
 
-    async def search(
-        self, vector: Sequence[float], top_k: int, where: Metadata | None = None
-    ) -> list[ScoredDocument]:
-        """The `top_k` rows matching `where` most similar to `vector` (cosine), highest first."""
-        top_k = check_top_k(top_k)
-        query = query_vector(vector, self._dimension)
-        filters = check_where(where)
+    async def _search_rows(self, search: Search) -> list[ScoredDocument]:
         backend = await self.backend()
         try:
             if backend == "pgvector":
-                return await self._search_pgvector(query, top_k, filters)
-            return await self._search_arrays(query, top_k, filters)
+                return await self._search_pgvector(search)
+            return await self._search_arrays(search)
         except self._db.db_errors as exc:
             raise self._db.query_error(exc) from exc
 
-    async def delete(self, ids: Sequence[str]) -> None:
-        """Remove the rows with these ids; unknown ids are ignored."""
-        if isinstance(ids, str):
-            raise UsageError("delete() takes a sequence of ids, not one string")
-        if not ids:
-            return
+    async def _delete_ids(self, ids: list[str]) -> None:
         pool = await self._db.pool()
         try:
             async with pool.acquire() as conn, conn.transaction():
-                await conn.execute(
-                    f"DELETE FROM {self._rows} WHERE id = ANY($1::text[])", list(ids)
-                )
+                await conn.execute(f"DELETE FROM {self._rows} WHERE id = ANY($1::text[])", ids)
                 await self._bump_version(conn)
         except self._db.db_errors as exc:
             raise self._db.query_error(exc) from exc
@@ -209,6 +179,7 @@ class PostgresVectorStore:
 
     async def aclose(self) -> None:
         """Close the pool and drop the snapshot; later calls raise a `UsageError`."""
+        self._closed = True
         self._snapshot = None
         await self._db.aclose()
 
@@ -328,15 +299,10 @@ class PostgresVectorStore:
 
     # -- searching --------------------------------------------------------------------------
 
-    async def _search_pgvector(
-        self,
-        query: npt.NDArray[np.float32],
-        top_k: int,
-        filters: dict[str, MetadataValue] | None,
-    ) -> list[ScoredDocument]:
+    async def _search_pgvector(self, search: Search) -> list[ScoredDocument]:
         condition = ""
-        args: list[Any] = [_vector_text(query.tolist()), top_k]
-        if filters:
+        args: list[Any] = [_vector_text(search.query.tolist()), search.top_k]
+        if filters := search.filters:
             clauses = []
             for key, value in filters.items():
                 args += [key, json.dumps(value)]
@@ -358,13 +324,9 @@ class PostgresVectorStore:
             for row in found
         ]
 
-    async def _search_arrays(
-        self,
-        query: npt.NDArray[np.float32],
-        top_k: int,
-        filters: dict[str, MetadataValue] | None,
-    ) -> list[ScoredDocument]:
+    async def _search_arrays(self, search: Search) -> list[ScoredDocument]:
         np = self._np
+        query, top_k, filters = search.query, search.top_k, search.filters
         pool = await self._db.pool()
         async with (
             pool.acquire() as conn,

@@ -28,24 +28,21 @@ import json
 import os
 import re
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, TypeVar
 
 from pes_agent.errors import ConfigurationError, StorageError, UsageError
 from pes_agent.retrieval._common import (
+    CheckedStore,
     Rows,
+    Search,
     check_dimension,
-    check_rows,
-    check_top_k,
-    check_where,
     json_number,
-    query_vector,
     require_numpy,
 )
 from pes_agent.retrieval.base import (
     DimensionMismatchError,
-    Metadata,
     MetadataValue,
     ScoredDocument,
 )
@@ -136,7 +133,7 @@ def _number_clause(value: int | float) -> tuple[str, list[Any]]:
     return " OR ".join(f"({clause})" for clause in clauses), params
 
 
-class SQLiteVectorStore:
+class SQLiteVectorStore(CheckedStore):
     """A persistent vector store in a SQLite file (sqlite-vec): exact cosine search.
 
     `path_or_url` is a file path, `"sqlite:///PATH"` or `":memory:"`; it may be the agent's own
@@ -178,50 +175,22 @@ class SQLiteVectorStore:
         return f"SQLiteVectorStore({self._path!r}, table={self._table!r})"
 
     @property
-    def dimension(self) -> int:
-        """The length of every vector this store keeps."""
-        return self._dimension
-
-    @property
     def table(self) -> str:
         """The collection's table name (the vectors and the dimension are in `<table>_vec`
         and `<table>_meta`)."""
         return self._table
 
-    async def add(
-        self,
-        ids: Sequence[str],
-        vectors: Sequence[Sequence[float]],
-        documents: Sequence[str],
-        metadata: Sequence[Metadata] | None = None,
-    ) -> None:
-        """Insert the rows, replacing any row with the same id, in one transaction."""
-        self._check_open()
-        rows = check_rows(ids, vectors, documents, metadata, self._dimension)
-        if rows.ids:
-            await self._call(functools.partial(self._add, rows=rows))
+    async def _add_rows(self, rows: Rows) -> None:
+        # One transaction, in the worker thread.
+        await self._call(functools.partial(self._add, rows=rows))
 
-    async def search(
-        self, vector: Sequence[float], top_k: int, where: Metadata | None = None
-    ) -> list[ScoredDocument]:
-        """The `top_k` rows matching `where` most similar to `vector` (cosine), highest first."""
-        self._check_open()
-        top_k = check_top_k(top_k)
-        if top_k > MAX_TOP_K:
+    async def _search_rows(self, search: Search) -> list[ScoredDocument]:
+        if search.top_k > MAX_TOP_K:
             raise UsageError(f"SQLiteVectorStore answers at most top_k={MAX_TOP_K} per search")
-        query = query_vector(vector, self._dimension).tobytes()
-        filters = check_where(where)
-        return await self._call(
-            functools.partial(self._search, query=query, top_k=top_k, filters=filters)
-        )
+        return await self._call(functools.partial(self._search, search=search))
 
-    async def delete(self, ids: Sequence[str]) -> None:
-        """Remove the rows with these ids; unknown ids are ignored."""
-        self._check_open()
-        if isinstance(ids, str):
-            raise UsageError("delete() takes a sequence of ids, not one string")
-        if ids:
-            await self._call(functools.partial(self._delete, ids=list(ids)))
+    async def _delete_ids(self, ids: list[str]) -> None:
+        await self._call(functools.partial(self._delete, ids=ids))
 
     async def count(self) -> int:
         """How many rows the table holds."""
@@ -355,18 +324,11 @@ class SQLiteVectorStore:
             conn.execute("ROLLBACK")
             raise
 
-    def _search(
-        self,
-        conn: Any,
-        *,
-        query: bytes,
-        top_k: int,
-        filters: dict[str, MetadataValue] | None,
-    ) -> list[ScoredDocument]:
+    def _search(self, conn: Any, *, search: Search) -> list[ScoredDocument]:
         t = self._table
-        params: list[Any] = [query, top_k]
+        params: list[Any] = [search.query.tobytes(), search.top_k]
         restrict = ""
-        if filters:
+        if filters := search.filters:
             clauses = []
             for key, value in filters.items():
                 condition, values = _type_clause(value)
@@ -402,7 +364,3 @@ class SQLiteVectorStore:
 
     def _count(self, conn: Any) -> int:
         return int(conn.execute(f"SELECT count(*) FROM {self._table}").fetchone()[0])
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise UsageError(f"{self!r} is closed; create a new one")

@@ -223,6 +223,19 @@ async def test_zero_and_non_finite_vectors_are_refused(make_store: StoreFactory)
     assert await store.count() == 0
 
 
+async def test_a_closed_store_refuses_every_call(make_store: StoreFactory) -> None:
+    """After `aclose()`, adding, searching and deleting (even nothing) are usage errors."""
+    store = make_store(2)
+    await store.add(["a"], [[1.0, 0.0]], ["a"])
+    await store.aclose()
+    with pytest.raises(UsageError, match="closed"):
+        await store.add([], [], [])
+    with pytest.raises(UsageError, match="closed"):
+        await store.search([1.0, 0.0], top_k=1)
+    with pytest.raises(UsageError, match="closed"):
+        await store.delete([])
+
+
 async def test_mismatched_argument_lengths_are_a_usage_error(make_store: StoreFactory) -> None:
     """`add` needs one vector, document and metadata per id, and scalar metadata values."""
     store = make_store(2)
