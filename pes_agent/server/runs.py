@@ -4,7 +4,9 @@ A run is not tied to the request that started it: a client that disconnects leav
 (unless it asked otherwise), and another request can attach to its events by trace id, with
 `Last-Event-ID` to resume after the last event it saw. Each run keeps its newest
 `replay_limit` events; a client resuming from an event older than that gets the stream from
-the oldest event kept, after a `gap` event saying how many it missed.
+the oldest event kept, after a `gap` event saying how many it missed. Once the run ends its
+tokens are merged, a series of them into one event under the id of its last (`merge_text`):
+the replay reads the same, and a client resuming inside a series gets the text it missed.
 """
 
 from __future__ import annotations
