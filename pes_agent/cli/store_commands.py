@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
+import stat
 import sys
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -32,6 +34,10 @@ __all__ = [
     "threads_command",
     "trace_command",
 ]
+
+# The tables of the indexes `pes-agent index` (and a default `SQLiteVectorStore`) keep in the
+# store's file: a file holding only those is a pes-agent file with no threads yet.
+_INDEX_TABLE_PREFIXES = ("pes_index_", "pes_vectors")
 
 _ROLE_STYLE = {
     MessageRole.USER: "bold cyan",
@@ -70,15 +76,13 @@ def parse_observation_types(values: Iterable[str]) -> list[ObservationType]:
 @asynccontextmanager
 async def open_existing_store(location: StoreLocation) -> AsyncIterator[Storage | None]:
     """The store at `location`, closed afterwards; None when its SQLite file does not exist
-    (a read never creates one)."""
-    if location.path is not None and not location.path.exists():
+    or holds no threads yet (a read never creates or changes one). A file that cannot be read
+    as one is a `CLIError` saying why."""
+    if location.path is not None and (
+        not location.path.exists() or not _holds_threads(location.path)
+    ):
         yield None
         return
-    if location.path is not None and not _is_pes_agent_database(location.path):
-        raise CLIError(
-            f"{location.describe()} is not a pes-agent database (it has no pes-agent tables); "
-            "a read command never changes it: check --db / PES_AGENT_DB"
-        )
     storage = open_storage(location.spec)
     try:
         yield storage
@@ -86,21 +90,43 @@ async def open_existing_store(location: StoreLocation) -> AsyncIterator[Storage 
         await storage.aclose()
 
 
-def _is_pes_agent_database(path: Path) -> bool:
-    """Whether `path` is a SQLite file with pes-agent's schema (opened read-only to look)."""
+def _holds_threads(path: Path) -> bool:
+    """Whether the SQLite file `path` has pes-agent's schema (False: it is empty, or holds
+    only an index of `pes-agent index`); a `CLIError` saying what is wrong when it cannot be
+    read as a pes-agent database. Opened read-only to look."""
+    if path.is_dir():
+        raise CLIError(f"{path} is a folder, not a database file: check --db / PES_AGENT_DB")
+    if not os.access(path, os.R_OK):
+        info = path.stat()
+        raise CLIError(
+            f"cannot read {path}: permission denied (it is {stat.filemode(info.st_mode)}, owned "
+            f"by uid {info.st_uid}; this process runs as uid {os.geteuid()}): change its "
+            "permissions, or run as its owner"
+        )
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error:
+        try:
+            tables = [
+                str(row[0])
+                for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            ]
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as error:
+        if "not a database" in str(error):
+            raise CLIError(
+                f"{path} is not an SQLite database; a read command never changes it: check "
+                "--db / PES_AGENT_DB"
+            ) from None
+        raise CLIError(f"cannot read {path} as an SQLite database ({error})") from None
+    if "schema_version" in tables:
+        return True
+    if all(name.startswith(_INDEX_TABLE_PREFIXES) for name in tables if name != "sqlite_sequence"):
         return False
-    try:
-        row = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
-        ).fetchone()
-    except sqlite3.Error:
-        return False
-    finally:
-        conn.close()
-    return row is not None
+    raise CLIError(
+        f"{path} is not a pes-agent database (it has no pes-agent tables); a read command "
+        "never changes it: check --db / PES_AGENT_DB"
+    )
 
 
 async def _require_thread(
@@ -108,7 +134,7 @@ async def _require_thread(
 ) -> Storage:
     if storage is None:
         raise CLIError(
-            f"no store at {location.describe()}: nothing has run there yet "
+            f"no threads in {location.describe()}: nothing has run there yet "
             "(try `pes-agent demo`, or pass --db)"
         )
     if thread_id not in user_threads(await storage.list_threads()):

@@ -33,6 +33,7 @@ import functools
 import os
 import queue
 import sqlite3
+import stat
 import threading
 import time
 import weakref
@@ -41,7 +42,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pes_agent.errors import ConfigurationError, StorageError, UsageError
+from pes_agent.errors import ConfigurationError, PESAgentError, StorageError, UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.storage._common import (
     ObservationRow,
@@ -226,10 +227,7 @@ class SQLiteStorage(StorageBase):
                 uri=self._path.startswith("file:"),
             )
         except sqlite3.Error as exc:
-            raise ConfigurationError(
-                f"cannot open the SQLite database {self._path!r} ({exc}): check that its "
-                "directory exists and is writable"
-            ) from exc
+            raise self._unusable(exc, "cannot open") from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
             if not self._in_memory:
@@ -239,20 +237,32 @@ class SQLiteStorage(StorageBase):
         except sqlite3.OperationalError as exc:
             conn.close()
             if "locked" not in str(exc):
-                raise ConfigurationError(
-                    f"cannot use {self._path!r} as a pes-agent SQLite database ({exc})"
-                ) from exc
+                raise self._unusable(exc, "cannot use") from exc
             raise _LockedWhileOpening from exc
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise ConfigurationError(
-                f"cannot use {self._path!r} as a pes-agent SQLite database ({exc})"
-            ) from exc
+            raise self._unusable(exc, "cannot use") from exc
         except BaseException:
             conn.close()
             raise
         self._conn = conn
         return conn
+
+    def _unusable(self, exc: sqlite3.Error, what: str) -> ConfigurationError:
+        """The error for a file SQLite could not open or set up, saying what is wrong with it:
+        SQLite's own "unable to open database file" says nothing of which part failed."""
+        problem = None
+        if not (self._in_memory or self._path.startswith("file:")):  # URIs are SQLite's to read
+            problem = _file_problem(Path(self._path))
+        if problem is None:
+            if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
+                problem = (
+                    "the file is not an SQLite database; pass the path of a pes-agent "
+                    "database, or of a file that does not exist yet"
+                )
+            else:
+                problem = "check that its folder exists and that this process may write there"
+        return ConfigurationError(f"{what} the SQLite database {self._path!r}: {problem} ({exc})")
 
     # -- threads ----------------------------------------------------------------------------
 
@@ -372,8 +382,17 @@ class SQLiteStorage(StorageBase):
         while rows := self._pending.take():
             try:
                 self._run(functools.partial(_insert_observations, rows=rows))
-            except Exception:
+            except PESAgentError as exc:
                 # Logged, and the writer goes on: the next batch must not be lost with this one.
+                # Our own errors say what is wrong (a file that cannot be opened): one line.
+                _log.error(
+                    "sqlite_observation_write_failed",
+                    path=self._path,
+                    count=len(rows),
+                    error_type=type(exc).__name__,
+                    error=str(exc),
+                )
+            except Exception:
                 _log.exception("sqlite_observation_write_failed", path=self._path, count=len(rows))
 
     async def _read_observations(
@@ -466,9 +485,13 @@ class SQLiteStorage(StorageBase):
         async with self._locks.hold(thread_id):
             if self._file_locks is None:
                 yield
-            else:
-                async with self._file_locks.hold(thread_id):
-                    yield
+                return
+            if self._conn is None:
+                # A file that cannot be opened fails here, before the lock folder beside it
+                # is made (and left behind), and with the reason rather than a lock error.
+                await self._open()
+            async with self._file_locks.hold(thread_id):
+                yield
 
     async def aclose(self) -> None:
         """Write the observations still queued, close the connection and stop the worker
@@ -550,6 +573,37 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
 
 class _LockedWhileOpening(Exception):
     """Opening the connection found the database locked (the cause says how): try again."""
+
+
+def _file_problem(path: Path) -> str | None:
+    """What the file system says is wrong with opening (or creating) the database at `path`,
+    with the fix; None when nothing visibly is."""
+    folder = path.absolute().parent
+    try:
+        if path.is_dir():
+            return f"that is a folder; pass a file path, e.g. {path / 'agent.db'}"
+        if not folder.is_dir():
+            what = "is not a folder" if folder.exists() else "does not exist"
+            return f"the folder {folder} {what}; create it, or choose a file in another folder"
+        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+            return (
+                f"permission denied: {_whose(path)}, and this process (uid {os.geteuid()}) may "
+                "not both read and write it; change its permissions, or run as its owner"
+            )
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return (
+                f"permission denied: this process (uid {os.geteuid()}) may not create files in "
+                f"the folder {folder} ({_whose(folder)}), where SQLite keeps the database's "
+                "-wal and -shm files; change its permissions, or choose another folder"
+            )
+    except OSError as exc:  # a folder on the way that may not be searched
+        return f"{exc.strerror}: {exc.filename}"
+    return None
+
+
+def _whose(path: Path) -> str:
+    info = path.stat()
+    return f"it is {stat.filemode(info.st_mode)}, owned by uid {info.st_uid}"
 
 
 def _migrate(conn: sqlite3.Connection, path: str) -> None:

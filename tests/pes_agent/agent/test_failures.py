@@ -152,9 +152,10 @@ async def test_unreachable_storage_gives_an_error_result_not_an_exception(
     tools: list[Any], tmp_path: Any
 ) -> None:
     """A store that cannot take the thread lock makes the run end with status error."""
-    missing = tmp_path / "no-such-dir" / "agent.db"
+    db = tmp_path / "agent.db"
+    (tmp_path / "agent.db-locks").write_text("not a folder")  # where the lock files go
     agent = create_agent(
-        provider=ScriptedProvider([plan_json(), "ok"]), tools=tools, storage=f"sqlite:///{missing}"
+        provider=ScriptedProvider([plan_json(), "ok"]), tools=tools, storage=f"sqlite:///{db}"
     )
     result = await agent.process(AgentProps("q", "t"))
     assert result.metadata.status == "error"

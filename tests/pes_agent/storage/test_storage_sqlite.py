@@ -134,9 +134,9 @@ async def test_a_file_that_is_not_a_database_is_a_configuration_error(tmp_path: 
 
 
 async def test_a_missing_directory_is_a_configuration_error(tmp_path: Path) -> None:
-    """A path in a directory that does not exist says to check the directory."""
+    """A path in a folder that does not exist names the folder."""
     storage = SQLiteStorage(tmp_path / "missing" / "agent.db")
-    with pytest.raises(ConfigurationError, match="directory exists"):
+    with pytest.raises(ConfigurationError, match=f"the folder {tmp_path}/missing does not exist"):
         await storage.list_threads()
     await storage.aclose()
 
