@@ -48,9 +48,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, cast
 
+from pes_agent._closing import ClosedOnExit
 from pes_agent.errors import ConfigurationError, ToolExecutionError, ToolSourceError
 from pes_agent.observing.logs import get_logger
 from pes_agent.tools.base import ToolContext, ToolSchema
@@ -314,7 +314,7 @@ class _Session:
             await asyncio.shield(asyncio.wait([self.task]))
 
 
-class MCPConnection:
+class MCPConnection(ClosedOnExit):
     """A live connection to an MCP server: `tools` (listed on connect) and `call_tool`.
 
     `create_agent` opens one per agent; standalone, use `async with server.connect() as c`.
@@ -352,14 +352,6 @@ class MCPConnection:
     async def __aenter__(self) -> Self:
         await self.start()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Disconnect; a stdio server is stopped and reaped before this returns."""
