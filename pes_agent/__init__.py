@@ -100,6 +100,7 @@ if TYPE_CHECKING:
     from pes_agent.storage import InMemoryStorage, SQLiteStorage, Storage, open_storage
     from pes_agent.synthesis.synthesizer import LLMSynthesizer
     from pes_agent.threads.conversation import ConversationManager
+    from pes_agent.threads.ids import THREAD_ID_MAX_LENGTH, check_thread_id, thread_id_problem
     from pes_agent.threads.messages import ConversationMessage, MessageRole
     from pes_agent.threads.state import StateManager, ThreadContext
     from pes_agent.tools import (
@@ -117,6 +118,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LANGUAGE_STEP",
+    "THREAD_ID_MAX_LENGTH",
     "AgentCore",
     "AgentFinalResponse",
     "AgentProps",
@@ -205,10 +207,12 @@ __all__ = [
     "UsageError",
     "VectorStore",
     "__version__",
+    "check_thread_id",
     "configure_logging",
     "create_agent",
     "open_storage",
     "store_documents",
+    "thread_id_problem",
     "tool",
 ]
 
@@ -295,6 +299,9 @@ _HOMES = {
     "open_storage": "pes_agent.storage",
     "LLMSynthesizer": "pes_agent.synthesis.synthesizer",
     "ConversationManager": "pes_agent.threads.conversation",
+    "THREAD_ID_MAX_LENGTH": "pes_agent.threads.ids",
+    "check_thread_id": "pes_agent.threads.ids",
+    "thread_id_problem": "pes_agent.threads.ids",
     "ConversationMessage": "pes_agent.threads.messages",
     "MessageRole": "pes_agent.threads.messages",
     "StateManager": "pes_agent.threads.state",

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pes_agent import (
+    THREAD_ID_MAX_LENGTH,
     AgentCore,
     AgentProps,
     AgentState,
@@ -21,11 +22,12 @@ from pes_agent import (
     MessageRole,
     ThreadConfig,
     UsageError,
+    check_thread_id,
     create_agent,
+    thread_id_problem,
     tool,
 )
 from pes_agent.testing import ScriptedProvider
-from pes_agent.threads.ids import THREAD_ID_MAX_LENGTH, check_thread_id, thread_id_problem
 
 #: Each kind of id the rule refuses, with a piece of the reason it gives.
 BAD_IDS = {
