@@ -296,17 +296,14 @@ def _tool_call(entry: object, position: int) -> ParsedToolCall | str:
             'an "instruction", or name a tool from the list.'
         )
 
-    call_id = _call_id(inner, fields, position, label)
-    if isinstance(call_id, _Problem):
-        return call_id.message
-    arguments = _arguments(_first(inner, fields, keys=_ARGUMENT_KEYS), label)
-    if isinstance(arguments, str):
-        return arguments
-    depends_on = _depends_on_or_error(inner, fields, label)
-    if isinstance(depends_on, str):
-        return depends_on
+    parts = _parts(inner, fields, position, label)
+    if isinstance(parts, str):
+        return parts
     return ParsedToolCall(
-        call_id=call_id, tool_name=tool_name, arguments=arguments, depends_on=depends_on
+        call_id=parts.call_id,
+        tool_name=tool_name,
+        arguments=parts.arguments,
+        depends_on=parts.depends_on,
     )
 
 
@@ -330,21 +327,43 @@ def _language_step(
             'runs a tool ("toolName" and "arguments") or is a language step ("instruction" '
             "only); write one of them."
         )
+    parts = _parts(inner, fields, position, label)
+    if isinstance(parts, str):
+        return parts
+    if parts.arguments:
+        return (
+            f"{label} has arguments {_quote(parts.arguments)}; a language step takes none. "
+            "Write what it needs into the instruction, with placeholders such as "
+            "{step_1_result}."
+        )
+    return ParsedToolCall(
+        call_id=parts.call_id, instruction=instruction.strip(), depends_on=parts.depends_on
+    )
+
+
+@dataclass(slots=True, frozen=True)
+class _Parts:
+    """What a tool call and a language step both have: an id, arguments and dependencies."""
+
+    call_id: str
+    arguments: dict[str, Any] | list[Any]
+    depends_on: list[str]
+
+
+def _parts(
+    inner: dict[str, object], fields: dict[str, object], position: int, label: str
+) -> _Parts | str:
+    """The call's id, arguments and dependencies, or the sentence that says why one is wrong."""
     call_id = _call_id(inner, fields, position, label)
     if isinstance(call_id, _Problem):
         return call_id.message
     arguments = _arguments(_first(inner, fields, keys=_ARGUMENT_KEYS), label)
     if isinstance(arguments, str):
         return arguments
-    if arguments:
-        return (
-            f"{label} has arguments {_quote(arguments)}; a language step takes none. Write "
-            "what it needs into the instruction, with placeholders such as {step_1_result}."
-        )
     depends_on = _depends_on_or_error(inner, fields, label)
     if isinstance(depends_on, str):
         return depends_on
-    return ParsedToolCall(call_id=call_id, instruction=instruction.strip(), depends_on=depends_on)
+    return _Parts(call_id, arguments, depends_on)
 
 
 @dataclass(slots=True, frozen=True)
