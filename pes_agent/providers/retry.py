@@ -33,7 +33,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Literal, TypeVar
+from typing import Literal, TypedDict, TypeVar, Unpack
 
 import structlog
 from tenacity import (
@@ -57,6 +57,7 @@ from pes_agent.providers.base import (
 __all__ = [
     "AttemptFailure",
     "FailureKind",
+    "RetryLoop",
     "RetryPolicy",
     "is_retryable_status",
     "parse_retry_after",
@@ -173,16 +174,26 @@ def _should_retry(exc: BaseException) -> bool:
     return isinstance(exc, AttemptFailure) and exc.retryable
 
 
+class RetryLoop(TypedDict):
+    """What `retrying_stream` and `retrying_call` take besides the attempt (keywords)."""
+
+    classify: Callable[[Exception], AttemptFailure | None]
+    """Turns an SDK or transport exception into an `AttemptFailure`; `None` lets it propagate."""
+    max_retries: int
+    """How many retries after the first attempt (`ProviderConfig.max_retries`)."""
+    policy: RetryPolicy
+    on_give_up: Callable[[AttemptFailure, int], Exception]
+    """What to raise for a failure not retried, or the last one, and the attempts made."""
+    log: structlog.typing.FilteringBoundLogger
+    slot: asyncio.Semaphore
+    """The provider's concurrency limit: each attempt holds it while it runs."""
+
+
 async def retrying_stream(
     attempt: Callable[[], AsyncGenerator[ProviderEvent, None]],
     *,
-    classify: Callable[[Exception], AttemptFailure | None],
-    max_retries: int,
-    policy: RetryPolicy,
-    on_give_up: Callable[[AttemptFailure, int], Exception],
-    log: structlog.typing.FilteringBoundLogger,
-    slot: asyncio.Semaphore,
     in_flight: AbstractAsyncContextManager[object] | None = None,
+    **loop: Unpack[RetryLoop],
 ) -> AsyncIterator[ProviderEvent]:
     """Stream `attempt()` until one attempt finishes, retrying as the module docstring says.
 
@@ -196,7 +207,8 @@ async def retrying_stream(
     A failure that is not retried, or the last one, is raised as `on_give_up(failure, attempts)`.
     """
 
-    retrying = _retrying(max_retries, policy, log)
+    classify, log, slot = loop["classify"], loop["log"], loop["slot"]
+    retrying = _retrying(loop["max_retries"], loop["policy"], log)
     started = time.perf_counter()
     attempt_number = 0
     dirty = False  # tokens were yielded since the consumer last started afresh
@@ -244,7 +256,7 @@ async def retrying_stream(
                     last_reason = failure.reason
                     attempt_manager.retry_state.set_exception((type(failure), failure, None))
         except AttemptFailure as failure:
-            raise _give_up(failure, attempt_number, started, log, on_give_up) from None
+            raise _give_up(failure, attempt_number, started, log, loop["on_give_up"]) from None
 
 
 def _as_failure(
@@ -299,26 +311,18 @@ def _retrying(
     )
 
 
-async def retrying_call(
-    attempt: Callable[[], Awaitable[_T]],
-    *,
-    classify: Callable[[Exception], AttemptFailure | None],
-    max_retries: int,
-    policy: RetryPolicy,
-    on_give_up: Callable[[AttemptFailure, int], Exception],
-    log: structlog.typing.FilteringBoundLogger,
-    slot: asyncio.Semaphore,
-) -> _T:
+async def retrying_call(attempt: Callable[[], Awaitable[_T]], **loop: Unpack[RetryLoop]) -> _T:
     """`await attempt()` until one attempt succeeds, under the same rules as `retrying_stream`.
 
     For calls that answer at once rather than stream (embeddings). Each attempt holds `slot`
     while it runs, not while it waits; the SDK exception is dropped, not chained; a failure not
     retried, or the last one, is raised as `on_give_up(failure, attempts)`.
     """
+    classify, log, slot = loop["classify"], loop["log"], loop["slot"]
     started = time.perf_counter()
     attempt_number = 0
     try:
-        async for attempt_manager in _retrying(max_retries, policy, log):
+        async for attempt_manager in _retrying(loop["max_retries"], loop["policy"], log):
             attempt_number = attempt_manager.retry_state.attempt_number
             failure: AttemptFailure | None = None
             try:
@@ -332,7 +336,7 @@ async def retrying_call(
                 return result
             attempt_manager.retry_state.set_exception((type(failure), failure, None))
     except AttemptFailure as failure:
-        raise _give_up(failure, attempt_number, started, log, on_give_up) from None
+        raise _give_up(failure, attempt_number, started, log, loop["on_give_up"]) from None
     raise AssertionError("tenacity ended without a result or a failure")  # pragma: no cover
 
 
