@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from pes_agent._patterns import NOT_BLANK
 from pes_agent.errors import ConfigurationError
 
 __all__ = [
@@ -34,6 +36,18 @@ PlanningMode = Literal["auto", "structured", "text"]
 
 #: The system prompt of an agent created without one.
 DEFAULT_SYSTEM_PROMPT = "You are a helpful, precise assistant."
+
+_NOT_BLANK = re.compile(NOT_BLANK)
+#: A name (of a provider, model or tool): a string holding more than white space. The models'
+#: validators refuse others, saying how to fix it; the JSON Schema states it as a pattern.
+_Name = Annotated[str, Field(json_schema_extra={"pattern": NOT_BLANK})]
+
+
+def _whole(value: Any) -> Any:
+    """`value` as an int when it is a float without a fractional part: JSON's `5.0` is the
+    integer 5 (and JSON Schema says so). The int fields are strict otherwise: `true` or `"5"`
+    is a mistake to report, not a number to guess."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def clean_api_key(key: str, *, source: str) -> str:
@@ -67,16 +81,18 @@ class ProviderConfig(BaseModel):
     dropped; a key with a control character inside is a `ConfigurationError`.
     """
 
-    # A validation error must not quote its input: the input may hold the API key.
-    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
+    # A validation error must not quote its input: the input may hold the API key. A
+    # misspelt field is refused rather than ignored.
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True, extra="forbid")
 
-    provider: str
-    model: str
+    provider: _Name
+    model: _Name
     api_key: SecretStr | None = None
     base_url: str | None = None
-    timeout_s: float = 60.0
-    max_retries: int = 3
-    max_concurrency: int = 16
+    timeout_s: float = Field(default=60.0, gt=0, strict=True)
+    #: 0 disables retries.
+    max_retries: int = Field(default=3, ge=0, strict=True)
+    max_concurrency: int = Field(default=16, ge=1, strict=True)
     options: dict[str, Any] = Field(default_factory=dict)
 
     def __init__(self, provider: str | None = None, model: str | None = None, /, **data: Any):
@@ -98,40 +114,23 @@ class ProviderConfig(BaseModel):
     @field_validator("provider", "model")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        if not value.strip():
+        if _NOT_BLANK.search(value) is None:
             raise ValueError("must not be empty, e.g. ProviderConfig('openai', 'gpt-4o-mini')")
         return value
 
-    @field_validator("timeout_s")
-    @classmethod
-    def _positive_timeout(cls, value: float) -> float:
-        if value <= 0:
-            raise ValueError("timeout_s must be > 0 seconds")
-        return value
-
-    @field_validator("max_retries")
-    @classmethod
-    def _retries(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError("max_retries must be >= 0 (0 disables retries)")
-        return value
-
-    @field_validator("max_concurrency")
-    @classmethod
-    def _concurrency(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError("max_concurrency must be >= 1")
-        return value
+    _counts = field_validator("max_retries", "max_concurrency", mode="before")(_whole)
 
 
 class LLMParams(BaseModel):
     """Sampling parameters passed to the model for one call."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    temperature: float | None = None
-    max_tokens: int | None = None
+    temperature: float | None = Field(default=None, strict=True)
+    max_tokens: int | None = Field(default=None, strict=True)
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    _counts = field_validator("max_tokens", mode="before")(_whole)
 
 
 class ThreadConfig(BaseModel):
@@ -143,20 +142,17 @@ class ThreadConfig(BaseModel):
     """
 
     # A nested ProviderConfig's validation error must not quote the input (it may hold a key).
-    model_config = ConfigDict(hide_input_in_errors=True)
+    # Numbers are taken as numbers only: `false` or "5" as a history limit is a mistake.
+    model_config = ConfigDict(hide_input_in_errors=True, extra="forbid")
 
     provider_config: ProviderConfig | None = None
     enabled_tools: list[str] | None = None
-    history_limit: int | None = None
+    #: How many earlier messages the model sees (0: none).
+    history_limit: int | None = Field(default=None, ge=0, strict=True)
     system_prompt: str | None = None
-    require_approval: list[str] | None = None
+    require_approval: list[_Name] | None = None
 
-    @field_validator("history_limit")
-    @classmethod
-    def _history(cls, value: int | None) -> int | None:
-        if value is not None and value < 0:
-            raise ValueError("history_limit must be >= 0")
-        return value
+    _counts = field_validator("history_limit", mode="before")(_whole)
 
     @field_validator("require_approval")
     @classmethod
@@ -165,7 +161,7 @@ class ThreadConfig(BaseModel):
 
 
 def _tool_names(value: list[str] | None, where: str) -> list[str] | None:
-    if value is not None and not all(name.strip() for name in value):
+    if value is not None and not all(_NOT_BLANK.search(name) for name in value):
         raise ValueError(f"{where} must name tools, e.g. ['transfer_money'], not empty strings")
     return value
 
@@ -185,54 +181,33 @@ class RunOptions(BaseModel):
     """
 
     # A nested ProviderConfig's validation error must not quote the input (it may hold a key).
-    model_config = ConfigDict(hide_input_in_errors=True)
+    # A misspelt option is refused rather than ignored, and numbers are taken as numbers only.
+    model_config = ConfigDict(hide_input_in_errors=True, extra="forbid")
 
     provider_config: ProviderConfig | None = None
     system_prompt: str | None = None
     llm_params: LLMParams | None = None
     enabled_tools: list[str] | None = None
-    history_limit: int | None = None
-    max_tool_calls: int | None = None
-    tool_timeout_s: float | None = None
-    #: `create_agent(reevaluate=..., max_revisions=...)` for this call.
+    #: How many earlier messages the model sees (0: none).
+    history_limit: int | None = Field(default=None, ge=0, strict=True)
+    max_tool_calls: int | None = Field(default=None, ge=1, strict=True)
+    tool_timeout_s: float | None = Field(default=None, gt=0, strict=True)
+    #: `create_agent(reevaluate=..., max_revisions=...)` for this call (0: the plan is never
+    #: revised).
     reevaluate: Reevaluate | None = None
-    max_revisions: int | None = None
+    max_revisions: int | None = Field(default=None, ge=0, strict=True)
     #: The default planner's `planning_mode` for this call (`LLMPlanner`; other planners
     #: ignore it).
     planning_mode: PlanningMode | None = None
     #: Tools whose calls wait for a person's approval in this call, on top of the agent's and
     #: the thread's rules (it can add gates, never remove them).
-    require_approval: list[str] | None = None
+    require_approval: list[_Name] | None = None
+
+    _counts = field_validator("history_limit", "max_tool_calls", "max_revisions", mode="before")(
+        _whole
+    )
 
     @field_validator("require_approval")
     @classmethod
     def _gated(cls, value: list[str] | None) -> list[str] | None:
         return _tool_names(value, "RunOptions.require_approval")
-
-    @field_validator("history_limit")
-    @classmethod
-    def _history(cls, value: int | None) -> int | None:
-        if value is not None and value < 0:
-            raise ValueError("history_limit must be >= 0 (0: no history)")
-        return value
-
-    @field_validator("max_tool_calls")
-    @classmethod
-    def _max_calls(cls, value: int | None) -> int | None:
-        if value is not None and value < 1:
-            raise ValueError("max_tool_calls must be >= 1")
-        return value
-
-    @field_validator("max_revisions")
-    @classmethod
-    def _revisions(cls, value: int | None) -> int | None:
-        if value is not None and value < 0:
-            raise ValueError("max_revisions must be >= 0 (0: the plan is never revised)")
-        return value
-
-    @field_validator("tool_timeout_s")
-    @classmethod
-    def _timeout(cls, value: float | None) -> float | None:
-        if value is not None and value <= 0:
-            raise ValueError("tool_timeout_s must be > 0 seconds")
-        return value

@@ -15,7 +15,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from pes_agent.config import ThreadConfig
 from pes_agent.core import AgentCore
@@ -544,7 +544,6 @@ class _Api:
                 trace_id=trace_id,
                 thread_id=handle.thread_id,
                 was="running",
-                query=handle.query,
                 response=handle.response,
             )
             return JSONResponse(result.model_dump(mode="json"))
@@ -555,10 +554,7 @@ class _Api:
                 break  # another user's run: answered below as if there were none
             await self.agent.cancel_pending(paused.thread_id)
             result = CancelResult(
-                trace_id=trace_id,
-                thread_id=paused.thread_id,
-                was="awaiting_approval",
-                query=paused.props.query,
+                trace_id=trace_id, thread_id=paused.thread_id, was="awaiting_approval"
             )
             return JSONResponse(result.model_dump(mode="json"))
         # Executed by another worker (perhaps resumed there after pausing here): ask it,
@@ -693,7 +689,12 @@ class _Api:
                 everything = await self.agent.observations.get_observations(thread_id)
                 order = {o.id: n for n, o in enumerate(everything)}
                 if after not in order:
-                    raise ApiError(400, "invalid_cursor", "after names no observation here")
+                    raise ApiError(
+                        404,
+                        "cursor_not_found",
+                        "after names no observation of this thread: pass an observation's id "
+                        "or the next_after of an earlier answer",
+                    )
                 found = [o for o in found if order[o.id] > order[after]]
             else:
                 found = found[ids.index(after) + 1 :]
@@ -795,7 +796,7 @@ class _Api:
         )
 
     async def openapi(self, request: Request) -> Response:
-        return JSONResponse(openapi_document())
+        return JSONResponse(openapi_document(auth=self.tokens.enabled))
 
 
 def _int_param(request: Request, name: str) -> int | None:
@@ -978,4 +979,17 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 
 async def _not_allowed(request: Request, exc: Exception) -> Response:
-    return _error_response(ApiError(405, "method_not_allowed", "method not allowed here"))
+    # Every route of the path, not only the first: the path's methods are spread over several.
+    allowed = sorted(
+        {
+            method
+            for route in request.app.routes
+            if isinstance(route, Route) and route.matches(request.scope)[0] is Match.PARTIAL
+            for method in route.methods or ()
+        }
+    )
+    response = _error_response(
+        ApiError(405, "method_not_allowed", f"this path takes {', '.join(allowed)} only")
+    )
+    response.headers["Allow"] = ", ".join(allowed)
+    return response

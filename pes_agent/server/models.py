@@ -9,7 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pes_agent.approvals.models import Approve, Decision, Deny, PausedRun
 from pes_agent.config import RunOptions, ThreadConfig
+from pes_agent.observing.streams import StreamEventKind
 from pes_agent.observing.types import Observation
+from pes_agent.providers.base import LLMPhase
 from pes_agent.run import AgentFinalResponse
 from pes_agent.threads.messages import ConversationMessage
 
@@ -21,11 +23,16 @@ __all__ = [
     "DecisionsRequest",
     "ErrorBody",
     "ErrorDetail",
+    "GapData",
     "MessageList",
     "ObservationList",
+    "RunEndedData",
     "RunList",
     "RunRequest",
+    "RunStartedData",
     "RunSummary",
+    "StreamChunkData",
+    "SubscribedData",
     "ThreadList",
     "schema_ref",
 ]
@@ -54,7 +61,8 @@ class DecisionBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    approve: bool
+    # `"yes"` or 1 would be taken as an approval otherwise.
+    approve: bool = Field(strict=True)
     reason: str | None = Field(default=None, max_length=2000)
 
     def decision(self) -> Decision:
@@ -155,8 +163,68 @@ class CancelResult(BaseModel):
     worker_id: str | None = None
 
 
+# -- the data of server-sent events (the `event` name says which) ---------------------------
+
+
+class RunStartedData(BaseModel):
+    """`run`, a run's first event. Followed from a worker other than the one executing it,
+    the stream also names that `worker_id` and the run's `status` when the stream began."""
+
+    thread_id: str
+    trace_id: str
+    worker_id: str | None = None
+    status: str | None = None
+
+
+class StreamChunkData(BaseModel):
+    """`token` (answer text), `thinking` (thinking text) or `stream` (the model stream of a
+    phase restarted, ended or failed: `kind` says which) as the model writes."""
+
+    thread_id: str
+    trace_id: str
+    phase: LLMPhase
+    kind: StreamEventKind
+    text: str
+
+
+class GapData(BaseModel):
+    """`gap`: events were missed. In a run's own stream: `missed` events before the oldest
+    kept (`resumed_at`); elsewhere: `Last-Event-ID` named no stored observation
+    (`last_event_id`), and `message` says what was sent instead."""
+
+    missed: int | None = None
+    resumed_at: int | None = None
+    last_event_id: str | None = None
+    message: str | None = None
+
+
+class RunEndedData(BaseModel):
+    """`end`: the run followed from another worker ended with `status` (`lost` when the
+    worker executing it stopped)."""
+
+    thread_id: str
+    trace_id: str
+    status: str
+
+
+class SubscribedData(BaseModel):
+    """`subscribed`, a thread feed's first event: the observation it goes on `after` (None: the
+    thread has none yet) and how many stored ones it `replayed`."""
+
+    thread_id: str
+    after: str | None
+    replayed: int
+
+
 #: Models whose JSON Schemas the OpenAPI document lists.
 SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
+    RunStartedData,
+    StreamChunkData,
+    GapData,
+    RunEndedData,
+    SubscribedData,
+    ErrorDetail,
+    Observation,
     RunRequest,
     DecisionsRequest,
     ThreadConfig,

@@ -1,34 +1,143 @@
-"""The OpenAPI 3.1 document of the HTTP API, built from the pydantic models."""
+"""The OpenAPI 3.1 document of the HTTP API, built from the pydantic models and the rules the
+server checks (`pes_agent.threads.ids`), so that the two cannot drift apart.
+
+An event stream (`text/event-stream`) is described the way OpenAPI 3.2 does with `itemSchema`
+and tools read in 3.1 documents: its `schema` is that of one event, an object of the event's
+fields (`event`, `data`, `id`), whose `data` is JSON (`contentMediaType`) of the schema the
+event's name selects (`contentSchema`).
+"""
 
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from pes_agent.observing.types import ObservationType
+from pes_agent._patterns import NOT_BLANK
+from pes_agent.observing.types import Observation, ObservationType
+from pes_agent.run import AgentFinalResponse
 from pes_agent.server.models import (
     SCHEMA_MODELS,
     ApprovalList,
     CancelResult,
     DecisionsRequest,
     ErrorBody,
+    ErrorDetail,
+    GapData,
     MessageList,
     ObservationList,
+    RunEndedData,
     RunList,
     RunRequest,
+    RunStartedData,
+    StreamChunkData,
+    SubscribedData,
     ThreadList,
     schema_ref,
 )
+from pes_agent.threads.ids import THREAD_ID_FORBIDDEN, THREAD_ID_MAX_LENGTH
+from pes_agent.threads.reserved import RESERVED_PREFIX
 
-__all__ = ["openapi_document"]
+__all__ = ["openapi_document", "thread_id_schema"]
 
-_THREAD = {"name": "thread_id", "in": "path", "required": True, "schema": {"type": "string"}}
+
+def thread_id_schema() -> dict[str, Any]:
+    """The JSON Schema of a thread id: `pes_agent.threads.ids`'s rule."""
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": THREAD_ID_MAX_LENGTH,
+        # Not only white space.
+        "pattern": NOT_BLANK,
+        "not": {
+            "anyOf": [
+                {"pattern": f"[{_without_surrogates(THREAD_ID_FORBIDDEN)}]"},
+                {"pattern": "^" + _literal(RESERVED_PREFIX)},
+            ]
+        },
+    }
+
+
+def _without_surrogates(character_class: str) -> str:
+    """`character_class` without its `\\uD800`-`\\uDFFF` escapes: JSON Schema's regular
+    expressions (and the Rust ones of its validators) refuse them, and no UTF-8 text (a JSON
+    body, a URL) can hold a lone surrogate anyway."""
+    return re.sub(
+        r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}(-\\u[dD][89a-fA-F][0-9a-fA-F]{2})?", "", character_class
+    )
+
+
+def _literal(text: str) -> str:
+    """`text` as a pattern matching itself (`re.escape` also escapes `-`, which ECMA-262's
+    Unicode mode refuses outside a character class)."""
+    return "".join("\\" + char if char in "\\^$.|?*+()[]{}/" else char for char in text)
+
+
+_THREAD = {
+    "name": "thread_id",
+    "in": "path",
+    "required": True,
+    "description": f"up to {THREAD_ID_MAX_LENGTH} characters, not only white space, no control "
+    f"characters, not starting with `{RESERVED_PREFIX}` (a 400 `invalid_thread_id` otherwise)",
+    "schema": thread_id_schema(),
+}
 _TRACE = {"name": "trace_id", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _event(names: list[str], data: type[BaseModel], what: str) -> dict[str, Any]:
+    """The schema of server-sent events named `names` whose data is JSON of `data`."""
+    return {
+        "type": "object",
+        "description": what,
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"enum": names},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": schema_ref(data),
+            },
+            "id": {"type": "string"},
+        },
+    }
+
+
+_OBSERVATION_EVENT = _event(
+    [kind.value for kind in ObservationType],
+    Observation,
+    "an observation, named by its type (e.g. `PLAN`), with its id as event id",
+)
+_GAP_EVENT = _event(["gap"], GapData, "events were missed (`Last-Event-ID` too old or unknown)")
+_STREAM_EVENT = _event(
+    ["token", "thinking", "stream"], StreamChunkData, "model output as it is written (no id)"
+)
+#: One event of a run's stream.
+_RUN_EVENT = {
+    "oneOf": [
+        _event(["run"], RunStartedData, "the first event"),
+        _GAP_EVENT,
+        _OBSERVATION_EVENT,
+        _STREAM_EVENT,
+        _event(["final"], AgentFinalResponse, "the last event of a run that ended"),
+        _event(["error"], ErrorDetail, "the last event of a run that could not run or crashed"),
+        _event(["end"], RunEndedData, "the last event of a run followed from another worker"),
+    ]
+}
+#: One event of a thread's feed.
+_THREAD_EVENT = {
+    "oneOf": [
+        _event(["subscribed"], SubscribedData, "the first event"),
+        _GAP_EVENT,
+        _OBSERVATION_EVENT,
+        _STREAM_EVENT,
+    ]
+}
 _SSE = {
     "text/event-stream": {
-        "schema": {"type": "string"},
+        "schema": _RUN_EVENT,
         "description": "`run` first, then observations (event named by type, e.g. `PLAN`), "
         "`token`/`thinking`/`stream` model stream events, ending with `final` (the "
         "AgentFinalResponse) or `error`; ids increase within a stream (Last-Event-ID resumes)",
@@ -36,7 +145,7 @@ _SSE = {
 }
 _RUN_EVENTS = {
     "text/event-stream": {
-        "schema": {"type": "string"},
+        "schema": _RUN_EVENT,
         "description": "From the worker executing the run: as POST .../runs streams it "
         "(Last-Event-ID: an event id, or an observation id). From any other worker sharing "
         "the store: `run` (with the executing `worker_id`), the run's observations stored so "
@@ -48,7 +157,7 @@ _RUN_EVENTS = {
 }
 _THREAD_EVENTS = {
     "text/event-stream": {
-        "schema": {"type": "string"},
+        "schema": _THREAD_EVENT,
         "description": "`subscribed` (its id: where a reconnect resumes), then everything "
         "recorded on the thread by any worker: observations (event named by type, id = the "
         "observation id) and, from runs of the serving worker, `token`/`thinking`/`stream` "
@@ -85,12 +194,7 @@ def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
 
 def _op(summary: str, ok: dict[str, Any], **extra: Any) -> dict[str, Any]:
     error = _json(schema_ref(ErrorBody), "an error")
-    return {
-        "summary": summary,
-        "responses": {"200": ok, "4XX": error},
-        "security": [{"bearer": []}],
-        **extra,
-    }
+    return {"summary": summary, "responses": {"200": ok, "4XX": error}, **extra}
 
 
 def _body(model: Any) -> dict[str, Any]:
@@ -98,8 +202,9 @@ def _body(model: Any) -> dict[str, Any]:
 
 
 @functools.cache
-def openapi_document() -> dict[str, Any]:
-    """The API's OpenAPI document (served at `/openapi.json`)."""
+def openapi_document(*, auth: bool = True) -> dict[str, Any]:
+    """The API's OpenAPI document (served at `/openapi.json`); `auth`: whether the app asks
+    for a bearer token (without one configured, no operation needs it)."""
     _, defs = models_json_schema(
         [(model, "validation") for model in SCHEMA_MODELS],
         ref_template="#/components/schemas/{model}",
@@ -166,7 +271,14 @@ def openapi_document() -> dict[str, Any]:
                 parameters=[
                     _THREAD,
                     _TYPES,
-                    {"name": "after", "in": "query", "schema": {"type": "string"}},
+                    {
+                        "name": "after",
+                        "in": "query",
+                        "description": "an observation id of the thread (an observation's "
+                        "`id`, or `next_after`): only those recorded after it; one that names "
+                        "no observation of the thread is a 404 `cursor_not_found`",
+                        "schema": {"type": "string", "minLength": 1},
+                    },
                     {"name": "trace_id", "in": "query", "schema": {"type": "string"}},
                     _LIMIT,
                 ],
@@ -220,14 +332,17 @@ def openapi_document() -> dict[str, Any]:
             )
         },
     }
+    components: dict[str, Any] = {"schemas": defs.get("$defs", {})}
+    if auth:
+        components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        for item in paths.values():
+            for operation in item.values():
+                operation["security"] = [{"bearer": []}]
     return {
         "openapi": "3.1.0",
         "info": {"title": "pes-agent", "version": "1"},
         "paths": paths,
-        "components": {
-            "schemas": defs.get("$defs", {}),
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
+        "components": components,
     }
 
 

@@ -90,7 +90,9 @@ async def test_runs_and_threads_listing_messages_and_observations(
 async def test_observations_after_cursor_returns_only_later_ones(
     client_for: ClientFactory,
 ) -> None:
-    """`after` is an observation id: only what was recorded after it comes back."""
+    """`after` is an observation id: only what was recorded after it comes back; one that
+    names no observation of the thread is a 404 (an unknown resource, not a malformed
+    request: any string is a well-formed cursor)."""
     client = client_for("admin-token")
     await run(client, "t1")
     everything = (await client.get("/v1/threads/t1/observations")).json()["observations"]
@@ -103,8 +105,8 @@ async def test_observations_after_cursor_returns_only_later_ones(
     )
     assert [o["type"] for o in filtered.json()["observations"]] == ["FINAL_RESPONSE"]
     bad = await client.get("/v1/threads/t1/observations", params={"after": "nope"})
-    assert bad.status_code == 400
-    assert error_type(bad) == "invalid_cursor"
+    assert bad.status_code == 404
+    assert error_type(bad) == "cursor_not_found"
 
 
 async def test_put_and_get_config_then_delete_thread(

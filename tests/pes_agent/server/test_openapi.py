@@ -83,6 +83,22 @@ def test_every_operation_needs_the_bearer_token_and_may_answer_an_error() -> Non
             assert error == {"$ref": "#/components/schemas/ErrorBody"}, (path, method)
 
 
+async def test_the_served_document_asks_for_a_token_only_when_the_app_does(
+    client_for: ClientFactory,
+) -> None:
+    """An app without tokens serves a document whose operations need no auth (and that names
+    no scheme); one with tokens, a document where every operation needs the bearer token."""
+    open_document = (await client_for(tokens=[]).get("/openapi.json")).json()
+    assert "securitySchemes" not in open_document["components"]
+    for item in open_document["paths"].values():
+        assert all("security" not in operation for operation in item.values())
+    assert (await client_for(tokens=[]).get("/v1/threads")).status_code == 200
+    guarded = (await client_for(tokens=["t"]).get("/openapi.json")).json()
+    assert guarded["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    for item in guarded["paths"].values():
+        assert all(operation["security"] == [{"bearer": []}] for operation in item.values())
+
+
 async def test_the_documented_success_status_is_the_one_answered(
     client_for: ClientFactory,
 ) -> None:

@@ -398,6 +398,25 @@ async def test_unknown_routes_and_methods_are_json_errors(
     assert error_of(response) == (status, kind)
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("PATCH", "/v1/threads", "GET, HEAD"),
+        # Served by two routes (one per method): both count.
+        ("DELETE", "/v1/threads/t1/runs", "GET, HEAD, POST"),
+        ("POST", "/v1/threads/t1/config", "GET, HEAD, PUT"),
+        ("TRACE", "/v1/runs/tr-1/cancel", "POST"),
+    ],
+)
+async def test_a_405_names_every_method_of_the_path_in_allow(
+    client_for: ClientFactory, method: str, path: str, allowed: str
+) -> None:
+    """A 405 carries an `Allow` header listing all the methods the path takes (RFC 9110)."""
+    response = await client_for("admin-token").request(method, path)
+    assert error_of(response) == (405, "method_not_allowed")
+    assert response.headers["allow"] == allowed
+
+
 async def test_a_failure_inside_the_server_is_a_json_500_without_details(
     client_for: ClientFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
