@@ -26,7 +26,7 @@ __all__ = ["ObservationSink", "ObservingHooks", "observable"]
 
 
 class ObservationSink(Protocol):
-    """Records an observation of one run (a `RunRecorder`, or a PES `PhaseRun`)."""
+    """Records an observation of one run (a `RunRecorder`)."""
 
     async def record(
         self,

@@ -10,9 +10,9 @@ from typing import Any, ClassVar, TypeVar
 from ecs_core import EntityId, World
 from pes_agent.errors import RunError, UsageError
 from pes_agent.observing.logs import get_logger
-from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.pes.components import Phase, Retrieved, RunFailed, RunSpec, RunTimings
 from pes_agent.pes.llm_call import RunModelCaller
+from pes_agent.pes.recorder import RunRecorder
 from pes_agent.pes.resources import ResourceTable, RunResources
 from pes_agent.retrieval.base import ScoredDocument
 
@@ -51,16 +51,10 @@ class PhaseRun:
         """The run's model caller (what planners and synthesizers call)."""
         return self.resources.llm
 
-    async def record(
-        self,
-        type: ObservationType,
-        title: str,
-        content: dict[str, Any],
-        *,
-        parent_id: str | None = None,
-    ) -> Observation:
-        """Record an observation of this run."""
-        return await self.resources.recorder.record(type, title, content, parent_id=parent_id)
+    @property
+    def recorder(self) -> RunRecorder:
+        """Where the phase records the run's observations."""
+        return self.resources.recorder
 
     def add(self, component: object) -> None:
         """Leave `component` on the run entity (the phase's output)."""

@@ -116,12 +116,12 @@ class FinalizationSystem(PhaseSystem):
                 trace_id=spec.trace_id,
             ) from error
         if saved is not None:
-            await run.record(
+            await run.recorder.record(
                 ObservationType.STATE_UPDATE,
                 "State saved",
                 {"version": saved.version, "data": saved.data, "saving": "implicit"},
             )
-        await run.record(
+        await run.recorder.record(
             ObservationType.FINAL_RESPONSE,
             "Final response",
             {"message": answer.model_dump(mode="json"), "status": status},

@@ -58,7 +58,7 @@ class PauseSystem(PhaseSystem):
         )
         await self._storage.save_paused_run(stored)
         for pending in paused.pending:
-            await run.record(
+            await run.recorder.record(
                 ObservationType.APPROVAL_REQUESTED,
                 f"Approval requested: {pending.tool_name}",
                 {

@@ -26,7 +26,7 @@ class PlanningSystem(PhaseSystem):
 
     async def run(self, run: PhaseRun, *_: Any) -> None:
         spec = run.spec
-        await run.record(
+        await run.recorder.record(
             ObservationType.PLAN,
             "Preparing a plan",
             {"status": "preparing", "tools": [schema.name for schema in spec.tool_schemas]},
@@ -43,7 +43,7 @@ class PlanningSystem(PhaseSystem):
                 llm=run.llm,
                 llm_params=spec.llm_params,
                 provider=run.llm.provider,
-                record=run.record,
+                record=run.recorder.record,
                 passages=passages_of(run),
             )
         )
@@ -53,15 +53,15 @@ class PlanningSystem(PhaseSystem):
             None,
         )
         if output.title:
-            await run.record(ObservationType.TITLE, "Title", {"title": output.title})
+            await run.recorder.record(ObservationType.TITLE, "Title", {"title": output.title})
         if output.intent:
-            await run.record(ObservationType.INTENT, "Intent", {"intent": output.intent})
+            await run.recorder.record(ObservationType.INTENT, "Intent", {"intent": output.intent})
         for thought in output.thoughts or ():
-            await run.record(
+            await run.recorder.record(
                 ObservationType.THOUGHTS, "Thinking", {"phase": "planning", "text": thought}
             )
         calls = output.tool_calls or []
-        await run.record(
+        await run.recorder.record(
             ObservationType.PLAN,
             "Plan ready",
             {

@@ -43,7 +43,7 @@ class SynthesisSystem(PhaseSystem):
             )
         )
         text = returned(answer, str, self._synthesizer, "synthesize")
-        await run.record(
+        await run.recorder.record(
             ObservationType.SYNTHESIS, "Answer written", {"status": "done", "length": len(text)}
         )
         run.add(Synthesized(text=text))

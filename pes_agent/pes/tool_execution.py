@@ -61,7 +61,7 @@ class ToolSystem(PhaseSystem):
                 "use ConcurrentExecutor or SequentialExecutor, or make it honour "
                 "ExecutionContext.approvals"
             )
-        hooks = ObservingHooks(run)
+        hooks = ObservingHooks(run.recorder)
         reevaluation = None
         if resumed is None and spec.reevaluate != "never" and spec.max_revisions > 0:
             reviser = LLMPlanReviser(
