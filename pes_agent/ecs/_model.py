@@ -41,15 +41,8 @@ from typing import Any
 
 from ecs_core import EntityId, EventBus, World
 from pes_agent.config import LLMParams
+from pes_agent.ecs import events
 from pes_agent.ecs.components import LLMComponent, SystemPromptComponent
-from pes_agent.ecs.events import (
-    StreamContentDeltaEvent,
-    StreamContentStartEvent,
-    StreamEndEvent,
-    StreamReasoningDeltaEvent,
-    StreamReasoningEndEvent,
-    StreamStartEvent,
-)
 from pes_agent.ecs.messages import ChatMessage
 from pes_agent.ecs.services import identity_of, services_of
 from pes_agent.errors import UsageError
@@ -182,10 +175,10 @@ _NO_OBSERVATIONS = _NoObservations()
 class _StreamRelay:
     """Turns one call's token stream into the entity's stream events on the world's bus."""
 
-    __slots__ = ("_content", "_content_started", "_entity", "_events", "_provider", "_reasoning")
+    __slots__ = ("_bus", "_content", "_content_started", "_entity", "_provider", "_reasoning")
 
-    def __init__(self, events: EventBus, entity: EntityId, provider: LLMProvider) -> None:
-        self._events = events
+    def __init__(self, bus: EventBus, entity: EntityId, provider: LLMProvider) -> None:
+        self._bus = bus
         self._entity = entity
         self._provider = provider
         self._content: list[str] = []
@@ -196,11 +189,11 @@ class _StreamRelay:
         self._content.clear()
         self._reasoning = None
         self._content_started = False
-        provider = self._provider
-        await self._events.publish(StreamStartEvent(self._entity, provider.name, provider.model))
+        started = events.StreamStartEvent(self._entity, self._provider.name, self._provider.model)
+        await self._bus.publish(started)
 
     async def end(self, *, error: str | None = None) -> None:
-        await self._events.publish(StreamEndEvent(self._entity, "".join(self._content), error))
+        await self._bus.publish(events.StreamEndEvent(self._entity, "".join(self._content), error))
 
     async def __call__(self, event: StreamEvent) -> None:
         kind = event.kind
@@ -208,14 +201,14 @@ class _StreamRelay:
             if self._reasoning is None:
                 self._reasoning = []
             self._reasoning.append(event.text)
-            await self._events.publish(StreamReasoningDeltaEvent(self._entity, event.text))
+            await self._bus.publish(events.StreamReasoningDeltaEvent(self._entity, event.text))
         elif kind == "token":
             await self._end_reasoning()
             if not self._content_started:
                 self._content_started = True
-                await self._events.publish(StreamContentStartEvent(self._entity))
+                await self._bus.publish(events.StreamContentStartEvent(self._entity))
             self._content.append(event.text)
-            await self._events.publish(StreamContentDeltaEvent(self._entity, event.text))
+            await self._bus.publish(events.StreamContentDeltaEvent(self._entity, event.text))
         elif kind == "restart":
             # The provider retries after streaming: what was shown is void.
             await self.end(error=f"stream interrupted; retrying: {event.text}")
@@ -228,4 +221,4 @@ class _StreamRelay:
         if self._reasoning is not None:
             text = "".join(self._reasoning)
             self._reasoning = None
-            await self._events.publish(StreamReasoningEndEvent(self._entity, text))
+            await self._bus.publish(events.StreamReasoningEndEvent(self._entity, text))
