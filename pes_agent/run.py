@@ -57,6 +57,8 @@ class AgentProps(BaseModel):
     # Validation from data (`model_validate`, the props inside a stored `PausedRun`) skips this
     # __init__, so a run stored before the rule (or under another version of it) still reads
     # back and every listing of paused runs works; `AgentCore.process` checks the id again.
+    # The marker is pydantic's own (its BaseModel.__init__ carries it) for an __init__ that
+    # validation need not call; tests/pes_agent/threads/test_ids.py fails if it stops working.
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
 
