@@ -88,3 +88,50 @@ async def test_two_decisions_at_once_resume_once_and_cancel_reaches_the_run(
         assert await agent.conversation.get_messages("t") == []
         runs = await client.get("/v1/threads/t/runs", headers=HEADERS)
         assert [run["status"] for run in runs.json()["runs"]] == ["cancelled"]
+
+
+async def test_a_decision_sent_to_another_worker_while_the_run_resumes_is_409(
+    tmp_path: Path,
+) -> None:
+    """Decisions sent to a second worker while the first resumes the run (not yet past its
+    claim) are a 409; a cancel sent to the second worker stops the tool running on the first."""
+    entered = asyncio.Event()
+
+    @tool(requires_approval=True)
+    async def transfer(amount: int) -> str:
+        """Transfer an amount (waits until cancelled)."""
+        entered.set()
+        await asyncio.Event().wait()
+        return "done"
+
+    model = ScriptedProvider([transfer_planned] * 4)
+    async with create_agent(
+        provider=model, tools=[transfer], storage=f"sqlite:///{tmp_path / 'a.db'}"
+    ) as agent:
+        first, second = create_app(agent, tokens=None), create_app(agent, tokens=None)
+        async with (
+            first.router.lifespan_context(first),
+            second.router.lifespan_context(second),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=first), base_url="http://a") as a,
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=second), base_url="http://b") as b,
+        ):
+            paused = await a.post("/v1/threads/t/runs", json={"query": "pay"})
+            trace_id = paused.json()["metadata"]["trace_id"]
+            path = f"/v1/threads/t/runs/{trace_id}/decisions"
+            approve = {"decisions": {"call_1": {"approve": True}}}
+            async with agent.storage.lock_thread("t"):
+                resuming = asyncio.create_task(a.post(path, json=approve))
+                for _ in range(1000):
+                    found = await second.state.workers.find(trace_id)
+                    if found is not None and found.running:
+                        break
+                    await asyncio.sleep(0.01)
+                # Refused at once; a second resume would wait here for the thread.
+                refused = await asyncio.wait_for(b.post(path, json=approve), WAIT_S)
+            assert refused.status_code == 409
+            assert refused.json()["error"]["type"] == "run_resuming"
+            await asyncio.wait_for(entered.wait(), WAIT_S)
+            cancelled = await b.post(f"/v1/runs/{trace_id}/cancel")
+            assert cancelled.status_code == 202
+            answered = await asyncio.wait_for(resuming, WAIT_S)
+            assert answered.json()["metadata"]["status"] == "cancelled"
