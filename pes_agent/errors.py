@@ -20,6 +20,10 @@ PESAgentError
         └── StateConflictError    a compare-and-set save found another version than expected
 ```
 
+Every one of them has `message`, the text it was raised with (the same as `str(error)`), so a
+caller that reports an error reads `error.message` whatever its type; the subclasses add their
+context as attributes.
+
 `AgentCore.process` raises only `UsageError`s. Every `RunError` becomes an `error` or `partial`
 result with an ERROR observation instead.
 """
@@ -44,7 +48,11 @@ __all__ = [
 
 
 class PESAgentError(Exception):
-    """Root of every exception pes-agent raises."""
+    """Root of every exception pes-agent raises; `message` says what went wrong and what to do."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class UsageError(PESAgentError, ValueError):
@@ -82,7 +90,6 @@ class RunError(PESAgentError):
         self, message: str, *, thread_id: str | None = None, trace_id: str | None = None
     ) -> None:
         super().__init__(message)
-        self.message = message
         self.thread_id = thread_id
         self.trace_id = trace_id
 

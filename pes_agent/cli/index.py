@@ -78,7 +78,7 @@ def open_retriever(
         )
         return Retriever(provider, vectors, top_k)
     except PESAgentError as error:
-        raise CLIError(str(error)) from None
+        raise CLIError(error.message) from None
 
 
 def index_files(paths: Sequence[str]) -> list[Path]:
@@ -134,9 +134,9 @@ async def index_command(
             )
         total = await retriever.store.count()
     except RunError as error:
-        raise CLIError(str(error), ExitCode.RUN_ERROR) from None
+        raise CLIError(error.message, ExitCode.RUN_ERROR) from None
     except PESAgentError as error:
-        raise CLIError(str(error)) from None
+        raise CLIError(error.message) from None
     finally:
         await retriever.aclose()
     ask = ["pes-agent", "run", "--retrieve"]

@@ -65,7 +65,7 @@ def _provider_spec(provider: str, base_url: str | None) -> str | ProviderConfig:
 def _key_hint(provider: str, error: ConfigurationError) -> str | None:
     name = provider.partition(":")[0]
     variable = KEY_VARIABLES.get(name)
-    message = str(error)
+    message = error.message
     if variable is not None and variable in message:
         return (
             f"no API key for {provider}: set {variable} "
@@ -116,9 +116,9 @@ def build_agent(
         )
     except ConfigurationError as error:
         hint = _key_hint(provider, error) if isinstance(provider, str) else None
-        raise CLIError(hint or str(error)) from None
+        raise CLIError(hint or error.message) from None
     except UsageError as error:
-        raise CLIError(str(error)) from None
+        raise CLIError(error.message) from None
     if not tools:
         # With MCP servers the names are known once they are open (`open_agent_tools`).
         check_gated_names(agent, require_approval)
@@ -379,7 +379,7 @@ async def _index_retriever(store: StoreLocation, embeddings: str) -> Retriever:
         indexed = await retriever.store.count()
     except PESAgentError as error:
         await retriever.aclose()
-        raise CLIError(str(error)) from None
+        raise CLIError(error.message) from None
     if indexed == 0:
         await retriever.aclose()
         raise CLIError(

@@ -143,7 +143,7 @@ async def _check(options: ServeOptions) -> None:
     try:
         await agent.storage.get_agent_state(DIRECTORY)
     except PESAgentError as error:
-        raise CLIError(str(error)) from None
+        raise CLIError(error.message) from None
     finally:
         await agent.aclose()
 

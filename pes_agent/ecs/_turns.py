@@ -29,7 +29,7 @@ from pes_agent.ecs.components import (
     ToolResultsComponent,
 )
 from pes_agent.ecs.messages import ChatMessage
-from pes_agent.errors import RunError, ScriptExhaustedError
+from pes_agent.errors import ScriptExhaustedError
 from pes_agent.protocols import LLMResponse
 
 __all__ = ["FailureCounter", "record_answer", "take_turn"]
@@ -103,7 +103,7 @@ async def take_turn(
             entity=entity,
             consecutive=failures.consecutive,
             error_type=type(error).__name__,
-            error=error.message if isinstance(error, RunError) else str(error),
+            error=str(error),
         )
         world.add_component(entity, ErrorComponent(error, source))
         if failures.consecutive >= max_failures:

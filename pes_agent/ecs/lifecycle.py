@@ -7,7 +7,6 @@ from collections.abc import Iterable
 from ecs_core import ErrorComponent, TerminalComponent, World
 from pes_agent.ecs._model import recorder_for
 from pes_agent.ecs.events import ErrorOccurredEvent
-from pes_agent.errors import RunError
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import ObservationType
 
@@ -51,7 +50,7 @@ class ErrorHandlingSystem:
             # Removed before anyone hears of it: a handler may attach a new error.
             world.remove_component(entity, ErrorComponent)
             error = failure.error
-            message = error.message if isinstance(error, RunError) else str(error)
+            message = str(error)
             recorder = recorder_for(world, entity)
             _log.error(
                 "entity_error",

@@ -35,7 +35,7 @@ from pes_agent.ecs.components import (
 )
 from pes_agent.ecs.events import RAGRetrievalCompletedEvent
 from pes_agent.ecs.messages import ChatMessage
-from pes_agent.errors import RunError, UsageError
+from pes_agent.errors import UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import ObservationType
 from pes_agent.retrieval._observation import RETRIEVED_TITLE, retrieved_content
@@ -106,7 +106,7 @@ class RAGSystem:
             vectors = await embedding.provider.embed([query])
             found: Sequence[ScoredDocument] = await store.store.search(vectors[0], trigger.top_k)
         except Exception as error:
-            message = error.message if isinstance(error, RunError) else str(error)
+            message = str(error)
             _log.warning("retrieval_failed", entity=entity, error=message)
             world.add_component(entity, ErrorComponent(error, type(self).__name__))
             return

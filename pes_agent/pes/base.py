@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from ecs_core import EntityId, World
-from pes_agent.errors import RunError, UsageError
+from pes_agent.errors import UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.pes.components import Phase, Retrieved, RunFailed, RunSpec, RunTimings
 from pes_agent.pes.llm_call import RunModelCaller
@@ -97,7 +97,7 @@ class PhaseSystem(ABC):
                 run = PhaseRun(world, entity, spec, self._resources.of(world, entity))
                 await self.run(run, *components[2:])
             except Exception as error:
-                message = error.message if isinstance(error, RunError) else str(error)
+                message = str(error)
                 _log.warning(
                     "phase_failed",
                     phase=self.phase,

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from ecs_core import TerminalComponent, World
 from pes_agent.config import AgentState, StateSaving
-from pes_agent.errors import RunError, StorageError
+from pes_agent.errors import StorageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import ObservationType
 from pes_agent.pes.base import PhaseRun, PhaseSystem
@@ -108,7 +108,7 @@ class FinalizationSystem(PhaseSystem):
             # The answer was written and paid for: hand it back with the error, never drop it.
             metadata = {**answer.metadata, "status": "error", "saved": False}
             run.add(Finalized(message=answer.model_copy(update={"metadata": metadata})))
-            reason = error.message if isinstance(error, RunError) else str(error)
+            reason = str(error)
             raise StorageError(
                 f"saving the turn to storage failed, so this answer is not in the thread's "
                 f"history ({type(error).__name__}: {reason})",

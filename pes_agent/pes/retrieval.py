@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
-from pes_agent.errors import RunError
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import ObservationType
 from pes_agent.pes.base import PhaseRun, PhaseSystem
@@ -42,7 +41,7 @@ class RetrievalSystem(PhaseSystem):
             documents = await self._retriever.retrieve(query)
         except Exception as error:
             elapsed_ms = (time.perf_counter() - started) * 1000
-            message = error.message if isinstance(error, RunError) else str(error)
+            message = str(error)
             message = message or type(error).__name__
             _log.warning(
                 "retrieval_failed",
