@@ -5,10 +5,10 @@ fails the same way everywhere, what comes back is always a fresh copy, and a sto
 cannot be read (damaged by hand or by another program) is a `StorageError` naming the store,
 the table and the thread, never a raw pydantic or JSON error.
 
-What a run records (messages, observations, paused runs) is written at most `MAX_DEPTH` levels
-deep, deeper parts as their JSON text (see `_depth`), so it can always be read back; and a
-listing of them leaves out a row that cannot be read, with a warning naming it, rather than
-failing for every other row (`load_rows`).
+What a run records (messages, observations, paused runs) and the agent state are written at
+most `MAX_DEPTH` levels deep, deeper parts as their JSON text (see `_depth`), so they can always
+be read back; and a listing of records leaves out a row that cannot be read, with a warning
+naming it, rather than failing for every other row (`load_rows`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError, to_json
+from pydantic_core import PydanticSerializationError
 
 from pes_agent.approvals.models import PausedRun
 from pes_agent.config import AgentState, ProviderConfig, ThreadConfig
@@ -77,15 +77,19 @@ def load_message(text: str | bytes, *, store: object, thread_id: str) -> Convers
 
 
 def dump_state_data(state: AgentState, thread_id: str) -> str:
-    """JSON for a state's `data`, or a `StorageError` if it is not JSON-serialisable."""
+    """JSON for a state's `data` (bounded in depth like a message), or a `StorageError` if it
+    is not JSON-serialisable."""
     try:
-        return to_json(state.data).decode()
+        text, flattened = dump_bounded(state.data)
     except (PydanticSerializationError, ValueError, TypeError) as exc:
         raise StorageError(
             f"the agent state of thread {thread_id!r} cannot be saved: AgentState.data must "
             f"be JSON-serialisable ({exc})",
             thread_id=thread_id,
         ) from exc
+    if flattened:
+        _flattened("agent_states", thread_id, "data")
+    return text
 
 
 def load_state(data: str | bytes, version: int, *, store: object, thread_id: str) -> AgentState:

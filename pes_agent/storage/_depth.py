@@ -49,20 +49,24 @@ def _within_limit(text: str) -> bool:
     return True
 
 
-def dump_bounded(
-    model: BaseModel, *, fallback: Fallback = None, exclude: Any = None
-) -> tuple[str, bool]:
-    """`model` as JSON nested at most `MAX_DEPTH` levels, and whether any part was too deep
-    (and is now its JSON text); `fallback` and `exclude` as for `model_dump_json`."""
+def dump_bounded(value: Any, *, fallback: Fallback = None, exclude: Any = None) -> tuple[str, bool]:
+    """`value` (a model, or plain data such as `AgentState.data`) as JSON nested at most
+    `MAX_DEPTH` levels, and whether any part was too deep (and is now its JSON text);
+    `fallback` and `exclude` (a model's only) as for `model_dump_json`."""
     try:
-        text = model.model_dump_json(fallback=fallback, exclude=exclude)
+        text = _dump(value, fallback, exclude)
     except PydanticSerializationError:
         pass  # past pydantic's own depth limit; any other failure is raised again below
     else:
         if _within_limit(text):
             return text, False
-    bounded = _Bounder(fallback).bounded(model, MAX_DEPTH)
-    return bounded.model_dump_json(fallback=fallback, exclude=exclude), True
+    return _dump(_Bounder(fallback).bounded(value, MAX_DEPTH), fallback, exclude), True
+
+
+def _dump(value: Any, fallback: Fallback, exclude: Any) -> str:
+    if isinstance(value, BaseModel):
+        return value.model_dump_json(fallback=fallback, exclude=exclude)
+    return to_json(value, fallback=fallback).decode()
 
 
 class _Bounder:

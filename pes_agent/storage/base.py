@@ -21,9 +21,11 @@ class Storage(Protocol):
     Implementations: `InMemoryStorage`, `SQLiteStorage`, `PostgresStorage`. All methods are
     safe to call concurrently. `lock_thread` serialises runs on one thread (in one process at
     least; durable backends also across processes), and never blocks other threads. After
-    `aclose()` every method raises a `UsageError`. A stored row that cannot be read is a
+    `aclose()` every method raises a `UsageError`. A stored row that cannot be read is left
+    out of a listing (messages, observations, paused runs) with a warning, and read alone is a
     `StorageError` naming the store, table and thread; `StorageError.transient` says whether
-    repeating the call may help.
+    repeating the call may help. What is saved nests at most 100 levels deep: a deeper array
+    or object is saved (and read back) as its JSON text, with a warning.
     """
 
     async def get_thread_config(self, thread_id: str) -> ThreadConfig | None: ...
@@ -47,7 +49,7 @@ class Storage(Protocol):
     async def get_messages(
         self, thread_id: str, *, limit: int | None = None
     ) -> list[ConversationMessage]:
-        """The newest `limit` messages (all when None), oldest first."""
+        """The newest `limit` readable messages (all when None), oldest first."""
         ...
 
     async def commit_turn(

@@ -765,6 +765,28 @@ async def test_records_nested_past_the_read_limit_are_saved_readable_and_whole(
     assert levels_of(claimed.results[1].output) == levels
 
 
+async def test_agent_state_nested_past_the_write_limit_is_saved_readable_and_whole(
+    storage: Storage, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An agent state nested 300 levels deep (past the 254 pydantic writes) is saved alone and
+    in a turn, and read back with nothing lost (the deepest part as JSON text), with a warning
+    naming the table."""
+    saved = await storage.set_agent_state("t", AgentState(data={"deep": nested(300)}))
+    assert saved.version == 1
+    assert levels_of(saved.data["deep"]) == 300
+    committed = await storage.commit_turn(
+        "t", [user("t", "hi")], AgentState(data={"deep": nested(300), "n": 2})
+    )
+    assert committed is not None
+    read = await storage.get_agent_state("t")
+    assert read == committed
+    assert (read.version, read.data["n"], levels_of(read.data["deep"])) == (2, 2, 300)
+    assert any(
+        "storage_data_flattened" in r.getMessage() and "agent_states" in r.getMessage()
+        for r in caplog.records
+    )
+
+
 async def write_raw(storage: Storage, table: str, thread_id: str, key: str, body: str) -> None:
     """Add a row of `table` holding `body`, past the codec: with SQL in SQLite and PostgreSQL,
     with the text-level writer in memory (which has no SQL)."""
