@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from pes_agent._patterns import NOT_BLANK
+from pes_agent._patterns import BLANK, NOT_BLANK
 from pes_agent.errors import ConfigurationError
 
 __all__ = [
@@ -50,6 +50,11 @@ def _whole(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
+#: The keys `clean_api_key` accepts, as a pattern for JSON Schemas: printable ASCII, perhaps
+#: with white space around it.
+_API_KEY = f"^[{BLANK}]*[\\x20-\\x7e]*[{BLANK}]*$"
+
+
 def clean_api_key(key: str, *, source: str) -> str:
     """`key` without surrounding whitespace (a pasted key often ends in a newline).
 
@@ -87,7 +92,7 @@ class ProviderConfig(BaseModel):
 
     provider: _Name
     model: _Name
-    api_key: SecretStr | None = None
+    api_key: Annotated[SecretStr, Field(json_schema_extra={"pattern": _API_KEY})] | None = None
     base_url: str | None = None
     timeout_s: float = Field(default=60.0, gt=0, strict=True)
     #: 0 disables retries.

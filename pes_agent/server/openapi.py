@@ -188,6 +188,28 @@ _WORKER_HEADERS = {
 }
 
 
+def _link(operation_id: str, *parameters: str) -> dict[str, Any]:
+    """A link from a run's answer to the operation on the thread (`thread_id`) or run
+    (`trace_id`) it names: for clients that follow links, and for Schemathesis's stateful tests."""
+    where = {
+        "thread_id": "$request.path.thread_id",
+        # The header, not the body: it is there on JSON and event-stream answers alike.
+        "trace_id": "$response.header.X-Trace-Id",
+    }
+    return {"operationId": operation_id, "parameters": {name: where[name] for name in parameters}}
+
+
+_RUN_LINKS = {
+    "RunEvents": _link("runEvents", "trace_id"),
+    "CancelRun": _link("cancelRun", "trace_id"),
+    "Decide": _link("decide", "thread_id", "trace_id"),
+    "RunTrace": _link("runTrace", "thread_id", "trace_id"),
+    "ListRuns": _link("listRuns", "thread_id"),
+    "ListObservations": _link("listObservations", "thread_id"),
+    "ListMessages": _link("listMessages", "thread_id"),
+}
+
+
 def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
@@ -212,11 +234,13 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
     run_ok = _json(schema_ref_name("AgentFinalResponse"))
     run_ok["content"].update(_SSE)
     run_ok["headers"] = _WORKER_HEADERS
+    run_ok["links"] = _RUN_LINKS
     query = {"name": "cancel_on_disconnect", "in": "query", "schema": {"type": "boolean"}}
     cancel = _op(
         "Cancel a run, from any worker: one another worker executes is asked to stop (202); "
         "one that already ended is a 409 `run_finished`",
         _json(schema_ref(CancelResult), "cancelled (in this worker, or a paused run)"),
+        operationId="cancelRun",
         parameters=[_TRACE],
     )
     cancel["responses"]["202"] = _json(
@@ -227,23 +251,28 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
     delete = _op(
         "Delete a thread and everything stored of it (its id stays its user's)",
         {"description": "deleted"},
+        operationId="deleteThread",
         parameters=[_THREAD],
     )
     # No content: the answer is a 204, not a 200.
     delete["responses"]["204"] = delete["responses"].pop("200")
     paths: dict[str, Any] = {
-        "/v1/threads": {"get": _op("List the threads", _json(schema_ref(ThreadList)))},
+        "/v1/threads": {
+            "get": _op("List the threads", _json(schema_ref(ThreadList)), operationId="listThreads")
+        },
         "/v1/threads/{thread_id}": {"delete": delete},
         "/v1/threads/{thread_id}/runs": {
             "post": _op(
                 "Run the agent on a thread (JSON, or SSE with Accept: text/event-stream)",
                 run_ok,
+                operationId="createRun",
                 parameters=[_THREAD, query],
                 requestBody=_body(RunRequest),
             ),
             "get": _op(
                 "The thread's runs, oldest first: trace id, status, start, duration, query",
                 _json(schema_ref(RunList)),
+                operationId="listRuns",
                 parameters=[_THREAD],
             ),
         },
@@ -254,6 +283,7 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
                     "description": "the page",
                     "content": {"text/html": {"schema": {"type": "string"}}},
                 },
+                operationId="runTrace",
                 parameters=[_THREAD, _TRACE],
             )
         },
@@ -261,6 +291,7 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
             "get": _op(
                 "The thread's messages, oldest first",
                 _json(schema_ref(MessageList)),
+                operationId="listMessages",
                 parameters=[_THREAD, _LIMIT],
             )
         },
@@ -268,6 +299,7 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
             "get": _op(
                 "The thread's observations (type filter, after cursor)",
                 _json(schema_ref(ObservationList)),
+                operationId="listObservations",
                 parameters=[
                     _THREAD,
                     _TYPES,
@@ -288,6 +320,7 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
             "put": _op(
                 "Set the thread's config",
                 _json(schema_ref_name("ThreadConfig")),
+                operationId="putConfig",
                 parameters=[_THREAD],
                 requestBody={
                     "required": True,
@@ -297,6 +330,7 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
             "get": _op(
                 "The thread's config",
                 _json(schema_ref_name("ThreadConfig")),
+                operationId="getConfig",
                 parameters=[_THREAD],
             ),
         },
@@ -305,6 +339,7 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
                 "A live SSE feed of everything recorded on the thread, from every worker "
                 "(Last-Event-ID replays the observations missed)",
                 {"description": "events", "content": _THREAD_EVENTS},
+                operationId="threadEvents",
                 parameters=[_THREAD, _LAST_EVENT_ID],
             )
         },
@@ -312,6 +347,7 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
             "post": _op(
                 "Decide a paused run's pending calls and resume it",
                 run_ok,
+                operationId="decide",
                 parameters=[_THREAD, _TRACE, query],
                 requestBody=_body(DecisionsRequest),
             )
@@ -320,6 +356,7 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
             "get": _op(
                 "Attach to a run's events, on any worker (Last-Event-ID resumes)",
                 {"description": "events", "content": _RUN_EVENTS, "headers": _WORKER_HEADERS},
+                operationId="runEvents",
                 parameters=[_TRACE, query, _LAST_EVENT_ID],
             )
         },
@@ -328,7 +365,8 @@ def openapi_document(*, auth: bool = True) -> dict[str, Any]:
             "get": _op(
                 "The runs waiting for approval",
                 _json(schema_ref(ApprovalList)),
-                parameters=[{"name": "thread_id", "in": "query", "schema": {"type": "string"}}],
+                operationId="listApprovals",
+                parameters=[{**_THREAD, "in": "query", "required": False}],
             )
         },
     }

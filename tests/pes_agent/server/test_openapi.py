@@ -10,7 +10,7 @@ from starlette.routing import Route
 
 from pes_agent import AgentCore
 from pes_agent.server import create_app
-from pes_agent.server.openapi import openapi_document
+from pes_agent.server.openapi import openapi_document, thread_id_schema
 
 from .conftest import ClientFactory
 
@@ -115,7 +115,7 @@ async def test_the_documented_success_status_is_the_one_answered(
 
 def test_query_parameters_describe_what_the_api_accepts() -> None:
     """limit is a non-negative integer; type is a repeated observation type; approvals take an
-    optional thread_id."""
+    optional thread_id, under the rule of thread ids."""
     paths = openapi_document()["paths"]
 
     def query(path: str, name: str) -> dict[str, Any]:
@@ -127,4 +127,5 @@ def test_query_parameters_describe_what_the_api_accepts() -> None:
     kinds = query("/v1/threads/{thread_id}/observations", "type")
     assert kinds["explode"] is True
     assert {"PLAN", "FINAL_RESPONSE"} <= set(kinds["schema"]["items"]["enum"])
-    assert query("/v1/approvals", "thread_id")["schema"] == {"type": "string"}
+    assert query("/v1/approvals", "thread_id")["schema"] == thread_id_schema()
+    assert query("/v1/approvals", "thread_id")["required"] is False
