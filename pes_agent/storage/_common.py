@@ -230,12 +230,30 @@ class StorageBase(ClosedOnExit):
     async def get_messages(
         self, thread_id: str, *, limit: int | None = None
     ) -> list[ConversationMessage]:
-        """The newest `limit` messages (all when None), oldest first."""
+        """The newest `limit` readable messages (all when None), oldest first."""
         self._check_open()
         limit = _codec.check_limit(limit)
         if limit == 0:
             return []
         texts = await self._read_messages(thread_id, limit)
+        messages = self._load_messages(thread_id, texts)
+        if limit is None:
+            return messages
+        # A row left out (damaged) must not cost the caller a message: reach further back by
+        # as many rows as are missing, until `limit` are read or the thread has no more.
+        asked = limit
+        while len(messages) < limit and len(texts) == asked:
+            asked = len(texts) + limit - len(messages)
+            wider = await self._read_messages(thread_id, asked)
+            older = len(wider) - len(texts)
+            if older >= 0 and wider[older:] == texts:  # nothing added meanwhile
+                messages = self._load_messages(thread_id, wider[:older]) + messages
+            else:
+                messages = self._load_messages(thread_id, wider)
+            texts = wider
+        return messages[-limit:]
+
+    def _load_messages(self, thread_id: str, texts: list[str]) -> list[ConversationMessage]:
         return _codec.load_rows(
             _codec.load_message, ((thread_id, text) for text in texts), store=self
         )

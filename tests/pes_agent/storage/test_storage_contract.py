@@ -858,3 +858,24 @@ async def test_a_damaged_row_never_fails_a_listing_of_the_others(
     skipped = [r.getMessage() for r in caplog.records if "storage_row_skipped" in r.getMessage()]
     for table in ("messages", "observations", "paused_runs"):
         assert any(f"table {table!r}" in text and "thread 't'" in text for text in skipped)
+
+
+async def test_a_message_limit_counts_only_messages_that_can_be_read(
+    storage: Storage, caplog: pytest.LogCaptureFixture
+) -> None:
+    """get_messages(limit=n) gives the newest n messages that can be read, reaching past the
+    damaged rows among them, each left out with one warning."""
+    first, second, third = user("t", "first"), ai("t", "second"), user("t", "third")
+    await storage.add_messages("t", [first, second])
+    for key, body in DAMAGED.items():
+        await write_raw(storage, "messages", "t", key, body)
+    await storage.add_messages("t", [third])
+    await write_raw(storage, "messages", "t", "newest", DAMAGED["wrong-shape"])
+
+    assert await storage.get_messages("t", limit=1) == [third]
+    assert await storage.get_messages("t", limit=2) == [second, third]
+    caplog.clear()
+    assert await storage.get_messages("t", limit=3) == [first, second, third]
+    skipped = [r for r in caplog.records if "storage_row_skipped" in r.getMessage()]
+    assert len(skipped) == 3
+    assert await storage.get_messages("t", limit=4) == [first, second, third]
