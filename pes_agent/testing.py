@@ -1,9 +1,9 @@
-"""Helpers for testing agents and running them offline: a scripted model.
+"""Helpers for testing agents and running them offline: a scripted model and plan builders.
 
 ```python
 model = ScriptedProvider([
-    '{"intent": "add", "plan": "1. add", "toolCalls": [...]}',   # the planning call
-    lambda request: "The answer is 7.",                            # the synthesis call
+    plan_json(plan_call(1, "add", a=3, b=4), intent="add"),   # the planning call
+    lambda request: "The answer is 7.",                        # the synthesis call
 ])
 agent = create_agent(provider=model, tools=[add])
 ```
@@ -16,8 +16,9 @@ import copy
 import json
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
+from typing import Any
 
 from pes_agent.errors import ScriptExhaustedError, UsageError
 from pes_agent.providers.base import (
@@ -31,7 +32,7 @@ from pes_agent.providers.base import (
 from pes_agent.tools.calls import ToolCall
 from pes_agent.usage import Usage
 
-__all__ = ["ScriptedProvider", "ScriptedResponse"]
+__all__ = ["ScriptedProvider", "ScriptedResponse", "plan_call", "plan_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,45 @@ class ScriptedResponse:
     tool_calls: Sequence[ToolCall] = ()
     stop_reason: str | None = None
     usage: Usage | None = None
+
+
+def plan_call(call_id: int | str, tool_name: str, /, **arguments: Any) -> dict[str, Any]:
+    """Build one tool call of a scripted plan, for `plan_json`.
+
+    Args:
+        call_id: The call's id; an int `n` names it `call_n`, as models number their calls.
+        tool_name: The tool the plan calls.
+        **arguments: The tool's arguments; a value may be a placeholder such as
+            `"{step_1_result}"`, filled with an earlier call's result.
+
+    Returns:
+        The call as the JSON planning protocol writes it: `callId`, `toolName`, `arguments`.
+    """
+    name = f"call_{call_id}" if isinstance(call_id, int) else call_id
+    return {"callId": name, "toolName": tool_name, "arguments": arguments}
+
+
+def plan_json(
+    *calls: Mapping[str, Any],
+    intent: str = "help",
+    plan: str = "1. do it",
+    title: str | None = None,
+) -> str:
+    """Write a planning answer in the JSON protocol, to script a `ScriptedProvider`'s plan.
+
+    Args:
+        *calls: The plan's tool calls, in order, each as `plan_call` builds it; none for a
+            plan that answers without tools.
+        intent: What the plan says the user wants.
+        plan: The plan's numbered steps, as text.
+        title: The turn's title, recorded as a TITLE observation; left out when None.
+
+    Returns:
+        The JSON text a model would answer the planning call with.
+    """
+    answer: dict[str, Any] = {} if title is None else {"title": title}
+    answer.update(intent=intent, plan=plan, toolCalls=[dict(call) for call in calls])
+    return json.dumps(answer)
 
 
 ScriptEntry = str | ScriptedResponse | Callable[[LLMRequest], "str | ScriptedResponse"]

@@ -45,7 +45,7 @@ from pes_agent.ecs.tool_execution import ToolExecutionSystem
 from pes_agent.otel import instrument, instrument_world
 from pes_agent.planning.structured import SUBMIT_PLAN
 from pes_agent.providers.base import LLMRequest
-from pes_agent.testing import ScriptedProvider, ScriptedResponse
+from pes_agent.testing import ScriptedProvider, ScriptedResponse, plan_call, plan_json
 from tests.pes_agent.providers.model_server import Call, ModelServer, Reply
 
 
@@ -94,12 +94,8 @@ def traces() -> Iterator[Traces]:
     traces.provider.shutdown()
 
 
-def plan(*calls: dict[str, Any]) -> str:
-    return json.dumps({"intent": "help", "plan": "1. do it", "toolCalls": list(calls)})
-
-
-def call(n: int, tool_name: str, /, **arguments: Any) -> dict[str, Any]:
-    return {"callId": f"call_{n}", "toolName": tool_name, "arguments": arguments}
+plan = plan_json
+call = plan_call
 
 
 @tool

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pes_agent import (
     AgentProps,
+    OutputParser,
     PlanningContext,
     PlanningOutput,
     ScriptExhaustedError,
@@ -23,7 +26,7 @@ from pes_agent.providers.base import (
     TokenDelta,
     ToolCallEvent,
 )
-from pes_agent.testing import ScriptedProvider, ScriptedResponse
+from pes_agent.testing import ScriptedProvider, ScriptedResponse, plan_call, plan_json
 from pes_agent.tools.base import ToolSchema
 from pes_agent.tools.calls import ToolCall
 from pes_agent.usage import Usage
@@ -207,3 +210,26 @@ async def test_the_model_caller_returns_scripted_tool_calls() -> None:
     request = model.requests[0]
     assert [tool.name for tool in request.tools] == ["clock"]
     assert request.tool_choice == "clock"
+
+
+def test_plan_json_writes_a_plan_the_parser_reads_back() -> None:
+    """A plan built with plan_json and plan_call parses into the same calls, title and intent."""
+    text = plan_json(
+        plan_call(1, "add", a=3, b=4),
+        plan_call("second", "add", a="{step_1_result}", b=1),
+        intent="add",
+        title="Sums",
+    )
+    parsed = OutputParser().parse_planning_output(text)
+    assert parsed.errors == []
+    assert (parsed.title, parsed.intent, parsed.plan) == ("Sums", "add", "1. do it")
+    assert [(c.call_id, c.tool_name, c.arguments) for c in parsed.tool_calls or []] == [
+        ("call_1", "add", {"a": 3, "b": 4}),
+        ("second", "add", {"a": "{step_1_result}", "b": 1}),
+    ]
+
+
+def test_plan_json_leaves_the_title_out_unless_given() -> None:
+    """Without a title the plan has none, so a run records no TITLE observation."""
+    assert OutputParser().parse_planning_output(plan_json()).title is None
+    assert json.loads(plan_json()) == {"intent": "help", "plan": "1. do it", "toolCalls": []}

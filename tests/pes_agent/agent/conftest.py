@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
 
-from pes_agent import Observation, ObservationType, tool
+from pes_agent import Observation, ObservationType, testing, tool
 
+plan_json = partial(testing.plan_json, title="A title")
+"""A planning answer in the JSON protocol with the given tool calls (and a title)."""
 
-def plan_json(*calls: dict[str, Any], intent: str = "help", plan: str = "1. do it") -> str:
-    """A planning answer in the JSON protocol with the given tool calls."""
-    return json.dumps(
-        {"title": "A title", "intent": intent, "plan": plan, "toolCalls": list(calls)}
-    )
-
-
-def call(n: int, tool_name: str, /, **arguments: Any) -> dict[str, Any]:
-    """Tool call number `n` (its callId is call_n)."""
-    return {"callId": f"call_{n}", "toolName": tool_name, "arguments": arguments}
+call = testing.plan_call
 
 
 class Events:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -12,19 +11,14 @@ import pytest
 
 from pes_agent import tool
 from pes_agent.storage import InMemoryStorage, PostgresStorage, SQLiteStorage, Storage
+from pes_agent.testing import plan_call
 
 from ..storage.conftest import POSTGRES_URL, drop_schema, require_postgres
 
 StoreFactory = Callable[[], Storage]
 
 
-def plan_json(*calls: dict[str, Any]) -> str:
-    """A planning answer in the JSON protocol with these calls."""
-    return json.dumps({"intent": "help", "plan": "1. do it", "toolCalls": list(calls)})
-
-
-def call(call_id: str, tool_name: str, /, **arguments: Any) -> dict[str, Any]:
-    return {"callId": call_id, "toolName": tool_name, "arguments": arguments}
+call = plan_call
 
 
 class Ledger:

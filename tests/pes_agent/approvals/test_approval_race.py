@@ -13,10 +13,10 @@ import pytest
 
 from pes_agent import AgentProps, create_agent, tool
 from pes_agent.storage import PostgresStorage, SQLiteStorage, Storage
-from pes_agent.testing import ScriptedProvider
+from pes_agent.testing import ScriptedProvider, plan_json
 
 from ..storage.conftest import drop_schema, require_postgres
-from .conftest import call, plan_json
+from .conftest import call
 
 pytestmark = pytest.mark.slow
 

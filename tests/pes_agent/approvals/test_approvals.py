@@ -22,9 +22,9 @@ from pes_agent import (
     create_agent,
 )
 from pes_agent.core import AgentCore
-from pes_agent.testing import ScriptedProvider
+from pes_agent.testing import ScriptedProvider, plan_json
 
-from .conftest import Ledger, StoreFactory, call, plan_json
+from .conftest import Ledger, StoreFactory, call
 
 PAY_THEN_LOOK = plan_json(
     call("c1", "look", q="hi"),

@@ -8,9 +8,9 @@ from typing import Any
 from pes_agent import AgentProps, Approve, Deny, ObservationType, ParsedToolCall, create_agent
 from pes_agent.approvals import ApprovalContext, ApprovalGate
 from pes_agent.core import AgentCore
-from pes_agent.testing import ScriptedProvider
+from pes_agent.testing import ScriptedProvider, plan_json
 
-from .conftest import Ledger, StoreFactory, call, plan_json
+from .conftest import Ledger, StoreFactory, call
 
 LOOK_SEND_LOOK = plan_json(
     call("c1", "look", q="hi"),

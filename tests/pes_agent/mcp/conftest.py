@@ -2,33 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from pes_agent import testing
 
 pytest.importorskip("mcp")
 
 CALC_SERVER = str(Path(__file__).resolve().parent / "servers" / "calc_server.py")
 
 
-def plan_json(*calls: dict[str, Any]) -> str:
-    """A planning answer in the JSON protocol with the given tool calls."""
-    return json.dumps(
-        {"title": "t", "intent": "help", "plan": "1. do it", "toolCalls": list(calls)}
-    )
+plan_json = partial(testing.plan_json, title="t")
+"""A planning answer in the JSON protocol with the given tool calls (and a title)."""
 
-
-def call(n: int, tool_name: str, /, **arguments: Any) -> dict[str, Any]:
-    """Tool call number `n` (its callId is call_n)."""
-    return {"callId": f"call_{n}", "toolName": tool_name, "arguments": arguments}
+call = testing.plan_call
 
 
 def alive(pid: int) -> bool:
