@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from pes_agent import AgentProps, ProviderConfig, RunOptions, ThreadConfig, Usage
+from pes_agent.config import LLMParams
 
 
 def test_provider_config_takes_provider_and_model_positionally_or_by_keyword() -> None:
@@ -58,3 +59,49 @@ def test_usage_adds_up_field_by_field() -> None:
     assert total == Usage(
         input_tokens=11, output_tokens=22, total_tokens=33, reasoning_tokens=4, requests=2
     )
+
+
+@pytest.mark.parametrize(
+    ("model", "field", "value"),
+    [
+        (RunOptions, "history_limit", False),
+        (RunOptions, "history_limit", "5"),
+        (RunOptions, "max_tool_calls", True),
+        (RunOptions, "tool_timeout_s", "1.5"),
+        (RunOptions, "max_revisions", "2"),
+        (ThreadConfig, "history_limit", False),
+        (ThreadConfig, "history_limit", "5"),
+        (LLMParams, "max_tokens", "100"),
+        (LLMParams, "temperature", True),
+        (ProviderConfig, "max_retries", "3"),
+        (ProviderConfig, "timeout_s", True),
+    ],
+)
+def test_numbers_are_never_guessed_from_bools_or_strings(
+    model: type[BaseModel], field: str, value: object
+) -> None:
+    """A bool, a string or a fraction where a count or a number of seconds goes is refused,
+    naming the field, instead of being stored as 0, 1 or 5."""
+    data: dict[str, object] = {field: value}
+    if model is ProviderConfig:
+        data.update(provider="openai", model="m")
+    with pytest.raises(ValidationError, match=field):
+        model(**data)
+
+
+def test_a_whole_float_counts_as_an_int() -> None:
+    """JSON's 5.0 is the integer 5: it is taken, as an int."""
+    options = RunOptions.model_validate_json('{"history_limit": 5.0, "max_tool_calls": 2.0}')
+    assert (options.history_limit, options.max_tool_calls) == (5, 2)
+    assert isinstance(options.history_limit, int)
+
+
+@pytest.mark.parametrize("model", [RunOptions, ThreadConfig, LLMParams, ProviderConfig])
+def test_a_misspelt_field_is_refused_not_ignored(model: type[BaseModel]) -> None:
+    """An unknown field (here `history_limt`) is an error naming it: ignored, the setting
+    the caller meant would silently not apply."""
+    data: dict[str, object] = {"history_limt": 3}
+    if model is ProviderConfig:
+        data.update(provider="openai", model="m")
+    with pytest.raises(ValidationError, match="history_limt"):
+        model(**data)

@@ -3,14 +3,20 @@ schema reference, and the answers the document promises."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
+import jsonschema
+import jsonschema_rs
+import pytest
 from starlette.routing import Route
 
 from pes_agent import AgentCore
+from pes_agent._patterns import NOT_BLANK
 from pes_agent.server import create_app
 from pes_agent.server.openapi import openapi_document, thread_id_schema
+from pes_agent.threads.ids import thread_id_problem
 
 from .conftest import ClientFactory
 
@@ -129,3 +135,106 @@ def test_query_parameters_describe_what_the_api_accepts() -> None:
     assert {"PLAN", "FINAL_RESPONSE"} <= set(kinds["schema"]["items"]["enum"])
     assert query("/v1/approvals", "thread_id")["schema"] == thread_id_schema()
     assert query("/v1/approvals", "thread_id")["required"] is False
+
+
+#: Thread ids on either side of each part of the rule.
+THREAD_IDS = [
+    "t1",
+    "a b",
+    "é日本🙂",
+    "x" * 200,
+    "x" * 201,
+    "",
+    " ",
+    "\t\n",
+    "\xa0",
+    "\u3000x",
+    "\ufeff",
+    "a\nb",
+    "a\x00",
+    "\x7f",
+    "\x85",
+    "a\u2028b",
+    "a\u202eb",
+    "\u2066x",
+    "pes-agent-server:x",
+    "x-pes-agent-server:",
+]
+
+
+@pytest.mark.parametrize("thread_id", THREAD_IDS, ids=ascii)
+def test_the_thread_id_schema_accepts_exactly_the_ids_the_server_accepts(thread_id: str) -> None:
+    """The documented thread id (read by Python's and Rust's regular expressions alike) is
+    valid exactly when `thread_id_problem` finds nothing wrong with it."""
+    usable = thread_id_problem(thread_id) is None
+    assert jsonschema.Draft202012Validator(thread_id_schema()).is_valid(thread_id) is usable
+    assert jsonschema_rs.validator_for(thread_id_schema()).is_valid(thread_id) is usable
+
+
+def branch(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema of an optional field without its `null` branch."""
+    return next(b for b in schema.get("anyOf", [schema]) if b.get("type") != "null")
+
+
+def test_the_document_states_the_limits_the_models_enforce() -> None:
+    """Minimums, closed objects and non-blank tool names appear in the document, as the
+    models check them."""
+    schemas = openapi_document()["components"]["schemas"]
+    options = schemas["RunOptions"]["properties"]
+    assert branch(options["history_limit"])["minimum"] == 0
+    assert branch(options["max_tool_calls"])["minimum"] == 1
+    assert branch(options["tool_timeout_s"])["exclusiveMinimum"] == 0
+    assert branch(options["max_revisions"])["minimum"] == 0
+    assert branch(schemas["ThreadConfig"]["properties"]["history_limit"])["minimum"] == 0
+    assert schemas["ProviderConfig"]["properties"]["max_retries"]["minimum"] == 0
+    for name in ["RunOptions", "ThreadConfig"]:
+        items = branch(schemas[name]["properties"]["require_approval"])["items"]
+        assert items["pattern"] == NOT_BLANK
+    for name in ["RunOptions", "ThreadConfig", "LLMParams", "ProviderConfig", "RunRequest"]:
+        assert schemas[name]["additionalProperties"] is False, name
+
+
+def check_events(document: dict[str, Any], media: dict[str, Any], body: str) -> list[str]:
+    """Check each event of an SSE `body` against the event schema of `media`: its fields, and
+    its data against the schema its name selects. Returns the names seen."""
+    names = []
+    for block in body.strip().split("\n\n"):
+        lines = [line for line in block.splitlines() if not line.startswith(":")]
+        if not lines:
+            continue
+        event = dict(line.split(": ", 1) for line in lines)
+        chosen = [
+            b
+            for b in media["schema"]["oneOf"]
+            if event["event"] in b["properties"]["event"]["enum"]
+        ]
+        assert len(chosen) == 1, event["event"]
+        jsonschema.validate(event, chosen[0])
+        data = chosen[0]["properties"]["data"]
+        assert data["contentMediaType"] == "application/json"
+        content = {"components": document["components"], **data["contentSchema"]}
+        jsonschema.validate(json.loads(event["data"]), content)
+        names.append(event["event"])
+    return names
+
+
+async def test_a_runs_events_match_the_documented_event_schemas(client_for: ClientFactory) -> None:
+    """Every event of a streamed run, and of its replay from GET /v1/runs/{id}/events, is an
+    event the document describes, its data valid against the schema named for it."""
+    client = client_for("admin-token")
+    document = (await client.get("/openapi.json")).json()
+    streamed = await client.post(
+        "/v1/threads/t1/runs", json={"query": "hello"}, headers={"Accept": "text/event-stream"}
+    )
+    post = document["paths"]["/v1/threads/{thread_id}/runs"]["post"]
+    names = check_events(
+        document, post["responses"]["200"]["content"]["text/event-stream"], streamed.text
+    )
+    assert {"run", "PLAN", "token", "final"} <= set(names)
+    replay = await client.get(f"/v1/runs/{streamed.headers['x-trace-id']}/events")
+    get = document["paths"]["/v1/runs/{trace_id}/events"]["get"]
+    replayed = check_events(
+        document, get["responses"]["200"]["content"]["text/event-stream"], replay.text
+    )
+    assert (replayed[0], replayed[-1]) == ("run", "final")
+    assert {"PLAN", "token"} <= set(replayed)

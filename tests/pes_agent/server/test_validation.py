@@ -166,17 +166,65 @@ async def test_unknown_run_option_fields_are_422_and_nothing_runs(
 
 
 @pytest.mark.parametrize(
+    ("method", "path", "body", "where"),
+    [
+        ("PUT", "/v1/threads/t1/config", {"history_limit": False}, "history_limit"),
+        ("PUT", "/v1/threads/t1/config", {"history_limit": "5"}, "history_limit"),
+        (
+            "POST",
+            "/v1/threads/t1/runs",
+            {"query": "q", "options": {"max_tool_calls": "2"}},
+            "max_tool_calls",
+        ),
+        (
+            "POST",
+            "/v1/threads/t1/runs",
+            {"query": "q", "options": {"tool_timeout_s": True}},
+            "tool_timeout_s",
+        ),
+    ],
+    ids=["false-as-history-limit", "string-as-history-limit", "string-as-count", "true-as-seconds"],
+)
+async def test_numbers_sent_as_bools_or_strings_are_422_and_nothing_is_saved(
+    client_for: ClientFactory,
+    agent: AgentCore,
+    method: str,
+    path: str,
+    body: dict[str, Any],
+    where: str,
+) -> None:
+    """`false` or `"5"` where the API takes a number is refused by name, not stored as 0 or
+    5: the document says integer, and a client sending something else has a bug to see."""
+    response = await client_for("admin-token").request(method, path, json=body)
+    assert error_of(response) == (422, "validation_error")
+    assert where in response.json()["error"]["message"]
+    await nothing_saved(agent)
+
+
+@pytest.mark.parametrize(
     "body",
     [
         {},
         {"decisions": []},
         {"decisions": {"call_1": {}}},
         {"decisions": {"call_1": {"approve": "perhaps"}}},
+        {"decisions": {"call_1": {"approve": "true"}}},
+        {"decisions": {"call_1": {"approve": 1}}},
         {"decisions": {"call_1": {"approve": True, "why": "ok"}}},
         {"decisions": {"call_1": {"approve": False, "reason": "r" * 3000}}},
         {"decisions": {"call_1": {"approve": True}}, "extra": 1},
     ],
-    ids=["empty", "list", "no-approve", "not-bool", "unknown-field", "long-reason", "top-extra"],
+    ids=[
+        "empty",
+        "list",
+        "no-approve",
+        "not-bool",
+        "bool-as-string",
+        "bool-as-number",
+        "unknown-field",
+        "long-reason",
+        "top-extra",
+    ],
 )
 async def test_invalid_decisions_are_422_and_the_run_stays_paused(
     client_for: ClientFactory, agent: AgentCore, body: dict[str, Any]
