@@ -19,6 +19,7 @@ from pes_agent.core import AgentCore
 from pes_agent.errors import UsageError
 from pes_agent.execution.executors import ConcurrentExecutor
 from pes_agent.observing.manager import ObservationManager
+from pes_agent.pes.settings import AgentDefaults
 from pes_agent.planning.planner import LLMPlanner
 from pes_agent.planning.structured import (
     check_planning_mode,
@@ -84,36 +85,70 @@ def create_agent(
 ) -> AgentCore:
     """Build an agent: `create_agent(provider="openai:gpt-4o-mini", tools=[get_weather])`.
 
-    `provider` is `"openai:MODEL"`, `"anthropic:MODEL"`, `"ollama:MODEL"`, a `ProviderConfig`,
-    or any object implementing the provider protocol (such as `testing.ScriptedProvider`).
-    `tools` are `@tool` functions, plain typed functions with docstrings, tool objects, or
-    tool sources such as `pes_agent.mcp.MCPServer` (opened in `async with agent` or before the
-    first plan; `aclose()` closes the connections it opened, see `pes_agent.tools.sources`).
-    `storage` is `"memory"`, `"sqlite:///PATH"`, `"postgresql://..."` or a storage object.
-    `retry_policy` tunes the one retry layer of the provider clients (attempts, backoff,
-    Retry-After cap). `sync_tool_threads` bounds the agent's own threads for sync tools (a
-    hung tool holds one; once all are held, new sync calls fail fast with an error result).
-    `max_providers` bounds the provider clients kept for per-thread and per-call provider
-    overrides (least recently used ones close once their calls end). `planning_mode` is how the
-    default planner asks for the plan: `"structured"` through the provider's structured output
-    (OpenAI `json_schema`, Anthropic a forced `submit_plan` tool), `"text"` through the prompt
-    alone, `"auto"` structured where the provider supports it and text otherwise, or once its
-    server refuses the option (see `pes_agent.planning.structured`). `reevaluate` has the model
-    re-evaluate the calls not yet run while the plan executes: `"on_failure"` after a wave in
-    which a call failed, `"each_wave"` after every wave, at most `max_revisions` revisions a run
-    (see `pes_agent.execution.revision`; `"never"`, the default, runs the DAG untouched).
-    `retriever` (a `pes_agent.retrieval.Retriever`) is searched for each query before
-    planning; its passages reach the planning and synthesis prompts as quoted data, a
-    RETRIEVAL observation records them, and a failing retriever makes the run `partial`.
-    `require_approval` (tool names, or `predicate(call, context) -> bool`) gates calls on top
-    of `@tool(requires_approval=True)`: a gated call runs only once approved. Without
-    `approval_handler` the run pauses (`status="awaiting_approval"`) until `agent.resume(...)`;
-    with `approval_handler=async (PendingApproval) -> bool` it decides in process.
-    `approval_timeout_s` makes pending calls expire (denied) when resumed later than that.
     Every argument is checked here, so a mistake fails now with the fix in the message.
+    `aclose()` (or `async with agent`) closes only what is built here from a string or a
+    config; a provider or storage object passed in stays open, so several agents may share it
+    (close it yourself).
 
-    `aclose()` closes only what is built here from a string or a config; a provider or
-    storage object passed in stays open, so several agents may share it (close it yourself).
+    Args:
+        provider: `"openai:MODEL"`, `"anthropic:MODEL"`, `"ollama:MODEL"`, a `ProviderConfig`,
+            or any object implementing the provider protocol (such as
+            `testing.ScriptedProvider`).
+        tools: `@tool` functions, plain typed functions with docstrings, tool objects, or
+            tool sources such as `pes_agent.mcp.MCPServer` (opened in `async with agent` or
+            before the first plan; `aclose()` closes the connections it opened, see
+            `pes_agent.tools.sources`).
+        storage: `"memory"`, `"sqlite:///PATH"`, `"postgresql://..."` or a storage object.
+        system_prompt: The system prompt of the planning and synthesis calls; None for the
+            default one.
+        history_limit: How many earlier messages of the thread a run reads (0 for none).
+        planner: Replaces the default `LLMPlanner`.
+        executor: Replaces the default `ConcurrentExecutor`.
+        synthesizer: Replaces the default `LLMSynthesizer`.
+        observation_manager: Records the run's observations; by default an
+            `ObservationManager` on `storage`.
+        state_saving: `"explicit"` (a thread's `AgentState` changes only when you save it,
+            e.g. `agent.state.set_agent_state`) or `"implicit"` (tools may change
+            `context.state.data` and the run saves it when it finishes).
+        max_concurrency: How many tool calls of a plan run at once.
+        tool_timeout_s: How long one tool call may take before it fails.
+        max_tool_calls: The most tool calls a plan may run; the calls past it fail with an
+            error result.
+        temperature: The model's sampling temperature; None for the provider's default.
+        max_tokens: The most tokens a model answer may hold; None for the provider's default.
+        retry_policy: Tunes the one retry layer of the provider clients (attempts, backoff,
+            Retry-After cap).
+        sync_tool_threads: Bounds the agent's own threads for sync tools (a hung tool holds
+            one; once all are held, new sync calls fail fast with an error result).
+        max_providers: Bounds the provider clients kept for per-thread and per-call provider
+            overrides (least recently used ones close once their calls end).
+        planning_mode: How the default planner asks for the plan: `"structured"` through the
+            provider's structured output (OpenAI `json_schema`, Anthropic a forced
+            `submit_plan` tool), `"text"` through the prompt alone, `"auto"` structured where
+            the provider supports it and text otherwise, or once its server refuses the option
+            (see `pes_agent.planning.structured`).
+        reevaluate: Has the model re-evaluate the calls not yet run while the plan executes:
+            `"on_failure"` after a wave in which a call failed, `"each_wave"` after every
+            wave (see `pes_agent.execution.revision`; `"never"`, the default, runs the DAG
+            untouched).
+        max_revisions: The most revisions `reevaluate` makes in a run.
+        retriever: A `pes_agent.retrieval.Retriever` searched for each query before planning;
+            its passages reach the planning and synthesis prompts as quoted data, a RETRIEVAL
+            observation records them, and a failing retriever makes the run `partial`.
+        require_approval: Tool names, or `predicate(call, context) -> bool`, gating calls on
+            top of `@tool(requires_approval=True)`: a gated call runs only once approved.
+        approval_handler: `async (PendingApproval) -> bool` deciding gated calls in process;
+            without it the run pauses (`status="awaiting_approval"`) until
+            `agent.resume(...)`.
+        approval_timeout_s: Makes pending calls expire (denied) when resumed later than that.
+
+    Returns:
+        The agent, ready for `await agent.process(AgentProps(query, thread_id))`.
+
+    Raises:
+        UsageError: An argument is wrong (the message says the fix); a `ConfigurationError`
+            when a provider, storage or tool cannot be built from it (an unknown provider
+            name, a missing API key, a storage URL no backend reads).
     """
     if state_saving not in ("explicit", "implicit"):
         raise UsageError(f"state_saving must be 'explicit' or 'implicit', got {state_saving!r}")
@@ -206,18 +241,20 @@ def create_agent(
         planner=planner or LLMPlanner(planning_mode=planning_mode),
         executor=executor or ConcurrentExecutor(),
         synthesizer=synthesizer or LLMSynthesizer(),
-        system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
-        history_limit=history_limit,
-        state_saving=state_saving,
-        max_concurrency=max_concurrency,
-        tool_timeout_s=float(tool_timeout_s),
-        max_tool_calls=max_tool_calls,
-        reevaluate=reevaluate,
-        max_revisions=max_revisions,
         retriever=retriever,
-        require_approval=approval_names,
-        approval_predicate=approval_predicate,
-        approval_handler=approval_handler,
-        approval_timeout_s=None if approval_timeout_s is None else float(approval_timeout_s),
-        llm_params=LLMParams(temperature=temperature, max_tokens=max_tokens),
+        defaults=AgentDefaults(
+            system_prompt=system_prompt or DEFAULT_SYSTEM_PROMPT,
+            history_limit=history_limit,
+            state_saving=state_saving,
+            max_concurrency=max_concurrency,
+            tool_timeout_s=float(tool_timeout_s),
+            max_tool_calls=max_tool_calls,
+            llm_params=LLMParams(temperature=temperature, max_tokens=max_tokens),
+            reevaluate=reevaluate,
+            max_revisions=max_revisions,
+            require_approval=approval_names,
+            approval_predicate=approval_predicate,
+            approval_handler=approval_handler,
+            approval_timeout_s=None if approval_timeout_s is None else float(approval_timeout_s),
+        ),
     )

@@ -39,23 +39,53 @@ class ThreadContext:
 
 
 class StateManager:
-    """Reads and writes per-thread `ThreadConfig` and `AgentState`.
+    """Read and write each thread's `ThreadConfig` and `AgentState` (an agent's `agent.state`).
 
     With an observation recorder, every `set_agent_state` records a STATE_UPDATE (with the
     trace of the run it was called from, e.g. by a tool; an empty trace id outside runs).
     """
 
     def __init__(self, storage: Storage, *, observations: ObservationRecorder | None = None):
+        """Keep configs and states in `storage`.
+
+        Args:
+            storage: Where the configs and states are kept.
+            observations: Records a STATE_UPDATE for every `set_agent_state`; None records
+                nothing.
+        """
         self._storage = storage
         self._observations = observations
 
     async def get_thread_config(self, thread_id: str) -> ThreadConfig | None:
-        """The thread's saved config, or None when it was never configured."""
+        """Read the thread's saved config.
+
+        Args:
+            thread_id: The thread to read.
+
+        Returns:
+            The config, or None when the thread was never configured.
+
+        Raises:
+        UsageError: `thread_id` is not a usable thread id (`thread_id_problem` says why).
+        StorageError: The store could not be read or written; `transient` says whether
+            trying again may help.
+        """
         check_thread_id(thread_id)
         return await self._storage.get_thread_config(thread_id)
 
     async def set_thread_config(self, thread_id: str, config: ThreadConfig) -> None:
-        """Save `config` for the thread; later runs on it use these settings."""
+        """Save `config` for the thread; later runs on it use these settings.
+
+        Args:
+            thread_id: The thread to configure.
+            config: Its settings, e.g. `ThreadConfig(enabled_tools=['calculator'])`.
+
+        Raises:
+            UsageError: `thread_id` is not a usable thread id, or `config` is not a
+                `ThreadConfig`.
+        StorageError: The store could not be read or written; `transient` says whether
+            trying again may help.
+        """
         check_thread_id(thread_id)
         if not isinstance(config, ThreadConfig):
             raise UsageError(
@@ -65,7 +95,19 @@ class StateManager:
         await self._storage.set_thread_config(thread_id, config)
 
     async def get_agent_state(self, thread_id: str) -> AgentState | None:
-        """The thread's saved state, or None when nothing was saved yet."""
+        """Read the thread's saved state.
+
+        Args:
+            thread_id: The thread to read.
+
+        Returns:
+            The state with its version, or None when nothing was saved yet.
+
+        Raises:
+        UsageError: `thread_id` is not a usable thread id (`thread_id_problem` says why).
+        StorageError: The store could not be read or written; `transient` says whether
+            trying again may help.
+        """
         check_thread_id(thread_id)
         return await self._storage.get_agent_state(thread_id)
 
@@ -78,6 +120,22 @@ class StateManager:
         not looked at). With it (the version you read; 0 when there was none) the save is a
         compare-and-set: if another save landed meanwhile, nothing is saved and a
         `StateConflictError` says to read the state again.
+
+        Args:
+            thread_id: The thread to save for.
+            state: The state to save, e.g. `AgentState(data={'step': 1})`.
+            expected_version: The version you read (0 when there was none), for a
+                compare-and-set; None saves unconditionally.
+
+        Returns:
+            The state as saved, with its new version.
+
+        Raises:
+            UsageError: `thread_id` is not a usable thread id, or `state` is not an
+                `AgentState`.
+            StateConflictError: The stored version is not `expected_version`.
+        StorageError: The store could not be read or written; `transient` says whether
+            trying again may help.
         """
         check_thread_id(thread_id)
         if not isinstance(state, AgentState):
@@ -102,16 +160,45 @@ class StateManager:
 
         The HTTP server's records kept in the same store (ids starting with
         `pes_agent.threads.reserved.RESERVED_PREFIX`) are not threads and are left out.
+
+        Returns:
+            The thread ids, sorted.
+
+        Raises:
+        StorageError: The store could not be read or written; `transient` says whether
+            trying again may help.
         """
         return user_threads(await self._storage.list_threads())
 
     async def delete_thread(self, thread_id: str) -> None:
-        """Delete the thread's config, state, messages and observations."""
+        """Delete the thread's config, state, messages and observations.
+
+        Args:
+            thread_id: The thread to delete; one that does not exist is no error.
+
+        Raises:
+        UsageError: `thread_id` is not a usable thread id (`thread_id_problem` says why).
+        StorageError: The store could not be read or written; `transient` says whether
+            trying again may help.
+        """
         check_thread_id(thread_id)
         await self._storage.delete_thread(thread_id)
 
     async def load_context(self, thread_id: str) -> ThreadContext:
-        """Load what a run needs to know about its thread."""
+        """Load what a run needs to know about its thread.
+
+        Args:
+            thread_id: The thread to load.
+
+        Returns:
+            Its config (an empty one when it was never configured) and a private copy of its
+            state.
+
+        Raises:
+        UsageError: `thread_id` is not a usable thread id (`thread_id_problem` says why).
+        StorageError: The store could not be read or written; `transient` says whether
+            trying again may help.
+        """
         check_thread_id(thread_id)
         config = await self._storage.get_thread_config(thread_id)
         state = await self._storage.get_agent_state(thread_id)

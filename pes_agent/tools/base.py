@@ -10,7 +10,16 @@ from pydantic.json_schema import SkipJsonSchema
 from pes_agent.config import AgentState
 from pes_agent.tools.threads import ToolThreadPool
 
-__all__ = ["Tool", "ToolContext", "ToolResult", "ToolSchema", "ToolStatus"]
+__all__ = [
+    "GatedTool",
+    "PooledTools",
+    "TimedTool",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "ToolSchema",
+    "ToolStatus",
+]
 
 ToolStatus = Literal["success", "error"]
 
@@ -65,10 +74,56 @@ class ToolResult(BaseModel):
 class Tool(Protocol):
     """Anything with a `schema` and an `async execute(arguments, context)` is a tool.
 
-    `timeout_s` (optional attribute) overrides the agent's per-call timeout.
+    Optional attributes add capabilities: `timeout_s` (`TimedTool`) overrides the agent's
+    per-call timeout; `requires_approval = True` (`GatedTool`) has each call wait for a
+    person's approval.
     """
 
     @property
     def schema(self) -> ToolSchema: ...
 
-    async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any: ...
+    async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        """Run one call of the tool with the model's arguments.
+
+        Args:
+            arguments: The arguments the model gave, as JSON values by name; validate them.
+            context: Who calls: thread, trace and call ids, the run's state, a thread pool.
+
+        Returns:
+            The result, JSON-serialisable (it is shown to the model and recorded).
+
+        Raises:
+            ToolExecutionError: The call failed in a way the model should hear about; any
+                other exception fails the call the same way, with its message.
+        """
+        ...
+
+
+@runtime_checkable
+class GatedTool(Protocol):
+    """A tool that says whether its calls wait for a person's approval (`requires_approval`).
+
+    `@tool(requires_approval=True)` makes one; the agent gates its calls whatever the
+    `require_approval` rules say.
+    """
+
+    @property
+    def requires_approval(self) -> bool: ...
+
+
+@runtime_checkable
+class TimedTool(Protocol):
+    """A tool with its own per-call timeout: `timeout_s` seconds, or `None` for the agent's
+    `tool_timeout_s`."""
+
+    @property
+    def timeout_s(self) -> float | None: ...
+
+
+@runtime_checkable
+class PooledTools(Protocol):
+    """A mapping of tools that also names the pool its sync tools run on, as
+    `ToolRegistry.as_mapping()` does; executors hand it to tools as `ToolContext.thread_pool`."""
+
+    @property
+    def thread_pool(self) -> ToolThreadPool: ...

@@ -85,6 +85,19 @@ class FunctionTool(Generic[P, R]):
         timeout_s: float | None = None,
         requires_approval: bool = False,
     ) -> None:
+        """Wrap `func` as a tool; `@tool` calls this, with the same arguments.
+
+        Args:
+            func: A typed function with a docstring, sync or async.
+            name: The tool's name as the model sees it; the function's name when None.
+            description: What the tool does, for the model; the docstring when None.
+            timeout_s: This tool's own per-call timeout in seconds; the agent's when None.
+            requires_approval: Whether every call waits for a person's approval.
+
+        Raises:
+            UsageError: `func` is not a function, a parameter has no type hint, it has no
+                description, or a name or timeout is invalid.
+        """
         if inspect.isclass(func) or not callable(func):
             raise UsageError(
                 f"@tool decorates functions, not {func!r}. For a class-based tool, give the "
@@ -163,8 +176,17 @@ class FunctionTool(Generic[P, R]):
     async def execute(self, arguments: Mapping[str, Any], context: ToolContext) -> Any:
         """Validate `arguments`, run the function and return what it returns.
 
-        Raises `ToolExecutionError` listing every invalid argument; anything the function
-        raises propagates unchanged.
+        Args:
+            arguments: The arguments the model gave, by parameter name.
+            context: The call's context; passed to a parameter annotated `ToolContext`.
+
+        Returns:
+            What the function returned.
+
+        Raises:
+            ToolExecutionError: An argument is invalid (every one is listed), or the agent's
+                threads for sync tools are all held. Anything the function raises
+                propagates unchanged.
         """
         try:
             parsed = self._model.model_validate(arguments)
@@ -245,8 +267,23 @@ def tool(
     `name` defaults to the function's name, `description` to its docstring (minus the
     ``Args:`` section), and `timeout_s` to the agent's per-call timeout. With
     `requires_approval=True` no call of the tool runs before a person approves it (the run
-    pauses; see `AgentCore.resume`). Raises `UsageError` when a parameter has no type hint or
-    the function has neither docstring nor description.
+    pauses; see `AgentCore.resume`).
+
+    Args:
+        func: The function, when used bare as `@tool`; its parameters need type hints, and its
+            docstring's ``Args:`` section describes each one to the model.
+        name: The tool's name as the model sees it; the function's name when None.
+        description: What the tool does, for the model; the docstring when None.
+        timeout_s: This tool's own per-call timeout in seconds; the agent's when None.
+        requires_approval: Whether every call waits for a person's approval.
+
+    Returns:
+        The `FunctionTool` (still callable as the plain function), or, with keywords only, a
+        decorator that makes one.
+
+    Raises:
+        UsageError: A parameter has no type hint, the function has neither docstring nor
+            description, or a name or timeout is invalid (the message says the fix).
     """
     options: dict[str, Any] = {
         "name": name,

@@ -46,6 +46,15 @@ class ToolRegistry:
         *,
         sync_threads: int = DEFAULT_SYNC_TOOL_THREADS,
     ) -> None:
+        """Register `tools` in order.
+
+        Args:
+            tools: Tools, plain typed functions or tool sources, as `add` takes them.
+            sync_threads: The most threads the registry's sync tools run on at once.
+
+        Raises:
+            UsageError: Two tools share a name, or an item is not a tool.
+        """
         self._tools: dict[str, Tool] = {}
         self._pool = ToolThreadPool(sync_threads)
         self._view = _ToolsView(self._tools, self._pool)
@@ -71,7 +80,14 @@ class ToolRegistry:
         await close_all([*opened, self._pool])
 
     def add(self, item: Tool | ToolSource | Callable[..., Any]) -> None:
-        """Add a tool (see `register`) or a tool source (see `add_source`)."""
+        """Add a tool (see `register`) or a tool source (see `add_source`).
+
+        Args:
+            item: A tool object, a typed function with a docstring, or a tool source.
+
+        Raises:
+            UsageError: The name is taken, or `item` is not a tool.
+        """
         if isinstance(item, ToolSource) and not isinstance(item, Tool):
             self.add_source(item)
         else:
@@ -80,8 +96,12 @@ class ToolRegistry:
     def add_source(self, source: ToolSource) -> None:
         """Add a tool source (an MCP server); its tools are registered by `open_sources()`.
 
-        Raises `UsageError` when another source has the same `source_name` (it prefixes
-        clashing tool names, so it must tell the sources apart).
+        Args:
+            source: The source, such as `pes_agent.mcp.MCPServer.stdio(...)`.
+
+        Raises:
+            UsageError: Another source has the same `source_name` (it prefixes clashing tool
+                names, so it must tell the sources apart).
         """
         name = source.source_name
         if name in self._source_names:
@@ -99,6 +119,10 @@ class ToolRegistry:
         `ToolSourceError` (a `RunError`) is raised, so the next call tries all of them anew
         and tool names never depend on which source happened to answer. Safe to call from
         concurrent runs: one opens, the others wait for it.
+
+        Raises:
+            ToolSourceError: A source could not be opened or listed its tools.
+            UsageError: The registry was closed, or two tools would get the same name.
         """
         if not self._pending:
             return
@@ -139,8 +163,16 @@ class ToolRegistry:
         """Add a tool and return it; a plain function is wrapped with `@tool` first.
 
         A tool is any object with a `schema: ToolSchema` and an `async execute(arguments,
-        context)`. Raises `UsageError` for a duplicate name or something that is not a tool, so
-        `@registry.register` also works as a decorator.
+        context)`. `@registry.register` also works as a decorator.
+
+        Args:
+            item: A tool object or a typed function with a docstring.
+
+        Returns:
+            The tool as registered (the `FunctionTool` for a function).
+
+        Raises:
+            UsageError: The name is taken, or `item` is not a tool.
         """
         registered = _as_tool(item)
         name = registered.schema.name
@@ -153,7 +185,14 @@ class ToolRegistry:
         return registered
 
     def get(self, name: str) -> Tool | None:
-        """Return the tool called `name`, or None when there is none."""
+        """Look a tool up by name.
+
+        Args:
+            name: The tool's registered name.
+
+        Returns:
+            The tool, or None when there is none of that name.
+        """
         return self._tools.get(name)
 
     @property
@@ -164,7 +203,12 @@ class ToolRegistry:
     def schemas(self, enabled: Iterable[str] | None = None) -> list[ToolSchema]:
         """The schemas to show the model: all tools, or only those named in `enabled`.
 
-        Names in `enabled` that are not registered are ignored; order is registration order.
+        Args:
+            enabled: The tool names to keep; None keeps all. Names that are not registered
+                are ignored.
+
+        Returns:
+            The schemas, in registration order.
         """
         if enabled is None:
             return [t.schema for t in self._tools.values()]
@@ -176,6 +220,9 @@ class ToolRegistry:
 
         The view also carries the registry's `thread_pool`, so an executor given only the
         view runs sync tools on the registry's threads.
+
+        Returns:
+            The view, which follows later registrations.
         """
         return self._view
 
