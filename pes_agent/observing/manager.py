@@ -51,9 +51,14 @@ def _as_type_set(
 
 
 class ObservationManager:
-    """Stores observations in a `Storage` and pushes them to filtered subscribers."""
+    """Store observations in a `Storage` and push them to filtered subscribers."""
 
     def __init__(self, storage: Storage) -> None:
+        """Record into `storage`.
+
+        Args:
+            storage: Where the observations are kept; the agent's own store.
+        """
         self._storage = storage
         self._subscribers: Fanout[Observation] = Fanout("observations")
         # Ids of what this manager recorded lately: listen() gets those from the store's feed
@@ -68,7 +73,22 @@ class ObservationManager:
         /,
         **fields: Any,
     ) -> Observation:
-        """Store an observation (given whole, or as `Observation` fields) and notify subscribers."""
+        """Store an observation (given whole, or as `Observation` fields) and notify subscribers.
+
+        A store that cannot be written is logged, not raised: the observation log must not
+        fail the run it describes, and the subscribers still get the observation.
+
+        Args:
+            observation: The observation, whole; leave it out to pass its fields instead.
+            **fields: `Observation` fields (`thread_id`, `trace_id`, `type`, `title`,
+                `content`, ...), when no `observation` is given.
+
+        Returns:
+            The observation as recorded.
+
+        Raises:
+            UsageError: Both an observation and fields were given.
+        """
         if observation is None:
             observation = Observation(**fields)
         elif fields:
@@ -105,12 +125,20 @@ class ObservationManager:
 
         Callbacks run in order as each observation is recorded, and an async one is awaited
         before the run goes on: a slow subscriber slows the run it watches (hand long work to
-        a queue or task of your own). Returns a function that unsubscribes; calling it twice
-        is harmless.
+        a queue or task of your own). One that raises is logged and skipped.
 
-        `types` is one observation type or an iterable of them (members or names in any case).
-        An unknown name, or an empty list (a subscription that could never fire), is a
-        `UsageError` (a `ValueError`) listing the valid types.
+        Args:
+            callback: Called with each `Observation`; sync or async.
+            types: One observation type or an iterable of them (members or names in any
+                case); None for every type.
+            thread_id: Only this thread's observations; None for every thread.
+
+        Returns:
+            A function that unsubscribes; calling it twice is harmless.
+
+        Raises:
+            UsageError: `callback` is not callable, or `types` has an unknown name or is empty
+                (a subscription that could never fire); the message lists the valid types.
         """
         if not callable(callback):
             raise UsageError("subscribe() needs a callable, e.g. subscribe(print)")
@@ -134,7 +162,19 @@ class ObservationManager:
 
         With a store that pushes observations across processes (`PostgresStorage`, through
         LISTEN/NOTIFY) a web server can stream to a UI the runs that worker processes execute;
-        with any other store this is the same as `subscribe`. Returns the unsubscribe function.
+        with any other store this is the same as `subscribe`.
+
+        Args:
+            callback: Called with each `Observation`; sync or async.
+            types: One observation type or an iterable of them; None for every type.
+            thread_id: Only this thread's observations; None for every thread.
+
+        Returns:
+            A function that unsubscribes from both; calling it twice is harmless.
+
+        Raises:
+            UsageError: As `subscribe` raises it.
+            StorageError: The store's feed could not be listened to.
         """
         # Checked once: `types` may be a one-shot iterator.
         wanted = _as_type_set(types, subscription=True)
@@ -169,8 +209,20 @@ class ObservationManager:
     ) -> list[Observation]:
         """The thread's observations in the order they were recorded, optionally filtered.
 
-        `types` is one observation type or an iterable of them (members or names in any case);
-        an unknown name is a `UsageError` (a `ValueError`) listing the valid ones.
+        Args:
+            thread_id: The thread to read.
+            types: One observation type or an iterable of them (members or names in any
+                case); None for every type.
+            trace_id: Only this run's observations; None for every run.
+
+        Returns:
+            The observations, oldest first.
+
+        Raises:
+            UsageError: `thread_id` is not a usable thread id, or `types` has an unknown name
+                (the message lists the valid ones).
+            StorageError: The store could not be read; `transient` says whether trying again
+                may help.
         """
         check_thread_id(thread_id)
         wanted = _as_type_set(types, subscription=False)
