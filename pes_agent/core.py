@@ -6,21 +6,15 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, NamedTuple, Protocol, Self
 
 from ecs_core import EntityId, TerminalComponent, World
 from pes_agent._closing import AsyncCloseable, ClosedOnExit, close_all
-from pes_agent.approvals.gate import (
-    ApprovalGate,
-    ApprovalHandler,
-    ApprovalPredicate,
-    ask_always,
-    decided_content,
-)
+from pes_agent.approvals.gate import ApprovalGate, ask_always, decided_content
 from pes_agent.approvals.models import ApprovalContext, Approve, Decision, Deny, PausedRun
-from pes_agent.config import LLMParams, ProviderConfig, Reevaluate, StateSaving
+from pes_agent.config import ProviderConfig
 from pes_agent.errors import (
     NotAwaitingApprovalError,
     RunError,
@@ -48,6 +42,7 @@ from pes_agent.pes.planning import PlanningSystem
 from pes_agent.pes.recorder import RunRecorder
 from pes_agent.pes.resources import ResourceTable, RunResources
 from pes_agent.pes.retrieval import RetrievalSystem
+from pes_agent.pes.settings import AgentDefaults, RunSettings
 from pes_agent.pes.synthesis import SynthesisSystem
 from pes_agent.pes.tool_execution import ToolSystem
 from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesizer
@@ -60,6 +55,7 @@ from pes_agent.threads.conversation import ConversationManager
 from pes_agent.threads.ids import check_thread_id
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 from pes_agent.threads.state import StateManager, ThreadContext
+from pes_agent.tools.base import GatedTool, ToolResult
 from pes_agent.tools.registry import ToolRegistry
 from pes_agent.usage import Usage
 
@@ -106,6 +102,60 @@ class _InFlight:
         return self.task.uncancel() == 0
 
 
+@dataclass(slots=True, frozen=True)
+class _Loaded:
+    """The thread a run works on, loaded, and the run's settings resolved against it."""
+
+    context: ThreadContext
+    history: list[ConversationMessage]
+    settings: RunSettings
+    provider: LLMProvider
+
+
+@dataclass(slots=True, frozen=True)
+class _Prepared:
+    """A run ready to spawn: its components (spec, timings) and its resources."""
+
+    spec: RunSpec
+    timings: RunTimings
+    resources: RunResources
+    started: float
+    paused: PausedRun | None
+
+
+@dataclass(slots=True, frozen=True)
+class _Ended:
+    """What the run entity was left with when its systems were done with it."""
+
+    failed: RunFailed | None
+    executed: Executed | None
+    paused: Paused | None
+    finalized: Finalized | None
+    retrieved: Retrieved | None
+    #: `aclose()` alone cancelled the run: it ends `cancelled` rather than raising.
+    cancelled_by_close: bool
+
+    @classmethod
+    def of(cls, components: Mapping[type[Any], Any], *, cancelled_by_close: bool) -> _Ended:
+        return cls(
+            failed=components.get(RunFailed),
+            executed=components.get(Executed),
+            paused=components.get(Paused),
+            finalized=components.get(Finalized),
+            retrieved=components.get(Retrieved),
+            cancelled_by_close=cancelled_by_close,
+        )
+
+
+class _Conclusion(NamedTuple):
+    """How a run ended: its status, its answer, the error it reports and its tool results."""
+
+    status: RunStatus
+    response: ConversationMessage
+    error: str | None
+    results: list[ToolResult]
+
+
 class AgentCore(ClosedOnExit):
     """A plan-execute-synthesize agent. Build one with `create_agent(...)`.
 
@@ -124,22 +174,23 @@ class AgentCore(ClosedOnExit):
         planner: Planner,
         executor: Executor,
         synthesizer: Synthesizer,
-        system_prompt: str,
-        history_limit: int,
-        state_saving: StateSaving,
-        max_concurrency: int,
-        tool_timeout_s: float,
-        max_tool_calls: int,
-        llm_params: LLMParams,
+        defaults: AgentDefaults,
         owned: Sequence[AsyncCloseable] = (),
-        reevaluate: Reevaluate = "never",
-        max_revisions: int = 2,
         retriever: Retriever | None = None,
-        require_approval: frozenset[str] = frozenset(),
-        approval_predicate: ApprovalPredicate | None = None,
-        approval_handler: ApprovalHandler | None = None,
-        approval_timeout_s: float | None = None,
     ) -> None:
+        """Assemble an agent from parts `create_agent(...)` has built and checked.
+
+        Args:
+            provider: The model client of runs whose thread or call names no other.
+            providers: The clients a thread's or call's `provider_config` names.
+            tools: The agent's tools and tool sources.
+            storage: Where threads, turns, state and paused runs are kept.
+            observations: Records what runs do and serves it to subscribers.
+            planner, executor, synthesizer: The parts of the three phases.
+            defaults: Every run's settings, before thread config and call options.
+            owned: What `aclose()` closes (objects the caller passed in stay open).
+            retriever: Searched for each query before planning, when given.
+        """
         self.tools = tools
         self.state = StateManager(storage, observations=observations)
         self.conversation = ConversationManager(storage)
@@ -150,30 +201,12 @@ class AgentCore(ClosedOnExit):
         self._storage = storage
         # What aclose() closes: only what create_agent built; objects passed in stay open.
         self._owned = tuple(owned)
-        self._system_prompt = system_prompt
-        self._history_limit = history_limit
-        self._state_saving = state_saving
-        self._max_concurrency = max_concurrency
-        self._tool_timeout_s = tool_timeout_s
-        self._max_tool_calls = max_tool_calls
-        self._reevaluate: Reevaluate = reevaluate
-        self._max_revisions = max_revisions
-        self._llm_params = llm_params
-        self._require_approval = require_approval
-        self._approval_predicate = approval_predicate
-        self._approval_handler = approval_handler
+        self._defaults = defaults
         # The live services of each run; the systems find them by run entity.
         self._resources = ResourceTable()
-        resources = self._resources
-        self._systems: list[tuple[Any, int]] = [
-            *([(RetrievalSystem(resources, retriever), -10)] if retriever is not None else []),
-            (PlanningSystem(resources, planner), 0),
-            (ToolSystem(resources, executor, tools.as_mapping()), 5),
-            (SynthesisSystem(resources, synthesizer), 10),
-            (FinalizationSystem(resources, storage, state_saving), 20),
-            (PauseSystem(resources, storage, approval_timeout_s), 15),
-            (ErrorHandlingSystem(resources), 99),
-        ]
+        self._systems = _phase_systems(
+            self._resources, tools, storage, defaults, planner, executor, synthesizer, retriever
+        )
         self._spare_worlds: list[World] = []
         self._closed = False
         self._runs: set[_InFlight] = set()
@@ -198,6 +231,13 @@ class AgentCore(ClosedOnExit):
         are cancelled: each returns status `"cancelled"`, keeps its observations and saves no
         turn. Only what `create_agent` built is closed: a provider or storage object given to
         it stays open for its owner.
+
+        Args:
+            timeout: Seconds to let the runs under way finish; None waits for them all.
+
+        Raises:
+            UsageError: `timeout` is not a number >= 0, or `aclose()` was called from inside
+                a run of this agent (it would wait for itself forever).
         """
         if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0
@@ -231,7 +271,8 @@ class AgentCore(ClosedOnExit):
     async def __aenter__(self) -> Self:
         """Open the tool sources (MCP servers) now, so the first run does not wait for them.
 
-        If one cannot be opened the agent is closed and the `ToolSourceError` raised.
+        Raises:
+            ToolSourceError: A tool source could not be opened; the agent is closed.
         """
         try:
             await self.tools.open_sources()
@@ -252,6 +293,28 @@ class AgentCore(ClosedOnExit):
         if len(self._spare_worlds) < _SPARE_WORLDS and not world.entities():
             self._spare_worlds.append(world)
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError("this agent was closed with aclose(); create a new one")
+
+    @contextlib.contextmanager
+    def _in_flight(self, method: str, thread_id: str, trace_id: str) -> Iterator[_InFlight]:
+        """Count the calling task as a run under way for the block: `aclose()` waits for it,
+        and past its timeout cancels it."""
+        task = asyncio.current_task()
+        if task is None:
+            raise UsageError(f"{method}() must be awaited inside an asyncio task")
+        # Registered before the first await, so an aclose() starting now waits for this run.
+        run = _InFlight(task, thread_id, trace_id)
+        self._runs.add(run)
+        self._idle.clear()
+        try:
+            yield run
+        finally:
+            self._runs.discard(run)
+            if not self._runs:
+                self._idle.set()
+
     async def process(self, props: AgentProps) -> AgentFinalResponse:
         """Plan, execute and synthesize an answer to `props.query` on `props.thread_id`.
 
@@ -260,6 +323,19 @@ class AgentCore(ClosedOnExit):
         its content); tool failures as `"partial"`; a run `aclose(timeout=...)` stopped as
         `"cancelled"`. Only invalid arguments raise (`UsageError`), and a caller cancelling
         its own task gets `CancelledError`.
+
+        Args:
+            props: The question, the thread it continues and this call's options.
+
+        Returns:
+            The answer (`response`) and how the run went (`metadata`: status, usage, timings,
+            the calls waiting for approval).
+
+        Raises:
+            UsageError: `props` is not an `AgentProps`, the agent was closed, or the call comes
+                from inside a run on the same thread.
+            ThreadAwaitingApprovalError: A run on the thread waits for approval; resume or
+                cancel it first.
         """
         if not isinstance(props, AgentProps):
             raise UsageError(
@@ -267,39 +343,28 @@ class AgentCore(ClosedOnExit):
                 'call agent.process(AgentProps("your question", "thread-1"))'
             )
         check_thread_id(props.thread_id)  # props validated from data skipped AgentProps' check
-        if self._closed:
-            raise UsageError("this agent was closed with aclose(); create a new one")
+        self._check_open()
         if enclosing_run(props.thread_id) is not None:
             raise UsageError(
                 f"process() was called for thread {props.thread_id!r} from inside a run on "
                 "that same thread (a tool or a subscriber?); runs on one thread take turns, so "
                 "it would wait forever: use another thread_id for the inner run"
             )
-        task = asyncio.current_task()
-        if task is None:
-            raise UsageError("process() must be awaited inside an asyncio task")
         trace_id = props.trace_id or uuid.uuid4().hex
         started = time.perf_counter()
-        # Registered before the first await, so an aclose() starting now waits for this run.
-        run = _InFlight(task, props.thread_id, trace_id)
-        self._runs.add(run)
-        self._idle.clear()
-        try:
-            return await self._locked_run(props, trace_id, started, run)
-        except asyncio.CancelledError:
-            if not run.take_close_cancel():
-                raise
-            # aclose() cancelled the run before it began (waiting for its thread or loading
-            # it), or after it ended (releasing the thread): report what it came to.
-            if run.result is not None:
-                return run.result
-            return await self._ended_early(
-                props, trace_id, started, "cancelled", _CANCELLED_BY_CLOSE, status="cancelled"
-            )
-        finally:
-            self._runs.discard(run)
-            if not self._runs:
-                self._idle.set()
+        with self._in_flight("process", props.thread_id, trace_id) as run:
+            try:
+                return await self._locked_run(props, trace_id, started, run)
+            except asyncio.CancelledError:
+                if not run.take_close_cancel():
+                    raise
+                # aclose() cancelled the run before it began (waiting for its thread or
+                # loading it), or after it ended (releasing the thread): report what it came to.
+                if run.result is not None:
+                    return run.result
+                return await self._ended_early(
+                    props, trace_id, started, "cancelled", _CANCELLED_BY_CLOSE, status="cancelled"
+                )
 
     async def _locked_run(
         self, props: AgentProps, trace_id: str, started: float, run: _InFlight
@@ -307,12 +372,9 @@ class AgentCore(ClosedOnExit):
         async with contextlib.AsyncExitStack() as stack:
             try:
                 await stack.enter_async_context(self._storage.lock_thread(props.thread_id))
-            except RunError as error:
-                # The store is unreachable: a runtime failure like any other, not a raise.
-                return await self._load_failure(props, trace_id, started, error.message)
-            try:
                 waiting = await self._storage.get_paused_runs(props.thread_id)
             except RunError as error:
+                # The store is unreachable: a runtime failure like any other, not a raise.
                 return await self._load_failure(props, trace_id, started, error.message)
             if waiting:
                 raise ThreadAwaitingApprovalError(
@@ -324,9 +386,7 @@ class AgentCore(ClosedOnExit):
                     thread_id=props.thread_id,
                     trace_id=waiting[0].trace_id,
                 )
-            with running(props.thread_id, trace_id):
-                run.result = await self._run(props, trace_id, started, run)
-                return run.result
+            return await self._run(props, trace_id, started, run)
         raise AssertionError("unreachable: the block above always returns")
 
     async def _run(
@@ -338,9 +398,65 @@ class AgentCore(ClosedOnExit):
         paused: PausedRun | None = None,
         decisions: dict[str, Decision] | None = None,
     ) -> AgentFinalResponse:
-        thread_id = props.thread_id
-        log = _log.bind(thread_id=thread_id, trace_id=trace_id)
-        options = props.options
+        """Prepare, drive and conclude a run on a thread the caller holds locked; its
+        response is kept on `run` too, for an `aclose()` cancelling the caller after it."""
+        with running(props.thread_id, trace_id):
+            ready = await self._prepare(props, trace_id, started, paused, decisions)
+            if isinstance(ready, AgentFinalResponse):  # it ended before its entity was spawned
+                run.result = ready
+            else:
+                run.result = _outcome(ready, await self._drive(ready, run))
+            return run.result
+
+    async def _prepare(
+        self,
+        props: AgentProps,
+        trace_id: str,
+        started: float,
+        paused: PausedRun | None,
+        decisions: dict[str, Decision] | None,
+    ) -> _Prepared | AgentFinalResponse:
+        """The run's components and resources, ready to spawn; or the response of a run that
+        ended here, its tool sources or thread failing to load."""
+        loaded = await self._load(props, trace_id, started)
+        if isinstance(loaded, AgentFinalResponse):
+            return loaded
+        settings, context = loaded.settings, loaded.context
+        timings = RunTimings()
+        timings.phases.load_ms = (time.perf_counter() - started) * 1000
+        recorder = RunRecorder(self.observations, props.thread_id, trace_id)
+        llm = RunModelCaller(
+            provider=loaded.provider,
+            recorder=recorder,
+            stream=self.stream,
+            params=settings.llm_params,
+        )
+        spec = RunSpec(
+            props=props,
+            trace_id=trace_id,
+            thread=context,
+            history=loaded.history,
+            system_prompt=settings.system_prompt,
+            tool_schemas=self.tools.schemas(sorted(settings.enabled_tools)),
+            enabled_tools=settings.enabled_tools,
+            llm_params=llm.params,
+            max_tool_calls=settings.max_tool_calls,
+            tool_timeout_s=settings.tool_timeout_s,
+            max_concurrency=settings.max_concurrency,
+            state_snapshot=context.state.model_copy(deep=True).data,
+            reevaluate=settings.reevaluate,
+            max_revisions=settings.max_revisions,
+        )
+        gate = self._gate(props, trace_id, settings, recorder, paused, decisions)
+        resources = RunResources(llm=llm, recorder=recorder, approvals=gate)
+        return _Prepared(spec, timings, resources, started, paused)
+
+    async def _load(
+        self, props: AgentProps, trace_id: str, started: float
+    ) -> _Loaded | AgentFinalResponse:
+        """Open the tool sources, load the thread and resolve the run's settings; or the
+        response of a run that failed to (the thread's saved configuration is data: a bad one
+        fails the run, it does not raise)."""
         try:
             # Before anything is planned: the planner must see the sources' tool schemas.
             await self.tools.open_sources()
@@ -348,85 +464,40 @@ class AgentCore(ClosedOnExit):
             return await self._ended_early(
                 props, trace_id, started, "tools", error.message, status="error"
             )
+        thread_id = props.thread_id
         try:
             context = await self.state.load_context(thread_id)
-            limit = _first(
-                options.history_limit if options else None,
-                context.config.history_limit,
-                self._history_limit,
+            settings = RunSettings.resolve(
+                self._defaults, context.config, props.options, self.tools.names
             )
+            limit = settings.history_limit
             history = await self._storage.get_messages(thread_id, limit=limit) if limit else []
-            provider = self._provider_for(props, context)
+            config = settings.provider_config
+            provider = self._providers.get(config) if config is not None else self._provider
         except RunError as error:
             return await self._load_failure(props, trace_id, started, error.message)
         except UsageError as error:
-            # A thread's saved configuration is data, not code: report it as a failed run.
             return await self._load_failure(props, trace_id, started, str(error))
-        load_ms = (time.perf_counter() - started) * 1000
+        return _Loaded(context, history, settings, provider)
 
-        enabled = self._enabled_tools(context, options.enabled_tools if options else None)
-        recorder = RunRecorder(self.observations, thread_id, trace_id)
-        llm = RunModelCaller(
-            provider=provider,
-            recorder=recorder,
-            stream=self.stream,
-            params=(options.llm_params if options and options.llm_params else None)
-            or self._llm_params,
-        )
-        timings = RunTimings()
-        timings.phases.load_ms = load_ms
-        spec = RunSpec(
-            props=props,
-            trace_id=trace_id,
-            thread=context,
-            history=history,
-            system_prompt=_first(
-                options.system_prompt if options else None,
-                context.config.system_prompt,
-                self._system_prompt,
-            ),
-            tool_schemas=self.tools.schemas(sorted(enabled)),
-            enabled_tools=enabled,
-            llm_params=llm.params,
-            max_tool_calls=_first(
-                options.max_tool_calls if options else None, self._max_tool_calls
-            ),
-            tool_timeout_s=_first(
-                options.tool_timeout_s if options else None, self._tool_timeout_s
-            ),
-            max_concurrency=self._max_concurrency,
-            state_snapshot=context.state.model_copy(deep=True).data,
-            reevaluate=_first(options.reevaluate if options else None, self._reevaluate),
-            max_revisions=_first(options.max_revisions if options else None, self._max_revisions),
-        )
-        gate = self._gate(props, trace_id, context, recorder, paused, decisions)
+    async def _drive(self, prepared: _Prepared, run: _InFlight) -> _Ended:
+        """Spawn the run entity and tick its world until a system ends the run; what the
+        entity was left with. A cancellation is recorded, then raised, unless `aclose()`
+        alone asked for it: then the run ends `cancelled`."""
         world = self._take_world()
-        entity = world.create_entity(spec, timings)
+        entity = world.create_entity(prepared.spec, prepared.timings)
+        paused = prepared.paused
         if paused is not None:
             # The plan was made before the pause: execution continues where it stopped.
             world.add_component(entity, Planned(output=paused.planning))
             world.add_component(entity, Resumed(calls=list(paused.calls)))
-        self._resources.attach(
-            world, entity, RunResources(llm=llm, recorder=recorder, approvals=gate)
-        )
+        self._resources.attach(world, entity, prepared.resources)
         cancelled_by_close = False
         try:
             await self._tick_until_done(world, entity)
         except asyncio.CancelledError:
             cancelled_by_close = run.take_close_cancel()
-            log.info("run_cancelled", by_aclose=cancelled_by_close)
-            await asyncio.shield(
-                recorder.record(
-                    ObservationType.ERROR,
-                    "Run cancelled",
-                    {
-                        "phase": "cancelled",
-                        "error": _CANCELLED_BY_CLOSE
-                        if cancelled_by_close
-                        else "the run was cancelled",
-                    },
-                )
-            )
+            await _record_cancelled(prepared, by_close=cancelled_by_close)
             if not cancelled_by_close:
                 raise
         finally:
@@ -434,78 +505,26 @@ class AgentCore(ClosedOnExit):
             self._resources.detach(world, entity)
             world.delete_entity(entity)
             self._give_back_world(world)
-
-        failed: RunFailed | None = components.get(RunFailed)
-        executed: Executed | None = components.get(Executed)
-        stopped: Paused | None = components.get(Paused)
-        results = executed.results if executed is not None else []
-        status: RunStatus
-        problem: str | None = None
-        if stopped is not None and failed is None and not cancelled_by_close:
-            status = "awaiting_approval"
-            results = list(stopped.results.values())
-            response = _awaiting_message(thread_id, trace_id, stopped)
-        elif cancelled_by_close:
-            status, problem = "cancelled", _CANCELLED_BY_CLOSE
-            response = _error_message(thread_id, trace_id, problem, status)
-        elif failed is not None:
-            status, problem = "error", failed.message
-            # Saving the turn failed after the answer was written: the caller still gets it.
-            unsaved: Finalized | None = components.get(Finalized)
-            response = (
-                unsaved.message
-                if unsaved is not None
-                else _error_message(thread_id, trace_id, problem, status)
-            )
-        else:
-            finalized: Finalized | None = components.get(Finalized)
-            if finalized is None:  # the phase systems always leave one; not left to assert
-                raise RuntimeError("a run that did not fail ended without a Finalized result")
-            response = finalized.message
-            status = run_status(results, components.get(Retrieved))
-        metadata = ExecutionMetadata(
-            thread_id=thread_id,
-            trace_id=trace_id,
-            user_id=props.user_id,
-            status=status,
-            total_duration_ms=(time.perf_counter() - started) * 1000,
-            llm_calls=llm.calls,
-            tool_calls=len(results),
-            error=problem,
-            usage=llm.usage,
-            phases=timings.phases,
-            pending_approvals=stopped.pending if status == "awaiting_approval" and stopped else [],
-        )
-        log.info(
-            "run_finished",
-            status=status,
-            llm_calls=metadata.llm_calls,
-            tool_calls=metadata.tool_calls,
-            duration_ms=round(metadata.total_duration_ms, 2),
-        )
-        return AgentFinalResponse(response=response, metadata=metadata)
+        return _Ended.of(components, cancelled_by_close=cancelled_by_close)
 
     def _gate(
         self,
         props: AgentProps,
         trace_id: str,
-        context: ThreadContext,
+        settings: RunSettings,
         recorder: RunRecorder,
         paused: PausedRun | None,
         decisions: dict[str, Decision] | None,
     ) -> ApprovalGate | None:
         """The run's approval gate: the agent's, the thread's and the call's rules added up;
         None when no call can need approval (then any executor will do)."""
-        options = props.options
-        names = self._require_approval.union(
-            context.config.require_approval or (),
-            (options.require_approval if options else None) or (),
-            paused.require_approval if paused is not None else (),
+        names = settings.require_approval.union(
+            paused.require_approval if paused is not None else ()
         )
-        flagged = any(getattr(t, "requires_approval", False) is True for t in self.tools)
-        if not (names or flagged or self._approval_predicate or paused is not None):
+        flagged = any(isinstance(t, GatedTool) and t.requires_approval is True for t in self.tools)
+        predicate = self._defaults.approval_predicate
+        if not (names or flagged or predicate or paused is not None):
             return None
-        predicate = self._approval_predicate
         if predicate is None and paused is not None and paused.approval_predicate:
             # The pausing agent's predicate is not here to ask: a person decides instead.
             predicate = ask_always
@@ -519,7 +538,7 @@ class AgentCore(ClosedOnExit):
                 user_id=props.user_id,
                 session_id=props.session_id,
             ),
-            handler=self._approval_handler,
+            handler=self._defaults.approval_handler,
             record=recorder.record,
             decisions=decisions,
             prior=paused.results if paused is not None else None,
@@ -529,11 +548,20 @@ class AgentCore(ClosedOnExit):
     async def pending_runs(self, thread_id: str | None = None) -> list[PausedRun]:
         """The runs waiting for approval on `thread_id` (on every thread when None), each with
         its `pending` calls, `deadline` and `props`; read from the storage, so runs paused by
-        other processes sharing it are listed too."""
+        other processes sharing it are listed too.
+
+        Args:
+            thread_id: The thread whose paused runs to list; None lists every thread's.
+
+        Returns:
+            The paused runs, oldest first.
+
+        Raises:
+            UsageError: `thread_id` is not a valid thread id, or the agent was closed.
+        """
         if thread_id is not None:
             check_thread_id(thread_id)
-        if self._closed:
-            raise UsageError("this agent was closed with aclose(); create a new one")
+        self._check_open()
         return await self._storage.get_paused_runs(thread_id)
 
     async def resume(
@@ -549,61 +577,43 @@ class AgentCore(ClosedOnExit):
         ("approval expired"). The run is claimed atomically before anything runs: of two
         resumes racing, one raises `NotAwaitingApprovalError`. The resumed run may pause
         again only when a `require_approval` predicate gates a call once its arguments are
-        resolved; its plan is not re-evaluated. Raises `UsageError` for decisions missing for
-        some pending calls or naming unknown call ids.
+        resolved; its plan is not re-evaluated.
 
         The decisions are law whatever this agent's rules: a denied call never runs, and the
         rules stored with the paused run are added to this agent's (`PausedRun`).
+
+        Args:
+            thread_id: The thread the run paused on.
+            trace_id: The paused run's trace id (`PausedRun.trace_id`, or the paused
+                response's `metadata.trace_id`).
+            decisions: `Approve()` or `Deny(reason)` for each pending call id.
+
+        Returns:
+            The run's response, as `process()` would have returned it; it may be
+            `"awaiting_approval"` again (see above).
+
+        Raises:
+            UsageError: The decisions are malformed, miss pending calls or name unknown call
+                ids; the agent was closed; or the call comes from inside a run on the thread.
+            NotAwaitingApprovalError: No run with that trace id waits on the thread (resumed
+                or cancelled already, or it never paused).
         """
         check_thread_id(thread_id)
-        if not isinstance(decisions, Mapping) or not all(
-            isinstance(key, str) and isinstance(value, Approve | Deny)
-            for key, value in decisions.items()
-        ):
-            raise UsageError(
-                "decisions must map call ids to Approve() or Deny(reason), e.g. "
-                '{"call_1": Approve(), "call_2": Deny("too expensive")}'
-            )
-        if self._closed:
-            raise UsageError("this agent was closed with aclose(); create a new one")
+        given = _checked_decisions(decisions)
+        self._check_open()
         if enclosing_run(thread_id) is not None:
             raise UsageError(
                 f"resume() was called for thread {thread_id!r} from inside a run on that "
                 "thread; resume it after that run returns"
             )
-        task = asyncio.current_task()
-        if task is None:
-            raise UsageError("resume() must be awaited inside an asyncio task")
         started = time.perf_counter()
-        run = _InFlight(task, thread_id, trace_id)
-        self._runs.add(run)
-        self._idle.clear()
-        try:
+        with self._in_flight("resume", thread_id, trace_id) as run:
             async with self._storage.lock_thread(thread_id):
-                claimed, given = await self._claim(thread_id, trace_id, dict(decisions))
+                claimed, given = await self._claim(thread_id, trace_id, given)
                 recorder = RunRecorder(self.observations, thread_id, trace_id)
-                for pending in claimed.pending:
-                    decision = given[pending.call_id]
-                    await recorder.record(
-                        ObservationType.APPROVAL_DECIDED,
-                        f"Approval {'granted' if isinstance(decision, Approve) else 'denied'}: "
-                        f"{pending.tool_name}",
-                        decided_content(pending.call_id, pending.tool_name, decision),
-                    )
-                with running(thread_id, trace_id):
-                    run.result = await self._run(
-                        claimed.props,
-                        trace_id,
-                        started,
-                        run,
-                        paused=claimed,
-                        decisions={**claimed.decisions, **given},
-                    )
-                    return run.result
-        finally:
-            self._runs.discard(run)
-            if not self._runs:
-                self._idle.set()
+                await _record_decisions(recorder, claimed, given)
+                merged = {**claimed.decisions, **given}
+                return await self._run(claimed.props, trace_id, started, run, claimed, merged)
 
     async def _claim(
         self, thread_id: str, trace_id: str, decisions: dict[str, Decision]
@@ -641,10 +651,19 @@ class AgentCore(ClosedOnExit):
     async def cancel_pending(self, thread_id: str) -> list[PausedRun]:
         """End the runs of `thread_id` waiting for approval as cancelled: none of their
         pending calls runs, an ERROR observation (phase "cancelled") is recorded, no turn is
-        saved. Returns the runs cancelled (none: nothing was waiting)."""
+        saved.
+
+        Args:
+            thread_id: The thread whose waiting runs to cancel.
+
+        Returns:
+            The runs cancelled (none: nothing was waiting).
+
+        Raises:
+            UsageError: `thread_id` is not a valid thread id, or the agent was closed.
+        """
         check_thread_id(thread_id)
-        if self._closed:
-            raise UsageError("this agent was closed with aclose(); create a new one")
+        self._check_open()
         cancelled: list[PausedRun] = []
         async with self._storage.lock_thread(thread_id):
             for waiting in await self._storage.get_paused_runs(thread_id):
@@ -672,30 +691,6 @@ class AgentCore(ClosedOnExit):
             entity, RunFailed("finalization", f"the run did not finish in {_MAX_TICKS} ticks")
         )
         await world.process()
-
-    def _provider_for(self, props: AgentProps, context: ThreadContext) -> LLMProvider:
-        options = props.options
-        config = (options.provider_config if options else None) or context.config.provider_config
-        return self._providers.get(config) if config is not None else self._provider
-
-    def _enabled_tools(
-        self, context: ThreadContext, requested: Sequence[str] | None
-    ) -> frozenset[str]:
-        # The thread decides what may run; a per-call list can only narrow that down.
-        allowed = context.config.enabled_tools
-        enabled = frozenset(self.tools.names if allowed is None else allowed)
-        if requested is not None:
-            enabled = enabled & frozenset(requested)
-        unknown = enabled.difference(self.tools.names)
-        if unknown:
-            # Most likely a typo in a ThreadConfig; the model is never shown these names.
-            _log.warning(
-                "enabled_tools_not_registered",
-                tools=sorted(unknown),
-                registered=list(self.tools.names),
-            )
-            enabled = enabled - unknown
-        return enabled
 
     async def _load_failure(
         self, props: AgentProps, trace_id: str, started: float, message: str
@@ -732,14 +727,128 @@ class AgentCore(ClosedOnExit):
         )
 
 
-T = TypeVar("T")
+def _phase_systems(
+    resources: ResourceTable,
+    tools: ToolRegistry,
+    storage: Storage,
+    defaults: AgentDefaults,
+    planner: Planner,
+    executor: Executor,
+    synthesizer: Synthesizer,
+    retriever: Retriever | None,
+) -> list[tuple[Any, int]]:
+    """The PES systems every run world registers, each with its priority."""
+    return [
+        *([(RetrievalSystem(resources, retriever), -10)] if retriever is not None else []),
+        (PlanningSystem(resources, planner), 0),
+        (ToolSystem(resources, executor, tools.as_mapping()), 5),
+        (SynthesisSystem(resources, synthesizer), 10),
+        (FinalizationSystem(resources, storage, defaults.state_saving), 20),
+        (PauseSystem(resources, storage, defaults.approval_timeout_s), 15),
+        (ErrorHandlingSystem(resources), 99),
+    ]
 
 
-def _first(*values: T | None) -> T:
-    for value in values:
-        if value is not None:
-            return value
-    raise AssertionError("the last fallback is never None")
+def _outcome(prepared: _Prepared, ended: _Ended) -> AgentFinalResponse:
+    """The response to a run its systems are done with: its answer, status and metadata."""
+    spec, llm = prepared.spec, prepared.resources.llm
+    status, response, problem, results = _conclusion(spec, ended)
+    metadata = ExecutionMetadata(
+        thread_id=spec.thread_id,
+        trace_id=spec.trace_id,
+        user_id=spec.props.user_id,
+        status=status,
+        total_duration_ms=(time.perf_counter() - prepared.started) * 1000,
+        llm_calls=llm.calls,
+        tool_calls=len(results),
+        error=problem,
+        usage=llm.usage,
+        phases=prepared.timings.phases,
+        pending_approvals=(
+            ended.paused.pending if status == "awaiting_approval" and ended.paused else []
+        ),
+    )
+    _log.bind(thread_id=spec.thread_id, trace_id=spec.trace_id).info(
+        "run_finished",
+        status=status,
+        llm_calls=metadata.llm_calls,
+        tool_calls=metadata.tool_calls,
+        duration_ms=round(metadata.total_duration_ms, 2),
+    )
+    return AgentFinalResponse(response=response, metadata=metadata)
+
+
+def _conclusion(spec: RunSpec, ended: _Ended) -> _Conclusion:
+    """How the run ended, from what its entity was left with: paused, cancelled by
+    `aclose()`, failed, or finished (success or partial)."""
+    thread_id, trace_id = spec.thread_id, spec.trace_id
+    results = ended.executed.results if ended.executed is not None else []
+    if ended.paused is not None and ended.failed is None and not ended.cancelled_by_close:
+        waiting = _awaiting_message(thread_id, trace_id, ended.paused)
+        return _Conclusion("awaiting_approval", waiting, None, list(ended.paused.results.values()))
+    if ended.cancelled_by_close:
+        problem = _CANCELLED_BY_CLOSE
+        cancelled = _error_message(thread_id, trace_id, problem, "cancelled")
+        return _Conclusion("cancelled", cancelled, problem, results)
+    if ended.failed is not None:
+        problem = ended.failed.message
+        # Saving the turn failed after the answer was written: the caller still gets it.
+        response = (
+            ended.finalized.message
+            if ended.finalized is not None
+            else _error_message(thread_id, trace_id, problem, "error")
+        )
+        return _Conclusion("error", response, problem, results)
+    if ended.finalized is None:  # the phase systems always leave one; not left to assert
+        raise RuntimeError("a run that did not fail ended without a Finalized result")
+    status = run_status(results, ended.retrieved)
+    return _Conclusion(status, ended.finalized.message, None, results)
+
+
+async def _record_cancelled(prepared: _Prepared, *, by_close: bool) -> None:
+    """Log the run's cancellation and record its ERROR, shielded: the cancellation under
+    way must not stop the record that says so."""
+    spec = prepared.spec
+    _log.bind(thread_id=spec.thread_id, trace_id=spec.trace_id).info(
+        "run_cancelled", by_aclose=by_close
+    )
+    await asyncio.shield(
+        prepared.resources.recorder.record(
+            ObservationType.ERROR,
+            "Run cancelled",
+            {
+                "phase": "cancelled",
+                "error": _CANCELLED_BY_CLOSE if by_close else "the run was cancelled",
+            },
+        )
+    )
+
+
+def _checked_decisions(decisions: object) -> dict[str, Decision]:
+    """`decisions` as a dict, if it maps call ids to `Approve()` or `Deny(reason)`."""
+    if not isinstance(decisions, Mapping) or not all(
+        isinstance(key, str) and isinstance(value, Approve | Deny)
+        for key, value in decisions.items()
+    ):
+        raise UsageError(
+            "decisions must map call ids to Approve() or Deny(reason), e.g. "
+            '{"call_1": Approve(), "call_2": Deny("too expensive")}'
+        )
+    return dict(decisions)
+
+
+async def _record_decisions(
+    recorder: RunRecorder, claimed: PausedRun, decisions: Mapping[str, Decision]
+) -> None:
+    """Record an APPROVAL_DECIDED observation for each pending call of the resumed run."""
+    for pending in claimed.pending:
+        decision = decisions[pending.call_id]
+        verdict = "granted" if isinstance(decision, Approve) else "denied"
+        await recorder.record(
+            ObservationType.APPROVAL_DECIDED,
+            f"Approval {verdict}: {pending.tool_name}",
+            decided_content(pending.call_id, pending.tool_name, decision),
+        )
 
 
 def _error_message(
