@@ -96,6 +96,12 @@ def configure_logging(level: int | str = logging.WARNING) -> None:
     with `thread_id` and `trace_id` bound, and never configures logging by itself: until an
     application does (this function, `logging.basicConfig`, or its own handlers), only
     warnings and errors reach stderr. Calling this again changes the level.
+
+    Args:
+        level: The lowest level shown: a `logging` level or its name in any case (`"info"`).
+
+    Raises:
+        UsageError: `level` names no log level.
     """
     numeric = logging.getLevelName(level.upper()) if isinstance(level, str) else level
     if not isinstance(numeric, int):

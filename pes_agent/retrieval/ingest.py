@@ -210,13 +210,30 @@ async def store_documents(
     batch_size: int = 64,
     progress: Callable[[IngestProgress], object] | None = None,
 ) -> list[str]:
-    """Chunk, embed and store documents in `retriever`'s store; returns the chunk ids.
+    """Chunk, embed and store documents in `retriever`'s store, for an agent to retrieve.
 
-    Each item is a file (`pathlib.Path` or any path-like, read as UTF-8) or a text (`str`).
-    Chunks are embedded `batch_size` at a time, and `progress` is called after each batch with
-    the chunks stored so far of the total. Indexing a document again replaces its chunks:
-    ids are `"<source>#<index>"`, and chunks of an earlier, longer version of the document
-    are deleted (those among the 1024 rows past the new chunk count).
+    Indexing a document again replaces its chunks: ids are `"<source>#<index>"`, and chunks of
+    an earlier, longer version of the document are deleted (those among the 1024 rows past
+    the new chunk count).
+
+    Args:
+        retriever: The retriever whose embeddings and store are used.
+        texts_or_paths: Files (`pathlib.Path` or any path-like, read as UTF-8) and texts
+            (`str`), in a list even for one.
+        chunk_size: The most characters a chunk holds; chunks end at paragraphs or
+            sentences where they can.
+        overlap: How many characters a chunk cut inside a sentence repeats of the one before.
+        batch_size: How many chunks are embedded in one call.
+        progress: Called after each batch with the chunks stored so far of the total.
+
+    Returns:
+        The ids of the chunks stored, in order.
+
+    Raises:
+        UsageError: A size is invalid, `texts_or_paths` is a single text or path, or a file
+            cannot be read as UTF-8 text.
+        DimensionMismatchError: The embeddings' vectors do not fit the store.
+        StorageError: The store could not be written.
     """
     _check_sizes(chunk_size, overlap)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:

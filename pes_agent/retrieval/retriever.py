@@ -37,6 +37,20 @@ class Retriever:
         *,
         max_chars: int = DEFAULT_MAX_CHARS,
     ) -> None:
+        """Search `store` with the vectors `embeddings` makes.
+
+        Args:
+            embeddings: Embeds the query (and the documents `add` stores), e.g.
+                `HashingEmbeddings(256)`.
+            store: Holds the documents' vectors, e.g. `InMemoryVectorStore(256)`.
+            top_k: How many passages a search returns at most.
+            max_chars: The most characters of passage text a search returns in all (from 100
+                to `PROMPT_MAX_CHARS`).
+
+        Raises:
+            UsageError: `embeddings` or `store` is not one, a number is out of range, or the
+                two disagree on the vectors' dimension.
+        """
         if not callable(getattr(embeddings, "embed", None)):
             raise UsageError(
                 "embeddings must be an EmbeddingProvider (with dimension and async embed()), "
@@ -73,8 +87,18 @@ class Retriever:
         self.max_chars = max_chars
 
     async def retrieve(self, query: str, *, where: Metadata | None = None) -> list[ScoredDocument]:
-        """The passages nearest to `query` (matching `where`), best first, clipped to
-        `max_chars` in total. An empty query finds nothing."""
+        """Find the passages nearest to `query`, as an agent does before planning.
+
+        Args:
+            query: The text to search for; an empty one finds nothing.
+            where: Only documents whose metadata has these values; None for all.
+
+        Returns:
+            At most `top_k` passages, best first, their texts clipped to `max_chars` in all.
+
+        Raises:
+            StorageError: The store could not be searched.
+        """
         if not query.strip():
             return []
         vectors = await self.embeddings.embed([query])
@@ -87,7 +111,17 @@ class Retriever:
         texts: Sequence[str],
         metadata: Sequence[Metadata] | None = None,
     ) -> None:
-        """Embed `texts` and store them under `ids` (an upsert); see also `store_documents`."""
+        """Embed `texts` and store them under `ids` (an upsert); see also `store_documents`.
+
+        Args:
+            ids: One id for each text; a text stored under an id already replaces it.
+            texts: The texts to embed and store.
+            metadata: One mapping of scalars for each text, to filter on; None for none.
+
+        Raises:
+            UsageError: The sequences differ in length, or a metadata value is not a scalar.
+            StorageError: The store could not be written.
+        """
         vectors = await self.embeddings.embed(list(texts))
         await self.store.add(ids, vectors, texts, metadata)
 

@@ -31,7 +31,14 @@ _FORBIDDEN = re.compile(f"[{THREAD_ID_FORBIDDEN}]")
 
 
 def thread_id_problem(thread_id: object) -> str | None:
-    """Why `thread_id` is not a usable thread id, as a sentence; None when it is."""
+    """Say why `thread_id` is not a usable thread id, e.g. to answer a form or request with it.
+
+    Args:
+        thread_id: The id to check; any object (a non-string is not usable).
+
+    Returns:
+        What is wrong, as a sentence with the fix; None when the id is usable.
+    """
     if not isinstance(thread_id, str):
         return f"thread_id must be a string, e.g. 'thread-1'; got {type(thread_id).__name__}"
     if not thread_id.strip():
@@ -55,7 +62,17 @@ def thread_id_problem(thread_id: object) -> str | None:
 
 
 def check_thread_id(thread_id: object) -> str:
-    """`thread_id` itself when it is usable; a `UsageError` saying what is wrong otherwise."""
+    """Check a thread id before using it, as every pes-agent entry point does.
+
+    Args:
+        thread_id: The id to check.
+
+    Returns:
+        `thread_id` itself, typed as a `str`.
+
+    Raises:
+        UsageError: The id is not usable; the message says why (`thread_id_problem`).
+    """
     problem = thread_id_problem(thread_id)
     if problem is not None:
         raise UsageError(problem)
