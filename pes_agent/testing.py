@@ -41,6 +41,15 @@ class ScriptedResponse:
 
     `ScriptedResponse(tool_calls=[ToolCall("call_1", "add", {"a": 1, "b": 2})])` scripts a
     turn that only calls a tool; its stop reason is then `"tool_calls"` unless given.
+
+    Args:
+        text: The answer's text, streamed in chunks.
+        thinking: Thinking blocks, streamed before the text.
+        tool_calls: Native tool calls, sent after the text.
+        stop_reason: The stop reason reported; `"tool_calls"` with tool calls, else `"stop"`,
+            when None.
+        usage: The usage reported; estimated from the text (about four characters a token)
+            when None.
     """
 
     text: str = ""
@@ -106,7 +115,21 @@ class ScriptedProvider:
     function of the `LLMRequest` returning either (so one entry can serve many calls only if
     you pass it repeatedly — or pass `repeat=True` to cycle the script). Text streams in chunks
     of `chunk_size` characters after `latency_s` seconds, with estimated usage. Running out of
-    responses raises `ScriptExhaustedError`, which a run reports as status `error`.
+    responses raises `ScriptExhaustedError`, which a run reports as status `error`. `requests`
+    keeps every request it was sent, for assertions.
+
+    Args:
+        responses: One entry for each model call, in order: a string, a `ScriptedResponse`,
+            or a function of the `LLMRequest` returning either (`plan_json` writes a plan).
+        latency_s: Seconds to wait before each response streams.
+        chunk_size: The characters of text in each streamed token delta.
+        repeat: Start the script again once it is used up, instead of raising.
+        name: The provider's name, as observations and usage report it.
+        model: The model's name, as observations and usage report it.
+
+    Raises:
+        UsageError: `responses` is one response rather than a list, or a number is out of
+            range.
     """
 
     responses: Sequence[ScriptEntry]
@@ -150,7 +173,19 @@ class ScriptedProvider:
         return entry
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[ProviderEvent]:
-        """Stream the next scripted response for `request`."""
+        """Stream the next scripted response for `request`.
+
+        Args:
+            request: The model call; kept in `requests`, and passed to a function entry.
+
+        Yields:
+            Thinking deltas and blocks, text deltas, tool calls, then the stream metadata.
+
+        Raises:
+            ScriptExhaustedError: The script is used up and `repeat` is False.
+            UsageError: A function entry returned something other than a str or
+                `ScriptedResponse`.
+        """
         started = time.perf_counter()
         self.requests.append(request)
         entry = self._next_entry()

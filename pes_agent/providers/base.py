@@ -175,6 +175,22 @@ class LLMProvider(Protocol):
     @property
     def model(self) -> str: ...
 
-    def stream(self, request: LLMRequest) -> AsyncIterator[ProviderEvent]: ...
+    def stream(self, request: LLMRequest) -> AsyncIterator[ProviderEvent]:
+        """Stream one model call's answer, as an async generator.
 
-    async def aclose(self) -> None: ...
+        Args:
+            request: The messages, phase, tools and parameters of the call.
+
+        Yields:
+            `TokenDelta`s, `ThinkingBlock`s and `ToolCallEvent`s as they come (a
+            `StreamRestart` when a retry starts the answer over), then one `StreamMetadata`.
+
+        Raises:
+            ProviderError: The model API failed; `retryable` says whether trying again could
+                help.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release the provider's HTTP clients; the provider is not used after it."""
+        ...

@@ -106,7 +106,11 @@ _REGISTRY: dict[str, _Registration] = {
 
 
 def provider_names() -> tuple[str, ...]:
-    """Every name `create_provider` accepts, sorted."""
+    """List the provider names `create_provider` accepts, e.g. to offer them in a CLI.
+
+    Returns:
+        The built-in names and those added with `register_provider`, sorted.
+    """
     return tuple(sorted(_REGISTRY))
 
 
@@ -117,7 +121,13 @@ def _accepted() -> str:
 def register_provider(name: str, factory: ProviderFactory, *, replace: bool = False) -> None:
     """Make `"NAME:MODEL"` and `ProviderConfig("NAME", ...)` build providers with `factory`.
 
-    `factory(config)` returns any `LLMProvider`. Re-registering a name needs `replace=True`.
+    Args:
+        name: The provider name, without `:` or surrounding spaces.
+        factory: `factory(config)` returns any `LLMProvider` for a `ProviderConfig`.
+        replace: Allow replacing a name that is registered already (built-in or not).
+
+    Raises:
+        ConfigurationError: The name is malformed or taken, or `factory` is not callable.
     """
     if not name or ":" in name or name != name.strip():
         raise ConfigurationError(
@@ -138,6 +148,16 @@ def parse_provider_spec(spec: str) -> ProviderConfig:
     """`"openai:gpt-4o-mini"` → `ProviderConfig("openai", "gpt-4o-mini")`.
 
     Only the first `:` separates: `"ollama:llama3.1:8b"` is model `llama3.1:8b` on Ollama.
+
+    Args:
+        spec: `"NAME:MODEL"`.
+
+    Returns:
+        The config naming that provider and model.
+
+    Raises:
+        ConfigurationError: `spec` is not `NAME:MODEL`, or the name is not registered (the
+            message lists the accepted names).
     """
     name, sep, model = spec.strip().partition(":")
     name, model = name.strip(), model.strip()
@@ -157,8 +177,18 @@ def parse_provider_spec(spec: str) -> ProviderConfig:
 def create_provider(spec: ProviderSpec, *, retry_policy: RetryPolicy | None = None) -> LLMProvider:
     """A provider from `"NAME:MODEL"`, a `ProviderConfig`, or an `LLMProvider` (returned as is).
 
-    Raises `ConfigurationError` for an unknown name or a missing API key (naming the
-    environment variable to set). `retry_policy` tunes the built-in providers' retry timing.
+    Args:
+        spec: `"NAME:MODEL"` (e.g. `"openai:gpt-4o-mini"`), a `ProviderConfig`, or a provider
+            object.
+        retry_policy: Tunes the built-in providers' retry timing; None for the default.
+
+    Returns:
+        The provider; the caller closes it with `aclose()` (a provider object passed in is
+        returned as is).
+
+    Raises:
+        ConfigurationError: The name is unknown, `spec` is none of the above, or the API key
+            is missing (the message names the environment variable to set).
     """
     if isinstance(spec, str):
         config = parse_provider_spec(spec)

@@ -84,7 +84,14 @@ class EmbeddingProvider(Protocol):
         ...
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in the order of `texts`."""
+        """Embed `texts`, one vector per text.
+
+        Args:
+            texts: The texts to embed; `[]` returns `[]` without any work.
+
+        Returns:
+            One vector of `dimension` floats per text, in the order of `texts`.
+        """
         ...
 
     async def aclose(self) -> None:
@@ -112,21 +119,52 @@ class VectorStore(Protocol):
         documents: Sequence[str],
         metadata: Sequence[Metadata] | None = None,
     ) -> None:
-        """Insert the rows, replacing any row with the same id (an upsert)."""
+        """Insert the rows, replacing any row with the same id (an upsert).
+
+        Args:
+            ids: One id per row.
+            vectors: One vector of `dimension` floats per row.
+            documents: One text per row.
+            metadata: One mapping of scalars per row, to filter on; None for none.
+
+        Raises:
+            UsageError: The sequences differ in length, or a metadata value is not a scalar.
+            DimensionMismatchError: A vector's length is not `dimension`.
+        """
         ...
 
     async def search(
         self, vector: Sequence[float], top_k: int, where: Metadata | None = None
     ) -> list[ScoredDocument]:
-        """At most `top_k` rows matching `where`, by cosine similarity to `vector`, best first."""
+        """Find the rows nearest to `vector` by cosine similarity.
+
+        Args:
+            vector: The query's vector, of `dimension` floats.
+            top_k: How many rows to return at most.
+            where: Only rows whose metadata has these values; None for all.
+
+        Returns:
+            At most `top_k` rows matching `where`, best first.
+
+        Raises:
+            DimensionMismatchError: The vector's length is not `dimension`.
+        """
         ...
 
     async def delete(self, ids: Sequence[str]) -> None:
-        """Remove the rows with these ids; ids not stored are ignored."""
+        """Remove the rows with these ids.
+
+        Args:
+            ids: The rows to remove; ids not stored are ignored.
+        """
         ...
 
     async def count(self) -> int:
-        """How many rows the store holds."""
+        """Count the rows, e.g. to see whether an index was built.
+
+        Returns:
+            How many rows the store holds.
+        """
         ...
 
     async def aclose(self) -> None:
