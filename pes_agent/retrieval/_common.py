@@ -2,21 +2,25 @@
 and `CheckedStore`, the public methods the built-in stores share.
 
 Kept in one place so a row refused by one store is refused by all, and a `where` filter
-matches the same rows everywhere (the rules are in `pes_agent.retrieval.base`).
+matches the same rows everywhere (the rules are in `pes_agent.retrieval.base`). A stored row
+whose metadata cannot be read (damaged by hand or by another program) is left out of every
+search with a warning naming the store, the table and the row, and never fails the search.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from pes_agent.errors import ConfigurationError, UsageError
+from pes_agent.observing.logs import get_logger
 from pes_agent.retrieval.base import (
     DimensionMismatchError,
     Metadata,
@@ -30,17 +34,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CheckedStore",
+    "Damaged",
     "Rows",
     "Search",
     "check_dimension",
     "check_rows",
     "check_top_k",
     "check_where",
+    "found_row",
     "json_number",
     "metadata_matches",
     "query_vector",
+    "read_metadata",
     "require_numpy",
+    "skip_damaged",
 ]
+
+_log = get_logger("pes_agent.retrieval")
 
 
 def require_numpy() -> ModuleType:
@@ -183,6 +193,50 @@ class Search:
     """The `where` filter, or `None` for none."""
 
 
+@dataclass(frozen=True, slots=True)
+class Damaged:
+    """A stored row a search found but cannot return: its metadata cannot be read."""
+
+    id: str
+    reason: str
+
+
+def read_metadata(row_id: str, metadata: str) -> dict[str, Any] | Damaged:
+    """A stored row's metadata read from its JSON text; `Damaged` when that is not the JSON
+    object a store writes."""
+    try:
+        value = json.loads(metadata)
+    except (ValueError, TypeError) as exc:  # TypeError: not text at all (a blob, a number)
+        return Damaged(row_id, f"its metadata is not JSON ({type(exc).__name__}: {exc})")
+    if not isinstance(value, dict):
+        return Damaged(row_id, f"its metadata is a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def found_row(row_id: str, text: str, score: float, metadata: str) -> ScoredDocument | Damaged:
+    """The hit for a stored row (`read_metadata`); `Damaged` when the row is not what a store
+    writes."""
+    value = read_metadata(row_id, metadata)
+    if isinstance(value, Damaged):
+        return value
+    try:
+        return ScoredDocument(id=row_id, text=text, score=score, metadata=value)
+    except ValueError as exc:  # pydantic's ValidationError: the text is not a string
+        return Damaged(row_id, f"it cannot be read ({' '.join(str(exc).split())[:200]})")
+
+
+def skip_damaged(store: object, table: str, damaged: Damaged) -> None:
+    """Warn that `damaged` is left out of `store`'s answers, saying how to repair it."""
+    _log.warning(
+        "vector_row_skipped",
+        store=repr(store),
+        table=table,
+        row_id=damaged.id,
+        reason=damaged.reason,
+        fix="add the row again (add() replaces it) or delete it",
+    )
+
+
 def query_vector(vector: Sequence[float], dimension: int) -> npt.NDArray[np.float32]:
     """The query as a float32 vector of `dimension`, checked like stored vectors."""
     np = require_numpy()
@@ -238,7 +292,11 @@ class CheckedStore(ABC):
     """
 
     _dimension: int
+    #: The table holding the rows, named in warnings (a durable store's own).
+    _table: str = ""
     _closed: bool = False
+    #: The most rows one `_search_rows` call answers.
+    _max_top_k: int = sys.maxsize
 
     @property
     def dimension(self) -> int:
@@ -264,8 +322,30 @@ class CheckedStore(ABC):
         """The `top_k` rows matching `where` nearest to `vector` (see `VectorStore.search`)."""
         self._check_open()
         top_k = check_top_k(top_k)
-        query = query_vector(vector, self._dimension)
-        return await self._search_rows(Search(query, top_k, check_where(where)))
+        search = Search(query_vector(vector, self._dimension), top_k, check_where(where))
+        warned: set[str] = set()
+        found = await self._search_rows(search)
+        hits = self._hits(found, warned)
+        # A damaged row left out must not cost a hit: ask for as many more as were left out,
+        # until `top_k` are found or the store has no more (or answers no more per search).
+        while len(hits) < top_k and len(found) == search.top_k < self._max_top_k:
+            search = replace(search, top_k=min(len(found) + top_k - len(hits), self._max_top_k))
+            found = await self._search_rows(search)
+            hits = self._hits(found, warned)
+        return hits[:top_k]
+
+    def _hits(
+        self, found: list[ScoredDocument | Damaged], warned: set[str]
+    ) -> list[ScoredDocument]:
+        """The hits among `found`, each damaged row warned about once per search."""
+        hits = []
+        for row in found:
+            if isinstance(row, ScoredDocument):
+                hits.append(row)
+            elif row.id not in warned:
+                warned.add(row.id)
+                skip_damaged(self, self._table, row)
+        return hits
 
     async def delete(self, ids: Sequence[str]) -> None:
         """Remove the rows with these ids; unknown ids are ignored."""
@@ -284,8 +364,9 @@ class CheckedStore(ABC):
         """Insert `rows`, replacing the rows of the same ids."""
 
     @abstractmethod
-    async def _search_rows(self, search: Search) -> list[ScoredDocument]:
-        """The `search.top_k` rows matching `search.filters` nearest to its query, best first."""
+    async def _search_rows(self, search: Search) -> list[ScoredDocument | Damaged]:
+        """The `search.top_k` rows matching `search.filters` nearest to its query, best first;
+        a row whose metadata cannot be read as `Damaged` (it counts toward `top_k`)."""
 
     @abstractmethod
     async def _delete_ids(self, ids: list[str]) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from pes_agent.retrieval._common import (
     CheckedStore,
+    Damaged,
     Rows,
     Search,
     check_dimension,
@@ -64,7 +65,7 @@ class InMemoryVectorStore(CheckedStore):
                 self._metadata[row] = rows.metadata[index]
             self._matrix[row] = normalised[index]
 
-    async def _search_rows(self, search: Search) -> list[ScoredDocument]:
+    async def _search_rows(self, search: Search) -> list[ScoredDocument | Damaged]:
         np = self._np
         top_k, filters = search.top_k, search.filters
         query = search.query / np.linalg.norm(search.query)

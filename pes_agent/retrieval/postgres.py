@@ -32,12 +32,16 @@ from pes_agent.errors import ConfigurationError, UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.retrieval._common import (
     CheckedStore,
+    Damaged,
     Rows,
     Search,
     check_dimension,
+    found_row,
     json_number,
     metadata_matches,
+    read_metadata,
     require_numpy,
+    skip_damaged,
 )
 from pes_agent.retrieval.base import (
     DimensionMismatchError,
@@ -154,7 +158,7 @@ class PostgresVectorStore(CheckedStore):
         except self._db.db_errors as exc:
             raise self._db.query_error(exc) from exc
 
-    async def _search_rows(self, search: Search) -> list[ScoredDocument]:
+    async def _search_rows(self, search: Search) -> list[ScoredDocument | Damaged]:
         backend = await self.backend()
         try:
             if backend == "pgvector":
@@ -299,7 +303,7 @@ class PostgresVectorStore(CheckedStore):
 
     # -- searching --------------------------------------------------------------------------
 
-    async def _search_pgvector(self, search: Search) -> list[ScoredDocument]:
+    async def _search_pgvector(self, search: Search) -> list[ScoredDocument | Damaged]:
         condition = ""
         args: list[Any] = [_vector_text(search.query.tolist()), search.top_k]
         if filters := search.filters:
@@ -315,16 +319,10 @@ class PostgresVectorStore(CheckedStore):
             *args,
         )
         return [
-            ScoredDocument(
-                id=row["id"],
-                text=row["text"],
-                score=float(row["score"]),
-                metadata=json.loads(row["metadata"]),
-            )
-            for row in found
+            found_row(row["id"], row["text"], float(row["score"]), row["metadata"]) for row in found
         ]
 
-    async def _search_arrays(self, search: Search) -> list[ScoredDocument]:
+    async def _search_arrays(self, search: Search) -> list[ScoredDocument | Damaged]:
         np = self._np
         query, top_k, filters = search.query, search.top_k, search.filters
         pool = await self._db.pool()
@@ -378,16 +376,19 @@ class PostgresVectorStore(CheckedStore):
 
     async def _load(self, conn: Any, version: int) -> _Snapshot:
         np = self._np
-        found = await conn.fetch(f"SELECT id, metadata, embedding FROM {self._rows}")
-        matrix = np.zeros((len(found), self._dimension), dtype=np.float32)
-        for index, row in enumerate(found):
-            matrix[index] = row["embedding"]
-        return _Snapshot(
-            version=version,
-            ids=[row["id"] for row in found],
-            matrix=matrix,
-            metadata=[json.loads(row["metadata"]) for row in found],
-        )
+        ids, metadata, vectors = [], [], []
+        for row in await conn.fetch(f"SELECT id, metadata, embedding FROM {self._rows}"):
+            read = read_metadata(row["id"], row["metadata"])
+            if isinstance(read, Damaged):
+                skip_damaged(self, self._table, read)  # once per snapshot, not per search
+                continue
+            ids.append(row["id"])
+            metadata.append(read)
+            vectors.append(row["embedding"])
+        matrix = np.zeros((len(ids), self._dimension), dtype=np.float32)
+        for index, vector in enumerate(vectors):
+            matrix[index] = vector
+        return _Snapshot(version=version, ids=ids, matrix=matrix, metadata=metadata)
 
 
 def _jsonb_text(metadata: dict[str, MetadataValue]) -> str:

@@ -35,9 +35,11 @@ from typing import Any, TypeVar
 from pes_agent.errors import ConfigurationError, StorageError, UsageError
 from pes_agent.retrieval._common import (
     CheckedStore,
+    Damaged,
     Rows,
     Search,
     check_dimension,
+    found_row,
     json_number,
     require_numpy,
 )
@@ -141,6 +143,8 @@ class SQLiteVectorStore(CheckedStore):
     created on first use; see the module docstring for what is stored where.
     """
 
+    _max_top_k = MAX_TOP_K
+
     def __init__(
         self,
         path_or_url: str | os.PathLike[str],
@@ -184,7 +188,7 @@ class SQLiteVectorStore(CheckedStore):
         # One transaction, in the worker thread.
         await self._call(functools.partial(self._add, rows=rows))
 
-    async def _search_rows(self, search: Search) -> list[ScoredDocument]:
+    async def _search_rows(self, search: Search) -> list[ScoredDocument | Damaged]:
         if search.top_k > MAX_TOP_K:
             raise UsageError(f"SQLiteVectorStore answers at most top_k={MAX_TOP_K} per search")
         return await self._call(functools.partial(self._search, search=search))
@@ -324,29 +328,46 @@ class SQLiteVectorStore(CheckedStore):
             conn.execute("ROLLBACK")
             raise
 
-    def _search(self, conn: Any, *, search: Search) -> list[ScoredDocument]:
+    def _search(self, conn: Any, *, search: Search) -> list[ScoredDocument | Damaged]:
+        try:
+            found = self._ranked(conn, search, valid_only=False)
+        except self._sqlite.OperationalError as exc:
+            if "malformed JSON" not in str(exc):
+                raise
+            # A row of malformed metadata (damaged by another program) fails json_each for the
+            # whole query; leave such rows out. Not always: it costs 2-3x per filtered search.
+            found = self._ranked(conn, search, valid_only=True)
+        return [
+            found_row(row_id, text, 1.0 - distance, meta) for row_id, text, meta, distance in found
+        ]
+
+    def _ranked(self, conn: Any, search: Search, *, valid_only: bool) -> list[Any]:
+        """(id, text, metadata, distance) of the rows `search` finds, nearest first;
+        `valid_only` leaves out the rows whose metadata is not JSON."""
         t = self._table
         params: list[Any] = [search.query.tobytes(), search.top_k]
         restrict = ""
         if filters := search.filters:
+            # json_each(NULL) has no rows (a CASE, as SQLite promises no order within an AND).
+            metadata = "d.metadata"
+            if valid_only:
+                metadata = f"CASE WHEN json_valid({metadata}) THEN {metadata} END"
             clauses = []
             for key, value in filters.items():
                 condition, values = _type_clause(value)
                 clauses.append(
-                    f"EXISTS (SELECT 1 FROM json_each(d.metadata) WHERE key = ? AND ({condition}))"
+                    f"EXISTS (SELECT 1 FROM json_each({metadata}) WHERE key = ? AND ({condition}))"
                 )
                 params += [key, *values]
             restrict = f" AND rowid IN (SELECT d.rowid FROM {t} AS d WHERE {' AND '.join(clauses)})"
-        found = conn.execute(
-            f"SELECT d.id, d.text, d.metadata, v.distance FROM ("
-            f"SELECT rowid, distance FROM {t}_vec WHERE embedding MATCH ? AND k = ?{restrict}"
-            f") AS v JOIN {t} AS d ON d.rowid = v.rowid ORDER BY v.distance",
-            params,
-        ).fetchall()
-        return [
-            ScoredDocument(id=row_id, text=text, score=1.0 - distance, metadata=json.loads(meta))
-            for row_id, text, meta, distance in found
-        ]
+        return list(
+            conn.execute(
+                f"SELECT d.id, d.text, d.metadata, v.distance FROM ("
+                f"SELECT rowid, distance FROM {t}_vec WHERE embedding MATCH ? AND k = ?{restrict}"
+                f") AS v JOIN {t} AS d ON d.rowid = v.rowid ORDER BY v.distance",
+                params,
+            ).fetchall()
+        )
 
     def _delete(self, conn: Any, *, ids: list[str]) -> None:
         t = self._table

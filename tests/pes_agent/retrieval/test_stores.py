@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
 import numpy as np
 import numpy.typing as npt
 import pytest
 
 from pes_agent.errors import UsageError
 from pes_agent.retrieval import DimensionMismatchError, MetadataValue, VectorStore
+from pes_agent.retrieval.postgres import PostgresVectorStore
+from pes_agent.retrieval.sqlite import SQLiteVectorStore
 from tests.pes_agent.retrieval.conftest import StoreFactory
+from tests.pes_agent.storage.conftest import POSTGRES_URL
 
 
 def brute_force(
@@ -245,3 +252,61 @@ async def test_mismatched_argument_lengths_are_a_usage_error(make_store: StoreFa
         await store.add(["a"], [[1.0, 0.0]], ["a"], [{"tags": ["x"]}])  # type: ignore[dict-item]
     with pytest.raises(UsageError, match="top_k"):
         await store.search([1.0, 0.0], top_k=0)
+
+
+async def damage(store: VectorStore, tmp_path: Path, row_id: str, metadata: str) -> None:
+    """Overwrite a row's stored metadata with `metadata`, past the store, as another program
+    could (raw SQL on the file or schema the fixture gave the store)."""
+    if isinstance(store, SQLiteVectorStore):
+        with closing(sqlite3.connect(tmp_path / "vectors.db", isolation_level=None)) as conn:
+            conn.execute("UPDATE vectors SET metadata = ? WHERE id = ?", (metadata, row_id))
+    else:
+        assert isinstance(store, PostgresVectorStore)
+        import asyncpg  # type: ignore[import-untyped]
+
+        conn = await asyncpg.connect(POSTGRES_URL)
+        try:
+            await conn.execute(
+                f'UPDATE "{store._schema}".vectors SET metadata = $1::jsonb WHERE id = $2',
+                metadata,
+                row_id,
+            )
+        finally:
+            await conn.close()
+
+
+@pytest.mark.parametrize(
+    ("make_store", "damaged"),
+    [
+        ("sqlite", ["{not json", "[1]"]),
+        pytest.param("postgres", ['"text"', "[1]"], marks=pytest.mark.postgres),
+    ],
+    indirect=["make_store"],
+)
+async def test_a_row_of_damaged_metadata_is_left_out_of_searches(
+    make_store: StoreFactory,
+    tmp_path: Path,
+    damaged: list[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A row whose stored metadata cannot be read is left out of every search (top_k still
+    counts readable rows), with a warning naming the table and the row."""
+    store = make_store(2)
+    await store.add(
+        ["a", "b", "c", "d", "e"],
+        [[1.0, 0.0], [0.99, 0.1], [0.95, 0.2], [0.9, 0.3], [0.0, 1.0]],
+        ["A", "B", "C", "D", "E"],
+        [{"k": 1}] * 5,
+    )
+    for row_id, text in zip(["b", "c"], damaged, strict=True):
+        await damage(store, tmp_path, row_id, text)
+
+    assert [hit.id for hit in await store.search([1.0, 0.0], top_k=2)] == ["a", "d"]
+    assert [hit.id for hit in await store.search([1.0, 0.0], top_k=2, where={"k": 1})] == [
+        "a",
+        "d",
+    ]
+    assert [hit.id for hit in await store.search([1.0, 0.0], top_k=9)] == ["a", "d", "e"]
+    skipped = [r.getMessage() for r in caplog.records if "vector_row_skipped" in r.getMessage()]
+    for row_id in ("b", "c"):
+        assert any(f"row_id={row_id}" in text and "vectors" in text for text in skipped)
