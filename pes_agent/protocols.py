@@ -50,6 +50,7 @@ __all__ = [
     "PlanningContext",
     "RecordObservation",
     "Reevaluation",
+    "SupportsApprovals",
     "SynthesisContext",
     "Synthesizer",
 ]
@@ -183,7 +184,7 @@ class ExecutionContext:
     result); `reevaluation`, when set, has the plan re-evaluated as it runs. Executors that
     support neither may ignore both. `approvals`, when set, gates the calls that need a
     person's approval; an executor must honour it, so the agent refuses to hand a gate to an
-    executor without `supports_approvals = True`.
+    executor that is not `SupportsApprovals` (`supports_approvals = True`).
     """
 
     thread_id: str
@@ -212,6 +213,16 @@ class Executor(Protocol):
     async def execute(
         self, calls: Sequence[ParsedToolCall], ctx: ExecutionContext
     ) -> list[ToolResult]: ...
+
+
+@runtime_checkable
+class SupportsApprovals(Protocol):
+    """An executor that honours `ExecutionContext.approvals` says so with
+    `supports_approvals = True`; the agent hands an approval gate to no other executor (a false
+    value counts as not saying so)."""
+
+    @property
+    def supports_approvals(self) -> bool: ...
 
 
 @runtime_checkable

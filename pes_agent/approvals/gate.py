@@ -32,7 +32,7 @@ from pes_agent.errors import UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import ObservationType
 from pes_agent.planning.plan import ParsedToolCall
-from pes_agent.tools.base import Tool, ToolResult
+from pes_agent.tools.base import GatedTool, Tool, ToolResult
 
 __all__ = [
     "ApprovalGate",
@@ -136,7 +136,7 @@ class ApprovalGate:
         flagged = (
             name
             for name, tool in self._tools.items()
-            if getattr(tool, "requires_approval", False) is True
+            if isinstance(tool, GatedTool) and tool.requires_approval is True
         )
         return self._names.union(flagged)
 
@@ -153,7 +153,9 @@ class ApprovalGate:
             # A decision taken is law, whether or not this process's rules ask for one.
             return True
         tool = self._tools.get(call.tool_name)
-        if getattr(tool, "requires_approval", False) is True or call.tool_name in self._names:
+        if (
+            isinstance(tool, GatedTool) and tool.requires_approval is True
+        ) or call.tool_name in self._names:
             return True
         if self._predicate is None:
             return False

@@ -24,7 +24,7 @@ from pes_agent.pes.components import Executed, Paused, Phase, Planned, Resumed
 from pes_agent.pes.resources import ResourceTable
 from pes_agent.planning.plan import ParsedToolCall
 from pes_agent.planning.reviser import LLMPlanReviser
-from pes_agent.protocols import ExecutionContext, Executor, Reevaluation
+from pes_agent.protocols import ExecutionContext, Executor, Reevaluation, SupportsApprovals
 from pes_agent.tools.base import Tool, ToolResult
 
 __all__ = ["ToolSystem"]
@@ -53,7 +53,10 @@ class ToolSystem(PhaseSystem):
             return
         spec = run.spec
         gate = run.resources.approvals
-        if gate is not None and not getattr(self._executor, "supports_approvals", False):
+        executor = self._executor
+        if gate is not None and not (
+            isinstance(executor, SupportsApprovals) and executor.supports_approvals
+        ):
             # An executor that ignores the gate would run calls nobody approved.
             raise UsageError(
                 f"the executor {type(self._executor).__name__} does not support approvals "

@@ -1,0 +1,437 @@
+"""Running one call of a plan by the rules both executors share (docs/execution.md).
+
+`PlanLedger` holds one `execute`'s calls by step and what became of each; `CallRunner` runs a
+single call (refusals, dependencies, placeholders, argument checks, approval, timeout, hooks)
+and turns every failure into an error `ToolResult`. The executors only decide *when* each
+call runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from pes_agent.approvals.gate import ApprovalGate, denial_message
+from pes_agent.approvals.models import Deny
+from pes_agent.errors import RunError, ToolExecutionError
+from pes_agent.execution.dag import CallGraph
+from pes_agent.execution.language import build_language_step_messages
+from pes_agent.execution.placeholders import resolve_placeholders, resolve_text
+from pes_agent.execution.revision import PlanProgress, PlanRevision
+from pes_agent.observing.logs import get_logger
+from pes_agent.planning.parser import OutputParser
+from pes_agent.planning.plan import ParsedToolCall
+from pes_agent.protocols import ExecutionContext, ModelCaller, PlanRevisionHooks
+from pes_agent.tools.base import PooledTools, TimedTool, Tool, ToolContext, ToolResult
+from pes_agent.tools.decorator import FunctionTool
+from pes_agent.tools.threads import ToolThreadPool
+from pes_agent.tools.validation import validate_arguments
+
+__all__ = ["CallRunner", "PlanLedger", "describe", "error_result"]
+
+_log = get_logger("pes_agent.execution.executors")
+_PARSER = OutputParser()
+
+
+class PlanLedger:
+    """One `execute`'s calls by step (index + 1) and what became of each.
+
+    A revision appends its calls, so step numbers never change; `replaced` calls never run.
+    """
+
+    __slots__ = (
+        "_outputs",
+        "_results",
+        "calls",
+        "graph",
+        "held",
+        "planned",
+        "prior",
+        "replaced",
+        "skipped",
+    )
+
+    def __init__(self, calls: Sequence[ParsedToolCall], gate: ApprovalGate | None) -> None:
+        self.graph = CallGraph.build(calls)
+        self.calls = list(self.graph.calls)
+        self.planned = len(self.calls)  # the calls of the plan itself, before any revision
+        self.replaced: set[int] = set()  # indices of calls a revision replaced: never run
+        self.skipped: set[int] = set()  # indices not run because a dependency failed
+        self.held: set[int] = set()  # indices waiting for approval, or for a call that does
+        self.prior: set[int] = set()  # indices finished before a pause (a resume)
+        self._results: list[ToolResult | None] = [None] * self.planned
+        self._outputs: dict[int, Any] = {}  # step number (1-based) → output, successes only
+        if gate is not None:
+            self.replaced.update(step - 1 for step in gate.replaced if 0 < step <= self.planned)
+            for step, result in gate.prior.items():
+                if 0 < step <= self.planned:
+                    self.prior.add(step - 1)
+                    self.set_result(step - 1, result)
+
+    @property
+    def size(self) -> int:
+        """How many calls there are, replaced ones and revisions' included."""
+        return len(self.calls)
+
+    @property
+    def outputs(self) -> dict[int, Any]:
+        """The output of each successful call by step number, for placeholders."""
+        return self._outputs
+
+    def set_result(self, index: int, result: ToolResult) -> None:
+        """Keep a finished call's result (and its output, for later placeholders)."""
+        self._results[index] = result
+        if result.status == "success":
+            self._outputs[index + 1] = result.output
+
+    def result_of(self, index: int) -> ToolResult | None:
+        """The result of the call at `index`, once it finished."""
+        return self._results[index]
+
+    def progress(
+        self,
+        pending: Sequence[int],
+        running: Sequence[int],
+        wave: Sequence[int],
+        revisions: int,
+        max_revisions: int,
+        max_tool_calls: int,
+    ) -> PlanProgress:
+        """The plan as it stands, for a reviser (all positions as 1-based step numbers)."""
+        return PlanProgress(
+            calls=tuple(self.calls),
+            results={
+                index + 1: result
+                for index, result in enumerate(self._results)
+                if result is not None
+            },
+            running=tuple(sorted(index + 1 for index in running)),
+            pending=tuple(sorted(index + 1 for index in pending)),
+            replaced=tuple(sorted(index + 1 for index in self.replaced)),
+            wave=tuple(index + 1 for index in wave),
+            revisions=revisions,
+            max_revisions=max_revisions,
+            max_tool_calls=max_tool_calls,
+        )
+
+    def adopt(self, pending: Sequence[int], calls: Sequence[ParsedToolCall]) -> range:
+        """Replace the calls at `pending` by `calls` (appended); returns their indices."""
+        first = self.size
+        self.replaced.update(pending)
+        self.calls.extend(calls)
+        self.graph = CallGraph.build(self.calls)
+        self._results.extend([None] * len(calls))
+        return range(first, self.size)
+
+
+class CallRunner:
+    """Runs the calls of one `execute`, one at a time when asked, and tells the hooks."""
+
+    __slots__ = ("ctx", "ledger", "thread_pool")
+
+    def __init__(self, ledger: PlanLedger, ctx: ExecutionContext) -> None:
+        self.ctx = ctx
+        self.ledger = ledger
+        # A `ToolRegistry.as_mapping()` view names the registry's pool for sync tools; with
+        # another mapping they run on asyncio's default executor.
+        pool = ctx.tools.thread_pool if isinstance(ctx.tools, PooledTools) else None
+        self.thread_pool = pool if isinstance(pool, ToolThreadPool) else None
+
+    def logger(self) -> Any:
+        """The log, bound to the run's thread and trace."""
+        # Bound only when something goes wrong: binding on every run costs more than the run.
+        return _log.bind(thread_id=self.ctx.thread_id, trace_id=self.ctx.trace_id)
+
+    def refusal(self, index: int) -> ToolResult | None:
+        """Return the error result of a call that must not run at all, or None."""
+        ledger = self.ledger
+        if index in ledger.prior:
+            return ledger.result_of(index)  # finished before the pause: never run again
+        call = ledger.calls[index]
+        ctx = self.ctx
+        # Calls a revision adds were checked against the limit when it was adopted.
+        if ctx.max_tool_calls <= index < ledger.planned:
+            return error_result(
+                call,
+                f"Not run: the plan has {ledger.planned} tool calls, more than the limit of "
+                f"{ctx.max_tool_calls} per plan.",
+            )
+        problems = ledger.graph.problems[index]
+        if problems:
+            return error_result(call, "Not run: " + " ".join(problems))
+        if call.instruction is not None:
+            if ctx.llm is None:
+                return error_result(
+                    call,
+                    "Not run: this is a language step and the executor was given no model "
+                    "caller (ExecutionContext.llm).",
+                )
+            return None
+        if call.tool_name not in ctx.tools:
+            return error_result(call, f'Tool "{call.tool_name}" is not registered.')
+        if call.tool_name not in ctx.enabled_tools:
+            return error_result(
+                call, f'Tool "{call.tool_name}" is not enabled for thread "{ctx.thread_id}".'
+            )
+        return None
+
+    async def run_call(self, index: int, limiter: asyncio.Semaphore | None) -> ToolResult:
+        """Run a call whose dependencies have all finished; every failure becomes a result."""
+        call = self.ledger.calls[index]
+        try:
+            return await self._run_checked(index, call, limiter)
+        except Exception as exc:
+            # A bug of ours, not of the tool: still a result, so the plan's other calls finish.
+            self.logger().exception("tool_call_internal_error", call_id=call.call_id)
+            return error_result(call, f"Internal error while running the call: {describe(exc)}")
+
+    async def report_end(self, index: int, result: ToolResult) -> None:
+        """Tell `on_call_end` about a result; a hook failure is logged, never raised."""
+        hooks = self.ctx.hooks
+        ledger = self.ledger
+        if hooks is None or index in ledger.prior or index in ledger.held:
+            return  # reported before the pause, or not run yet: reported when it is
+        call = ledger.calls[index]
+        try:
+            await hooks.on_call_end(call, result)
+        except Exception:
+            self.logger().exception(
+                "execution_hook_failed", hook="on_call_end", call_id=call.call_id
+            )
+
+    async def report_revision(self, outcome: PlanRevision) -> None:
+        """Tell hooks that want it (`PlanRevisionHooks`) how a re-evaluation ended."""
+        hooks = self.ctx.hooks
+        if not isinstance(hooks, PlanRevisionHooks):
+            return
+        try:
+            await hooks.on_plan_revision(outcome)
+        except Exception:
+            self.logger().exception("execution_hook_failed", hook="on_plan_revision")
+
+    def final_results(self) -> list[ToolResult]:
+        """All results in call order, exactly one per call not replaced.
+
+        The call graph is acyclic, so every call gets a result; should a scheduling bug ever
+        leave one waiting, it still gets an error result (and the bug is logged) rather than
+        silently shortening the list, which would pair later results with the wrong calls.
+        """
+        ledger = self.ledger
+        finished: list[ToolResult] = []
+        for index, call in enumerate(ledger.calls):
+            if index in ledger.replaced:
+                continue  # replaced by a revision: never run, no result
+            result = ledger.result_of(index)
+            if result is None:
+                self.logger().error("tool_call_never_scheduled", call_id=call.call_id)
+                result = error_result(
+                    call, "Not run: internal error: the call was never scheduled."
+                )
+            finished.append(result)
+        return finished
+
+    async def _run_checked(
+        self, index: int, call: ParsedToolCall, limiter: asyncio.Semaphore | None
+    ) -> ToolResult:
+        """Check a call's dependencies, arguments and approval, then run it under `limiter`."""
+        ledger = self.ledger
+        dependencies = sorted(ledger.graph.dependencies[index])
+        waiting = [dep for dep in dependencies if dep in ledger.held]
+        failed = [
+            dep
+            for dep in dependencies
+            if dep not in ledger.held
+            and ((done := ledger.result_of(dep)) is None or done.status != "success")
+        ]
+        if not failed and waiting:
+            return self._hold(index, call, waiting)
+        if failed:
+            ledger.skipped.add(index)
+            steps = " and ".join(f'{dep + 1} ("{ledger.calls[dep].call_id}")' for dep in failed)
+            noun = "step" if len(failed) == 1 else "steps"
+            return error_result(call, f"Not run: it depends on {noun} {steps}, which failed.")
+        if call.instruction is not None:
+            try:
+                instruction = resolve_text(call.instruction, ledger.outputs)
+            except ToolExecutionError as exc:
+                return error_result(call, exc.message)
+            if limiter is None:
+                return await self._run_language_step(call, instruction)
+            async with limiter:
+                return await self._run_language_step(call, instruction)
+        if not isinstance(call.arguments, dict):
+            return error_result(
+                call,
+                f'Invalid arguments for tool "{call.tool_name}": arguments must be a JSON object '
+                'of named parameters, e.g. {"name": value}, not an array.',
+            )
+        try:
+            arguments = resolve_placeholders(call.arguments, ledger.outputs)
+        except ToolExecutionError as exc:
+            return error_result(call, exc.message)
+        tool = self.ctx.tools[call.tool_name]
+        # A @tool function validates its own arguments with its pydantic model, which, like
+        # pydantic everywhere, accepts "12" for a float (weak models often quote numbers);
+        # other tools are checked against the JSON Schema they publish.
+        problems = (
+            []
+            if isinstance(tool, FunctionTool)
+            else validate_arguments(tool.schema.input_schema, arguments)
+        )
+        if problems:
+            return error_result(
+                call, f'Invalid arguments for tool "{call.tool_name}": ' + "; ".join(problems)
+            )
+        gate = self.ctx.approvals
+        if gate is not None and gate.requires(call.model_copy(update={"arguments": arguments})):
+            decision = await gate.decide(call, arguments, index + 1)
+            if decision is None:
+                return self._hold(index, call, [])
+            if isinstance(decision, Deny):
+                return error_result(call, denial_message(decision))
+        if limiter is None:
+            return await self._invoke(call, tool, arguments)
+        async with limiter:
+            return await self._invoke(call, tool, arguments)
+
+    def _hold(self, index: int, call: ParsedToolCall, waiting: Sequence[int]) -> ToolResult:
+        """Hold a call that waits for approval (its own, or that of the steps in `waiting`)."""
+        ledger = self.ledger
+        ledger.held.add(index)
+        ledger.skipped.add(index)  # not part of a wave: nothing ran
+        if waiting:
+            gate = self.ctx.approvals
+            if gate is not None:
+                gate.hold(call, index + 1)
+            steps = " and ".join(f'{dep + 1} ("{ledger.calls[dep].call_id}")' for dep in waiting)
+            return error_result(
+                call, f"Not run: it waits for step {steps}, which waits for approval."
+            )
+        return error_result(call, "Not run: it waits for approval.")
+
+    async def _invoke(
+        self, call: ParsedToolCall, tool: Tool, arguments: dict[str, Any]
+    ) -> ToolResult:
+        """Invoke one tool with its resolved arguments, under its timeout, between the hooks'
+        `on_call_start` and the result."""
+        ctx = self.ctx
+        hooks = ctx.hooks
+        if hooks is not None:
+            try:
+                await hooks.on_call_start(call, arguments)
+            except Exception:
+                self.logger().exception(
+                    "execution_hook_failed", hook="on_call_start", call_id=call.call_id
+                )
+        # FunctionTool first: a class check is free, a runtime Protocol check costs ~20 µs a
+        # call on Python 3.11.
+        own_timeout = tool.timeout_s if isinstance(tool, FunctionTool | TimedTool) else None
+        timeout_s = own_timeout if own_timeout is not None else ctx.tool_timeout_s
+        context = ToolContext(
+            thread_id=ctx.thread_id,
+            trace_id=ctx.trace_id,
+            call_id=call.call_id,
+            user_id=ctx.user_id,
+            session_id=ctx.session_id,
+            state=ctx.state,
+            thread_pool=self.thread_pool,
+        )
+        scope = asyncio.timeout(timeout_s)
+        started = time.perf_counter()
+        try:
+            async with scope:
+                output = await tool.execute(arguments, context)
+        except TimeoutError as exc:
+            if not scope.expired():  # the tool's own TimeoutError, not our deadline
+                return self._failure(call, exc, started)
+            return error_result(
+                call, f'Tool "{call.tool_name}" timed out after {timeout_s:g}s.', started
+            )
+        except ToolExecutionError as exc:
+            # Raised on purpose by the tool (or by @tool's argument check): a clean message.
+            return error_result(call, exc.message, started)
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # execute() itself is being cancelled
+            return self._failure(call, exc, started)
+        except (Exception, SystemExit) as exc:
+            # SystemExit too: a tool calling sys.exit() (argparse does) must not end the
+            # event loop, and with it every other run of the process.
+            return self._failure(call, exc, started)
+        return ToolResult(
+            call_id=call.call_id,
+            tool_name=call.tool_name,
+            status="success",
+            output=output,
+            duration_ms=_elapsed_ms(started),
+        )
+
+    async def _run_language_step(self, call: ParsedToolCall, instruction: str) -> ToolResult:
+        """Do a language step: one model call on the filled instruction; its text is the result."""
+        llm: ModelCaller | None = self.ctx.llm
+        if llm is None:  # refused before it could get here; kept for custom callers
+            return error_result(call, "Not run: the executor was given no model caller.")
+        hooks = self.ctx.hooks
+        if hooks is not None:
+            try:
+                await hooks.on_call_start(call, {"instruction": instruction})
+            except Exception:
+                self.logger().exception(
+                    "execution_hook_failed", hook="on_call_start", call_id=call.call_id
+                )
+        started = time.perf_counter()
+        try:
+            response = await llm(build_language_step_messages(instruction), phase="language_step")
+        except RunError as exc:
+            # The provider failed after its retries: an error result, so the run is partial.
+            return error_result(call, f"Language step failed: {exc.message}", started)
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            return self._failure(call, exc, started)
+        except Exception as exc:
+            return self._failure(call, exc, started)
+        text = _PARSER.parse_synthesis_output(response.text)
+        if not text:
+            return error_result(
+                call, "Language step failed: the model answered with no text.", started
+            )
+        return ToolResult(
+            call_id=call.call_id,
+            tool_name=call.tool_name,
+            status="success",
+            output=text,
+            duration_ms=_elapsed_ms(started),
+        )
+
+    def _failure(self, call: ParsedToolCall, exc: BaseException, started: float) -> ToolResult:
+        """The error result of a call that raised; the traceback goes to the log."""
+        self.logger().warning(
+            "tool_call_failed", call_id=call.call_id, tool=call.tool_name, exc_info=exc
+        )
+        return error_result(call, describe(exc), started)
+
+
+def describe(exc: BaseException) -> str:
+    """`ValueError: <message>`, or the bare type name when the message is empty."""
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def _elapsed_ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000.0
+
+
+def error_result(call: ParsedToolCall, message: str, started: float | None = None) -> ToolResult:
+    """The error `ToolResult` of `call`; its duration counts from `started` when given."""
+    return ToolResult(
+        call_id=call.call_id,
+        tool_name=call.tool_name,
+        status="error",
+        error=message,
+        duration_ms=0.0 if started is None else _elapsed_ms(started),
+    )
