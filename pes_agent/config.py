@@ -101,6 +101,19 @@ class ProviderConfig(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)
 
     def __init__(self, provider: str | None = None, model: str | None = None, /, **data: Any):
+        """Name the provider and model; the other settings go by keyword.
+
+        Args:
+            provider: `"openai"`, `"anthropic"`, `"ollama"` or a registered name.
+            model: The model's name at that provider, e.g. `"gpt-4o-mini"`.
+            **data: `api_key`, `base_url`, `timeout_s`, `max_retries`, `max_concurrency`
+                (calls at once) and `options` (passed to the SDK), by name.
+
+        Raises:
+            ConfigurationError: The API key holds a control character.
+            pydantic.ValidationError: A field is missing, misspelt or out of range (the
+                error never quotes the input, which may hold the key).
+        """
         # Positional or keyword; pydantic also calls this with keywords when it validates a
         # ProviderConfig nested in another model (ThreadConfig, RunOptions).
         if provider is not None:

@@ -40,7 +40,17 @@ class AgentProps(BaseModel):
     options: RunOptions | None = None
 
     def __init__(self, query: str | None = None, thread_id: str | None = None, /, **data: Any):
-        """Raises `UsageError` for a thread id the rule of `pes_agent.threads.ids` refuses."""
+        """Ask `query` on thread `thread_id`: `AgentProps("What's 12*7?", "thread-1")`.
+
+        Args:
+            query: The user's request.
+            thread_id: The conversation it belongs to; earlier turns on it are the history.
+            **data: The other fields by name: `session_id`, `user_id`, `trace_id` (the run's
+                id; generated when None) and `options` (a `RunOptions` for this run only).
+
+        Raises:
+            UsageError: There is no thread id, or `pes_agent.threads.ids` refuses it.
+        """
         if query is not None:
             data["query"] = query
         if thread_id is not None:

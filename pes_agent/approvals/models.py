@@ -44,6 +44,13 @@ class Deny(BaseModel):
     reason: str = "denied by the user"
 
     def __init__(self, reason: str | None = None, /, **data: Any) -> None:
+        """Refuse a call, saying why.
+
+        Args:
+            reason: Why, shown to the model in the call's error result; `"denied by the
+                user"` when None.
+            **data: The fields by name, as pydantic reads them.
+        """
         if reason is not None:
             data["reason"] = reason
         super().__init__(**data)
@@ -99,5 +106,12 @@ class PausedRun(BaseModel):
     deadline: datetime | None = None
 
     def expired(self, now: datetime | None = None) -> bool:
-        """Whether the deadline for decisions has passed."""
+        """Tell whether the deadline for decisions has passed (then resuming denies the calls).
+
+        Args:
+            now: The time to compare with; the current time when None.
+
+        Returns:
+            True when the run has a deadline and `now` is at or past it.
+        """
         return self.deadline is not None and (now or _now()) >= self.deadline

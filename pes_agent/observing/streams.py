@@ -47,10 +47,20 @@ class StreamSocket:
         thread_id: str | None = None,
         phases: LLMPhase | Iterable[LLMPhase] | None = None,
     ) -> Callable[[], None]:
-        """Call `callback` for each stream event of `phases` on `thread_id`; returns unsubscribe.
+        """Call `callback` for each stream event (tokens as they come) of `phases` on `thread_id`.
 
-        `phases` is one phase name (``"synthesis"``) or an iterable of them, in any case; an
-        unknown name or an empty list is a `UsageError` (a `ValueError`) listing the phases.
+        Args:
+            callback: Called with each `StreamEvent`; sync or async.
+            thread_id: Only this thread's events; None for every thread.
+            phases: One phase name (``"synthesis"``) or an iterable of them, in any case; None
+                for every phase.
+
+        Returns:
+            A function that unsubscribes; calling it twice is harmless.
+
+        Raises:
+            UsageError: `phases` has an unknown name or is empty (the message lists the
+                phases).
         """
         wanted = name_set(
             phases,
@@ -69,5 +79,9 @@ class StreamSocket:
         return self._subscribers.add(callback, wants)
 
     async def publish(self, event: StreamEvent) -> None:
-        """Deliver `event` to the subscribers whose filters match it."""
+        """Deliver `event` to the subscribers whose filters match it.
+
+        Args:
+            event: The event; a subscriber that raises is logged and skipped.
+        """
         await self._subscribers.deliver(event)

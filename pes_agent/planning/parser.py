@@ -83,7 +83,14 @@ class OutputParser:
 
         A section the model left out is `None`; a section that is there but unusable gives
         `tool_calls == []` and an entry in `errors`. Valid tool calls are kept next to
-        invalid ones, and each invalid one gets its own error.
+        invalid ones, and each invalid one gets its own error. Never raises: a failure of
+        the parser itself is an entry in `errors`.
+
+        Args:
+            text: The planning call's answer: JSON, ART's sections or text around either.
+
+        Returns:
+            The title, intent, plan, tool calls and thoughts found, with `errors`.
         """
         try:
             return _parse_planning(text)
@@ -95,6 +102,12 @@ class OutputParser:
         """Return the final answer: the text without thinking blocks, whitespace trimmed.
 
         A code-fenced answer is kept as written: a fence may be the point of the answer.
+
+        Args:
+            text: The synthesis call's answer.
+
+        Returns:
+            The answer to show the user.
         """
         _, answer = split_thoughts(text, plan_aware=False)
         return answer.strip()

@@ -53,6 +53,15 @@ class LLMPlanner:
     def __init__(
         self, parser: OutputParser | None = None, *, planning_mode: PlanningMode = "auto"
     ) -> None:
+        """Plan with the run's model; pass it to `create_agent(planner=...)` to tune it.
+
+        Args:
+            parser: Reads the model's answer; the default `OutputParser` when None.
+            planning_mode: `"auto"`, `"structured"` or `"text"`, as the class says.
+
+        Raises:
+            UsageError: `planning_mode` is none of those.
+        """
         self._parser = parser or OutputParser()
         self.planning_mode: PlanningMode = check_planning_mode(planning_mode)
         self._refusals = StructuredRefusals()
@@ -78,7 +87,19 @@ class LLMPlanner:
         )
 
     async def plan(self, ctx: PlanningContext) -> PlanningOutput:
-        """Plan the run described by `ctx`."""
+        """Plan the run described by `ctx`.
+
+        Args:
+            ctx: The run's query, history, tools, state and model caller.
+
+        Returns:
+            The intent, plan and tool calls.
+
+        Raises:
+            PlanParseError: The answer was unusable even after the repair round-trip.
+            UsageError: `"structured"` mode on a provider without structured output.
+            ProviderError: The model call failed.
+        """
         options = ctx.props.options
         mode = self.planning_mode
         if options is not None and options.planning_mode is not None:

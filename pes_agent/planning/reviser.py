@@ -190,6 +190,18 @@ class LLMPlanReviser:
         result_chars: int = DEFAULT_RESULT_CHARS,
         parser: OutputParser | None = None,
     ) -> None:
+        """Ask `llm` about the plan made for `query`.
+
+        Args:
+            llm: The run's model caller.
+            query: The user's request the plan serves.
+            intent: The plan's intent, shown to the model.
+            plan: The plan's text, shown to the model.
+            tools: The tools the revised calls may use.
+            system_prompt: The agent's system prompt.
+            result_chars: The most characters of each finished call's result shown.
+            parser: Reads the model's answer; the default `OutputParser` when None.
+        """
         self._llm = llm
         self._query = query
         self._intent = intent
@@ -200,7 +212,19 @@ class LLMPlanReviser:
         self._parser = parser or OutputParser()
 
     async def revise(self, progress: PlanProgress) -> list[ParsedToolCall] | None:
-        """One model call (phase `"reevaluation"`): the calls to run instead, or None."""
+        """Ask the model (phase `"reevaluation"`) whether the calls not yet run should change.
+
+        Args:
+            progress: The plan's calls, those finished with their results, those pending.
+
+        Returns:
+            The calls to run instead of the pending ones (`[]` drops them), or None to keep
+            them.
+
+        Raises:
+            PlanParseError: The answer could not be used; the plan is then kept.
+            ProviderError: The model call failed.
+        """
         messages = build_reevaluation_messages(
             progress,
             system_prompt=self._system_prompt,

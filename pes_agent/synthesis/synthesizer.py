@@ -13,10 +13,25 @@ class LLMSynthesizer:
     """Asks the model for the final answer and returns its text."""
 
     def __init__(self, parser: OutputParser | None = None) -> None:
+        """Write answers with the run's model.
+
+        Args:
+            parser: Reads the model's answer; the default `OutputParser` when None.
+        """
         self._parser = parser or OutputParser()
 
     async def synthesize(self, ctx: SynthesisContext) -> str:
-        """Write the answer for the run described by `ctx`."""
+        """Write the answer for the run described by `ctx`.
+
+        Args:
+            ctx: The run's query, history, plan, tool results and model caller.
+
+        Returns:
+            The answer's text, without thinking blocks.
+
+        Raises:
+            ProviderError: The model call failed.
+        """
         messages = build_synthesis_messages(
             system_prompt=ctx.system_prompt,
             history=ctx.history,
