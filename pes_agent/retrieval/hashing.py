@@ -39,6 +39,14 @@ class HashingEmbeddings:
     """
 
     def __init__(self, dimension: int = 256) -> None:
+        """Hash texts into vectors of `dimension` floats.
+
+        Args:
+            dimension: The length of every vector; the store must keep the same.
+
+        Raises:
+            ConfigurationError: `dimension` is not a positive int.
+        """
         self._dimension = check_dimension(dimension, "HashingEmbeddings")
 
     @property
@@ -47,7 +55,14 @@ class HashingEmbeddings:
         return self._dimension
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One unit vector per text, in order; large batches are hashed in a worker thread."""
+        """Embed `texts`; large batches are hashed in a worker thread.
+
+        Args:
+            texts: The texts to embed (one string counts as one text).
+
+        Returns:
+            One unit vector per text, in order.
+        """
         if isinstance(texts, str):
             texts = [texts]
         if sum(len(text) for text in texts) > _INLINE_CHARS:
@@ -55,7 +70,14 @@ class HashingEmbeddings:
         return self.embed_sync(texts)
 
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
-        """The same as `embed`, without the event loop (for scripts and benchmarks)."""
+        """Embed `texts` as `embed` does, without the event loop (for scripts and benchmarks).
+
+        Args:
+            texts: The texts to embed.
+
+        Returns:
+            One unit vector per text, in order.
+        """
         return [self._vector(text) for text in texts]
 
     async def aclose(self) -> None:

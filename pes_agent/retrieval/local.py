@@ -61,6 +61,20 @@ class LocalEmbeddings:
         device: str = "cpu",
         batch_size: int = 32,
     ) -> None:
+        """Embed with the model in `model_path`, loaded on first use.
+
+        Args:
+            model_path: A local sentence-transformers folder; None for the packaged
+                all-MiniLM-L6-v2.
+            device: Where the model runs, as torch names it (`"cpu"`, `"cuda"`).
+            batch_size: How many texts the model encodes at once.
+
+        Raises:
+            UsageError: `batch_size` is not a positive int.
+            ConfigurationError: There is no model folder there, it is not a
+                sentence-transformers model, or the packaged model is not installed
+                (`pip install 'pes-agent[local]'`).
+        """
         if not isinstance(batch_size, int) or batch_size < 1:
             raise UsageError(f"batch_size must be a positive int, got {batch_size!r}")
         self._path = Path(model_path) if model_path is not None else _packaged_model()
@@ -82,7 +96,17 @@ class LocalEmbeddings:
         return self._dimension
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One unit vector per text, in order, computed in a worker thread."""
+        """Embed `texts` in a worker thread, one batch at a time.
+
+        Args:
+            texts: The texts to embed.
+
+        Returns:
+            One unit vector per text, in order.
+
+        Raises:
+            UsageError: `texts` is one string rather than a sequence.
+        """
         if isinstance(texts, str):
             raise UsageError("embed() takes a sequence of texts, not one string")
         if not texts:

@@ -61,6 +61,26 @@ class OpenAIEmbeddings:
         timeout_s: float = 60.0,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
+        """Embed with `model` through the OpenAI API or a compatible server.
+
+        Args:
+            model: The embedding model's name.
+            api_key: The API key; `OPENAI_API_KEY` when None.
+            base_url: A compatible server's URL (Ollama, a proxy); `OPENAI_BASE_URL` or
+                OpenAI's when None.
+            dimension: The length of the vectors; the model's own when None (needed for a
+                model not in `KNOWN_DIMENSIONS`; `text-embedding-3-*` shorten to it).
+            batch_size: How many texts one request embeds (at most 2048, the API's limit).
+            max_retries: How many times a failed request is tried again (0 for none).
+            max_concurrency: How many requests run at once.
+            timeout_s: How long one request may take.
+            retry_policy: Tunes the backoff between retries; None for the default.
+
+        Raises:
+            UsageError: `batch_size` is out of range.
+            ConfigurationError: The dimension is unknown or invalid, or the API key is
+                missing.
+        """
         if not isinstance(batch_size, int) or not 1 <= batch_size <= 2048:
             raise UsageError(f"batch_size must be 1..2048 (the API's limit), got {batch_size!r}")
         native = KNOWN_DIMENSIONS.get(model)
@@ -110,7 +130,19 @@ class OpenAIEmbeddings:
         return self._model
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in order; a `ProviderError` when the API fails for good."""
+        """Embed `texts`, one request per `batch_size` of them, concurrently.
+
+        Args:
+            texts: The texts to embed.
+
+        Returns:
+            One vector of `dimension` floats per text, in order.
+
+        Raises:
+            UsageError: `texts` is one string rather than a sequence.
+            ProviderError: The API failed for good (after the retries).
+            DimensionMismatchError: The API answered vectors of another length.
+        """
         if isinstance(texts, str):
             raise UsageError("embed() takes a sequence of texts, not one string")
         batches = [
