@@ -544,6 +544,7 @@ class _Api:
                 trace_id=trace_id,
                 thread_id=handle.thread_id,
                 was="running",
+                query=handle.query,
                 response=handle.response,
             )
             return JSONResponse(result.model_dump(mode="json"))
@@ -554,7 +555,10 @@ class _Api:
                 break  # another user's run: answered below as if there were none
             await self.agent.cancel_pending(paused.thread_id)
             result = CancelResult(
-                trace_id=trace_id, thread_id=paused.thread_id, was="awaiting_approval"
+                trace_id=trace_id,
+                thread_id=paused.thread_id,
+                was="awaiting_approval",
+                query=paused.props.query,
             )
             return JSONResponse(result.model_dump(mode="json"))
         # Executed by another worker (perhaps resumed there after pausing here): ask it,
