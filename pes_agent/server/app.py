@@ -604,12 +604,12 @@ class _Api:
     async def _owns(self, caller: Caller, thread_id: str) -> bool:
         return await self.owners.owner(thread_id) == caller.user_id
 
-    def _refuse_second_resume(self, trace_id: str, elsewhere: SharedRun | None) -> None:
-        """Refuse decisions for a run already resumed: a second resume task would take the
-        place of the one that runs in the registry and feeds, so that cancel and streams
-        reached an idle task while the approved calls ran on."""
+    def _refuse_second_resume(self, trace_id: str) -> None:
+        """Refuse decisions for a run this process already resumes: a second resume task would
+        take the place of the one that runs in the registry and feeds, so that cancel and
+        streams reached an idle task while the approved calls ran on."""
         local = self.runs.get(trace_id)
-        if (local is not None and not local.done) or (elsewhere is not None and elsewhere.running):
+        if local is not None and not local.done:
             raise ApiError(
                 409,
                 "run_resuming",
@@ -628,10 +628,10 @@ class _Api:
             (run for run in await self.agent.pending_runs(thread_id) if run.trace_id == trace_id),
             None,
         )
-        elsewhere = await self.workers.find(trace_id) if paused is not None else None
         # No await from here to `_start`: of two decisions racing in this process, the first
-        # to get here resumes the run, and the other is refused by the check below.
-        self._refuse_second_resume(trace_id, elsewhere)
+        # to get here resumes the run, and the other is refused by the check below. (Another
+        # worker's record cannot tell: just after a pause it still says the run executes.)
+        self._refuse_second_resume(trace_id)
         if paused is None:
             raise ApiError(404, "run_not_waiting", "no run with that trace id waits for approval")
         ended = self.runs.get(trace_id)
