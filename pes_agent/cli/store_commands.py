@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sqlite3
 import stat
@@ -83,11 +84,18 @@ async def open_existing_store(location: StoreLocation) -> AsyncIterator[Storage 
     ):
         yield None
         return
+    # A listing leaves out a row it cannot read, with a warning naming it: show that warning
+    # (the command's other log lines stay quiet), or the reader never learns the row exists.
+    storage_log = logging.getLogger("pes_agent.storage")
+    level = storage_log.level
+    if storage_log.getEffectiveLevel() > logging.WARNING:
+        storage_log.setLevel(logging.WARNING)
     storage = open_storage(location.spec)
     try:
         yield storage
     finally:
         await storage.aclose()
+        storage_log.setLevel(level)
 
 
 def _holds_threads(path: Path) -> bool:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
-from pes_agent import ObservationType
+from pes_agent import AgentProps, ObservationType, PausedRun, PendingApproval
+from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
+from pes_agent.storage import SQLiteStorage
+from pes_agent.threads.messages import ConversationMessage, MessageRole
 
 from .conftest import DemoStore
 from .helpers import cli_env, lines, run_cli
@@ -225,3 +231,52 @@ def test_output_cut_short_by_its_reader_is_not_an_error(tmp_path: Path) -> None:
     _, err = producer.communicate(timeout=60)
     assert producer.returncode == 0, err.decode()
     assert err == b""
+
+
+def test_damaged_rows_leave_threads_history_and_pending_whole(tmp_path: Path) -> None:
+    """One damaged message and one damaged paused run (written by raw SQL) leave `threads`,
+    `history -n` and `pending` listing every readable row; each damaged row is named in a
+    warning on stderr."""
+    db = tmp_path / "agent.db"
+
+    def message(content: str) -> ConversationMessage:
+        return ConversationMessage(thread_id="t", role=MessageRole.USER, content=content)
+
+    async def fill() -> None:
+        async with SQLiteStorage(db) as storage:
+            await storage.add_messages("t", [message("first"), message("second")])
+            await storage.save_paused_run(
+                PausedRun(
+                    thread_id="t",
+                    trace_id="r1",
+                    props=AgentProps("pay Bob", "t"),
+                    planning=PlanningOutput(title="Pay", plan="1. pay"),
+                    calls=[ParsedToolCall(call_id="c1", tool_name="pay", arguments={})],
+                    pending=[PendingApproval(call_id="c1", tool_name="pay", arguments={})],
+                )
+            )
+        with closing(sqlite3.connect(db, isolation_level=None)) as conn:
+            conn.execute(
+                "INSERT INTO messages (thread_id, message_id, body) VALUES ('t', 'bad', '{}')"
+            )
+            conn.execute(
+                "INSERT INTO paused_runs (thread_id, trace_id, body) VALUES ('t', 'r0', '{}')"
+            )
+        async with SQLiteStorage(db) as storage:
+            await storage.add_messages("t", [message("third")])
+
+    asyncio.run(fill())
+    env = cli_env(tmp_path)
+
+    threads = run_cli("threads", "--json", "--db", str(db), env=env)
+    assert threads.code == 0, threads.stderr
+    assert [(t["thread_id"], t["messages"]) for t in threads.json()] == [("t", 3)]
+    history = run_cli("history", "t", "-n", "2", "--json", "--db", str(db), env=env)
+    assert history.code == 0, history.stderr
+    assert [m["content"] for m in history.json()] == ["second", "third"]
+    assert "storage_row_skipped" in history.stderr
+    assert "'messages'" in history.stderr
+    pending = run_cli("pending", "--json", "--db", str(db), env=env)
+    assert pending.code == 0, pending.stderr
+    assert [run["trace_id"] for run in pending.json()] == ["r1"]
+    assert "'paused_runs'" in pending.stderr
