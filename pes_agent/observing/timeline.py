@@ -197,7 +197,7 @@ def build_timeline(
         content = observation.content
         kind = observation.type
         phase = str(content.get("phase", ""))
-        key = content.get("llmCall", phase)
+        key = str(content.get("llmCall", phase))
         if kind is ObservationType.LLM_STREAM_START:
             llm_count += 1
             model = f"{content.get('provider')}:{content.get('model')}"
@@ -239,7 +239,7 @@ def build_timeline(
                         "model_output": content.get("raw"),
                     }
                 )
-        elif kind is ObservationType.PLAN and content.get("status") in _REEVALUATED:
+        elif kind is ObservationType.PLAN and str(content.get("status")) in _REEVALUATED:
             revision = _revision(at, content)
             revisions.append(revision)
             markers.append(Marker(at, "revision", revision.label, dict(content)))
@@ -271,7 +271,7 @@ def build_timeline(
             if span_or_none is None:
                 # Refused or skipped before it started: it only has an end.
                 call_id = str(content.get("callId"))
-                took = float(content.get("durationMs") or 0.0)
+                took = _number(content.get("durationMs"))
                 span_or_none = Span(
                     id=f"tool-{len(spans) + 1}",
                     kind="tool",
@@ -308,7 +308,7 @@ def build_timeline(
             approval = approvals.get(call_id) or approvals.setdefault(
                 call_id, Approval(call_id, tool_name, None, at, "paused")
             )
-            approval.decision, approval.reason = decision, content.get("reason")
+            approval.decision, approval.reason = decision, _text(content.get("reason"))
             approval.decided_ms = at
             label = f"{call_id} {tool_name} {'approved' if decision == 'approve' else 'denied'}"
             markers.append(Marker(at, "decision", label, dict(content)))
@@ -362,12 +362,12 @@ def _call_name(content: dict[str, Any]) -> str:
 
 def _revision(at: float, content: dict[str, Any]) -> Revision:
     status = str(content.get("status"))
-    number = int(content.get("revision") or 0)
+    number = int(_number(content.get("revision")))
     if status == "revised":
-        replaced = [str(call_id) for call_id in content.get("replaced") or ()]
+        replaced = [str(call_id) for call_id in _items(content.get("replaced"))]
         added = [
             str(call.get("call_id"))
-            for call in content.get("toolCalls") or ()
+            for call in _items(content.get("toolCalls"))
             if isinstance(call, dict)
         ]
         label = f"plan revised ({number})"
@@ -377,7 +377,29 @@ def _revision(at: float, content: dict[str, Any]) -> Revision:
         "unusable": "plan kept: the revision could not be used",
         "failed": "plan kept: the re-evaluation failed",
     }[status]
-    return Revision(at, status, number, label, reason=content.get("reason"))
+    return Revision(at, status, number, label, reason=_text(content.get("reason")))
+
+
+# An observation's content is what its recorder wrote, but an application may record its own
+# (ObservationManager.record): a value of another type than ours leaves that detail out, and
+# never fails the timeline of the whole run.
+
+
+def _number(value: Any) -> float:
+    """`value` if it is a finite number, else 0."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return 0.0
+
+
+def _items(value: Any) -> list[Any]:
+    """`value` if it is a list, else none."""
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+def _text(value: Any) -> str | None:
+    """`value` as text (None stays None)."""
+    return None if value is None else str(value)
 
 
 def embed_json(data: Any) -> str:
@@ -413,8 +435,8 @@ def _summary(span: Span) -> str:
         elif "output" in details:
             parts.append("result: " + json.dumps(details.get("output"), default=str))
     else:
-        usage = details.get("usage") or {}
-        if usage:
+        usage = details.get("usage")
+        if isinstance(usage, dict) and usage:
             parts.append(
                 f"tokens: {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out"
             )
