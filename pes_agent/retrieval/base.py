@@ -19,6 +19,8 @@ Rules every store keeps, so they can be swapped without a change in results:
   ints of any size; a bool is not a number, `None` matches only a stored null.
 - A vector of another length than the store's `dimension` is a `DimensionMismatchError`; a
   zero or non-finite vector is a `UsageError` (cosine similarity has no meaning for it).
+- A stored row whose metadata cannot be read (damaged by another program) is left out of every
+  search with a warning naming the table and the row; `top_k` counts the rows that can be read.
 """
 
 from __future__ import annotations
