@@ -235,10 +235,21 @@ class ObservationListener:
         origin = str(message["origin"])
         if "observation" in message:
             return FeedItem(origin, Observation.model_validate(message["observation"]))
-        body = await self._fetch_body(int(message["seq"]))
+        seq = int(message["seq"])
+        body = await self._fetch_body(seq)
         if body is None:
             return None  # deleted before we could read it
-        return FeedItem(origin, Observation.model_validate_json(body))
+        try:
+            return FeedItem(origin, Observation.model_validate_json(body))
+        except ValueError as exc:  # a row damaged since: left out, as listings leave it
+            _log.warning(
+                "storage_row_skipped",
+                url=self._connector.safe_url,
+                table="observations",
+                seq=seq,
+                reason=f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+            )
+            return None
 
     async def _serve(self, subscriber: _Subscriber) -> None:
         while (item := await subscriber.queue.get()) is not None:

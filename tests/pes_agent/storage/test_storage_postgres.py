@@ -460,3 +460,33 @@ async def test_an_error_on_the_lock_connection_keeps_the_other_locks(
         finally:
             await other.aclose()
         assert [m.content for m in await storage.get_messages("held")] == ["x"]
+
+
+@pytest.mark.postgres
+async def test_a_damaged_row_announced_to_the_feed_is_left_out_with_one_warning(
+    pg_schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An observation row the feed fetches (too big for its NOTIFY) that cannot be read is left
+    out with one warning naming the table and the row; later observations still arrive."""
+    async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
+        seen: list[str] = []
+        await storage.subscribe_observations(lambda o: seen.append(o.title))
+        conn = await asyncpg.connect(POSTGRES_URL)
+        try:
+            seq = await conn.fetchval(
+                f'INSERT INTO "{pg_schema}".observations (id, thread_id, trace_id, type, body) '
+                "VALUES ('bad', 't', 'r', 'PLAN', '{\"title\": 5}') RETURNING seq"
+            )
+            channel = storage._channel
+            await conn.execute(
+                "SELECT pg_notify($1, $2)", channel, f'{{"origin": "other", "seq": {seq}}}'
+            )
+        finally:
+            await conn.close()
+        await storage.add_observation(observation("t", ObservationType.PLAN, "after"))
+        await wait_until(lambda: seen == ["after"], "the observation after the damaged one")
+    records = [r for r in caplog.records if "observation" in r.getMessage()]
+    assert [r.levelname for r in records] == ["WARNING"]
+    assert "storage_row_skipped" in records[0].getMessage()
+    assert f"seq={seq}" in records[0].getMessage()
+    assert "table=observations" in records[0].getMessage()
