@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from pes_agent.providers import registry
+
+from .helpers import AgentBuilder
 
 
 @pytest.fixture(autouse=True)
@@ -16,3 +18,12 @@ def _provider_registry_restored() -> Iterator[None]:
     yield
     registry._REGISTRY.clear()
     registry._REGISTRY.update(saved)
+
+
+@pytest.fixture
+async def build_agent() -> AsyncIterator[AgentBuilder]:
+    """`build_agent(provider=..., tools=[...])` is `create_agent`; every agent it built is
+    closed when the test ends."""
+    builder = AgentBuilder()
+    yield builder
+    await builder.aclose()

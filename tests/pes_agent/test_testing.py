@@ -13,7 +13,6 @@ from pes_agent import (
     PlanningOutput,
     ScriptExhaustedError,
     UsageError,
-    create_agent,
 )
 from pes_agent.protocols import LLMResponse
 from pes_agent.providers.base import (
@@ -30,6 +29,8 @@ from pes_agent.testing import ScriptedProvider, ScriptedResponse, plan_call, pla
 from pes_agent.tools.base import ToolSchema
 from pes_agent.tools.calls import ToolCall
 from pes_agent.usage import Usage
+
+from ..helpers import AgentBuilder
 
 
 def _request(text: str = "hello there", phase: str = "planning") -> LLMRequest:
@@ -193,12 +194,12 @@ class _NativePlanner:
         return PlanningOutput(intent="tell the time", tool_calls=[])
 
 
-async def test_the_model_caller_returns_scripted_tool_calls() -> None:
+async def test_the_model_caller_returns_scripted_tool_calls(build_agent: AgentBuilder) -> None:
     """A planner's model call gets the scripted calls in LLMResponse.tool_calls, text apart."""
     call = ToolCall("call_7", "clock", {"zone": "UTC"})
     model = ScriptedProvider([ScriptedResponse("One moment.", tool_calls=[call]), "It is noon."])
     planner = _NativePlanner()
-    agent = create_agent(provider=model, planner=planner)
+    agent = build_agent(provider=model, planner=planner)
     result = await agent.process(AgentProps("What time is it?", "t"))
 
     assert result.metadata.status == "success"

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pes_agent import AgentProps, MessageRole, ObservationType, create_agent
+from pes_agent import AgentProps, MessageRole, ObservationType
 from pes_agent.providers.base import LLMRequest
 from pes_agent.testing import ScriptedProvider
 
+from ...helpers import AgentBuilder
 from .conftest import Events, Recorder, call, plan_json
 
 
@@ -18,23 +19,27 @@ def _echo_thread_id(request: LLMRequest) -> str:
     return "ok"
 
 
-async def test_runs_on_different_threads_overlap(tools: list[Any], events: Events) -> None:
+async def test_runs_on_different_threads_overlap(
+    build_agent: AgentBuilder, tools: list[Any], events: Events
+) -> None:
     """Two runs on distinct threads execute their slow tools at the same time."""
     model = ScriptedProvider([_echo_thread_id], repeat=True)
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     await asyncio.gather(agent.process(AgentProps("q", "A")), agent.process(AgentProps("q", "B")))
     assert events.index("start:B") < events.index("end:A")
     assert events.index("start:A") < events.index("end:B")
 
 
-async def test_runs_on_one_thread_never_interleave(tools: list[Any], recorder: Recorder) -> None:
+async def test_runs_on_one_thread_never_interleave(
+    build_agent: AgentBuilder, tools: list[Any], recorder: Recorder
+) -> None:
     """Three concurrent runs on one thread finish one after another with whole turns saved."""
     model = ScriptedProvider(
         [lambda r: plan_json(call(1, "slow_echo", text="x")) if r.phase == "planning" else "ok"],
         repeat=True,
         latency_s=0.01,
     )
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     agent.observations.subscribe(recorder)
     await asyncio.gather(*(agent.process(AgentProps(f"q{i}", "same")) for i in range(3)))
     traces = [o.trace_id for o in recorder.seen]
@@ -46,7 +51,7 @@ async def test_runs_on_one_thread_never_interleave(tools: list[Any], recorder: R
 
 
 async def test_cancelling_a_run_cancels_running_tools_and_keeps_finished_results(
-    tools: list[Any], events: Events, recorder: Recorder
+    build_agent: AgentBuilder, tools: list[Any], events: Events, recorder: Recorder
 ) -> None:
     """Cancelling process() stops a running tool, keeps what finished and saves no half turn."""
     model = ScriptedProvider(
@@ -56,7 +61,7 @@ async def test_cancelling_a_run_cancels_running_tools_and_keeps_finished_results
             "after",
         ]
     )
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     agent.observations.subscribe(recorder)
     started = asyncio.Event()
     agent.observations.subscribe(

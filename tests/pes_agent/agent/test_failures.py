@@ -15,16 +15,18 @@ from pes_agent import (
 )
 from pes_agent.testing import ScriptedProvider
 
+from ...helpers import AgentBuilder
 from .conftest import Recorder, call, plan_json
 
 
 async def test_unusable_plan_gets_one_repair_round_trip_quoting_the_error(
+    build_agent: AgentBuilder,
     tools: list[Any],
 ) -> None:
     """Broken planning JSON is sent back once with the parser's error, and the fix is used."""
     broken = 'Intent: add\nPlan: 1. add\nTool Calls: [{"callId": "c1", "toolName": "add",,]'
     model = ScriptedProvider([broken, plan_json(call(1, "add", a=1, b=2)), "3"])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     result = await agent.process(AgentProps("1+2", "t"))
     assert result.metadata.status == "success"
     assert result.metadata.llm_calls == 3
@@ -36,11 +38,13 @@ async def test_unusable_plan_gets_one_repair_round_trip_quoting_the_error(
     assert "Tool Calls" in repair.messages[-1].content
 
 
-async def test_plan_referring_to_a_later_step_is_repaired(tools: list[Any]) -> None:
+async def test_plan_referring_to_a_later_step_is_repaired(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """A placeholder pointing at a later step is a plan error that triggers the repair call."""
     bad = plan_json(call(1, "add", a="{step_2_result}", b=1), call(2, "add", a=1, b=1))
     model = ScriptedProvider([bad, plan_json(call(1, "add", a=1, b=1)), "2"])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     result = await agent.process(AgentProps("q", "t"))
     assert result.metadata.status == "success"
     assert "step_2" in model.requests[1].messages[-1].content or "step 2" in (
@@ -49,11 +53,11 @@ async def test_plan_referring_to_a_later_step_is_repaired(tools: list[Any]) -> N
 
 
 async def test_plan_still_unusable_after_repair_ends_in_error_keeping_the_raw_output(
-    tools: list[Any], recorder: Recorder
+    build_agent: AgentBuilder, tools: list[Any], recorder: Recorder
 ) -> None:
     """Two unusable plans end the run with status error, the raw output in the ERROR record."""
     model = ScriptedProvider(["no json here at all", "still {not json"])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     agent.observations.subscribe(recorder, types=[ObservationType.ERROR])
     result = await agent.process(AgentProps("q", "t"))
     assert result.metadata.status == "error"
@@ -66,10 +70,12 @@ async def test_plan_still_unusable_after_repair_ends_in_error_keeping_the_raw_ou
     assert await agent.conversation.get_messages("t") == []
 
 
-async def test_script_running_out_is_reported_as_an_error_status(tools: list[Any]) -> None:
+async def test_script_running_out_is_reported_as_an_error_status(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """A scripted model with no response left makes the run end with a clear error."""
     model = ScriptedProvider([plan_json()])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     result = await agent.process(AgentProps("q", "t"))
     assert result.metadata.status == "error"
     assert result.metadata.error is not None
@@ -79,11 +85,11 @@ async def test_script_running_out_is_reported_as_an_error_status(tools: list[Any
 
 
 async def test_failed_model_call_records_a_stream_error(
-    tools: list[Any], recorder: Recorder
+    build_agent: AgentBuilder, tools: list[Any], recorder: Recorder
 ) -> None:
     """A provider failure mid-call is recorded as LLM_STREAM_ERROR and then ERROR."""
     model = ScriptedProvider([])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     agent.observations.subscribe(recorder)
     result = await agent.process(AgentProps("q", "t"))
     assert result.metadata.status == "error"
@@ -92,9 +98,11 @@ async def test_failed_model_call_records_a_stream_error(
     assert ObservationType.FINAL_RESPONSE not in types
 
 
-async def test_process_rejects_anything_but_agent_props(tools: list[Any]) -> None:
+async def test_process_rejects_anything_but_agent_props(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """Passing a bare string to process() raises a UsageError showing the right call."""
-    agent = create_agent(provider=ScriptedProvider([]), tools=tools)
+    agent = build_agent(provider=ScriptedProvider([]), tools=tools)
     with pytest.raises(UsageError, match=r"AgentProps\("):
         await agent.process("hello")  # type: ignore[arg-type]
 
@@ -183,10 +191,12 @@ class _CountingExecutor:
         return []
 
 
-async def test_executor_returning_too_few_results_is_an_error(tools: list[Any]) -> None:
+async def test_executor_returning_too_few_results_is_an_error(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """An executor that drops results fails the run with a message saying what it must return."""
     model = ScriptedProvider([plan_json(call(1, "add", a=1, b=2)), "3"])
-    agent = create_agent(provider=model, tools=tools, executor=_CountingExecutor())
+    agent = build_agent(provider=model, tools=tools, executor=_CountingExecutor())
     result = await agent.process(AgentProps("q", "t"))
     assert result.metadata.status == "error"
     assert result.metadata.error is not None
@@ -207,7 +217,9 @@ def test_a_provider_object_without_name_and_model_is_refused() -> None:
         create_agent(provider=Half())  # type: ignore[arg-type]
 
 
-async def test_a_nested_run_on_the_same_thread_fails_at_once(tools: list[Any]) -> None:
+async def test_a_nested_run_on_the_same_thread_fails_at_once(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """A tool calling process() for its own thread gets a UsageError, not a deadlock."""
     from pes_agent import tool
 
@@ -220,7 +232,7 @@ async def test_a_nested_run_on_the_same_thread_fails_at_once(tools: list[Any]) -
         return "unreachable"
 
     model = ScriptedProvider([plan_json(call(1, "recurse")), "done"])
-    agent = create_agent(provider=model, tools=[recurse])
+    agent = build_agent(provider=model, tools=[recurse])
     agent_ref.append(agent)
     result = await agent.process(AgentProps("outer", "t"))
     assert result.metadata.status == "partial"
@@ -228,20 +240,24 @@ async def test_a_nested_run_on_the_same_thread_fails_at_once(tools: list[Any]) -
     assert "from inside a run on that same thread" in synthesis
 
 
-async def test_observation_types_may_be_given_in_lower_case(tools: list[Any]) -> None:
+async def test_observation_types_may_be_given_in_lower_case(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """subscribe(types=["tool_execution"]) works like ObservationType.TOOL_EXECUTION."""
     seen: list[Any] = []
     model = ScriptedProvider([plan_json(call(1, "add", a=1, b=2)), "3"])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     agent.observations.subscribe(seen.append, types=["tool_execution"])
     await agent.process(AgentProps("q", "t"))
     assert [o.type for o in seen] == [ObservationType.TOOL_EXECUTION]
 
 
-async def test_a_task_started_during_a_run_may_use_the_thread_after_it(tools: list[Any]) -> None:
+async def test_a_task_started_during_a_run_may_use_the_thread_after_it(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """A follow-up started by a subscriber runs on the same thread once the first run is done."""
     model = ScriptedProvider([plan_json(), "first", plan_json(), "second"])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     follow_ups: list[Any] = []
 
     def on_final(observation: Any) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pes_agent import AgentProps, Observation, ObservationType, create_agent
+from pes_agent import AgentProps, Observation, ObservationType
 from pes_agent.testing import ScriptedProvider
 
+from ...helpers import AgentBuilder
 from .conftest import Recorder, call, plan_json
 
 T = ObservationType
@@ -20,10 +21,10 @@ def _model(*extra: str) -> ScriptedProvider:
 
 
 async def test_successful_run_records_each_phase_in_order(
-    tools: list[Any], recorder: Recorder
+    build_agent: AgentBuilder, tools: list[Any], recorder: Recorder
 ) -> None:
     """A run records plan, stream, title, intent, tool, synthesis and final records in order."""
-    agent = create_agent(provider=_model(), tools=tools)
+    agent = build_agent(provider=_model(), tools=tools)
     agent.observations.subscribe(recorder)
     await agent.process(AgentProps("q", "t"))
     types = [t for t in recorder.types() if t not in (T.TOOL_CALL, T.TOOL_EXECUTION)]
@@ -51,10 +52,10 @@ async def test_successful_run_records_each_phase_in_order(
 
 
 async def test_type_filter_delivers_only_the_requested_types(
-    tools: list[Any], recorder: Recorder
+    build_agent: AgentBuilder, tools: list[Any], recorder: Recorder
 ) -> None:
     """A subscriber for TOOL_EXECUTION and FINAL_RESPONSE sees nothing else."""
-    agent = create_agent(provider=_model(), tools=tools)
+    agent = build_agent(provider=_model(), tools=tools)
     agent.observations.subscribe(recorder, types=[T.TOOL_EXECUTION, T.FINAL_RESPONSE])
     await agent.process(AgentProps("q", "t"))
     assert sorted(recorder.types()) == sorted(
@@ -62,9 +63,11 @@ async def test_type_filter_delivers_only_the_requested_types(
     )
 
 
-async def test_thread_filter_delivers_only_that_threads_observations(tools: list[Any]) -> None:
+async def test_thread_filter_delivers_only_that_threads_observations(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """A subscriber for thread 'a' sees none of thread 'b''s observations."""
-    agent = create_agent(provider=_model(*_model().responses), tools=tools)
+    agent = build_agent(provider=_model(*_model().responses), tools=tools)
     only_a = Recorder()
     agent.observations.subscribe(only_a, thread_id="a")
     await agent.process(AgentProps("q", "a"))
@@ -73,7 +76,7 @@ async def test_thread_filter_delivers_only_that_threads_observations(tools: list
     assert {o.thread_id for o in only_a.seen} == {"a"}
 
 
-async def test_async_callbacks_are_awaited(tools: list[Any]) -> None:
+async def test_async_callbacks_are_awaited(build_agent: AgentBuilder, tools: list[Any]) -> None:
     """An async subscriber is awaited for every observation before the run returns."""
     seen: list[ObservationType] = []
 
@@ -81,19 +84,21 @@ async def test_async_callbacks_are_awaited(tools: list[Any]) -> None:
         await asyncio.sleep(0)
         seen.append(observation.type)
 
-    agent = create_agent(provider=_model(), tools=tools)
+    agent = build_agent(provider=_model(), tools=tools)
     agent.observations.subscribe(slow, types=[T.FINAL_RESPONSE])
     await agent.process(AgentProps("q", "t"))
     assert seen == [T.FINAL_RESPONSE]
 
 
-async def test_raising_callback_never_breaks_the_run(tools: list[Any], recorder: Recorder) -> None:
+async def test_raising_callback_never_breaks_the_run(
+    build_agent: AgentBuilder, tools: list[Any], recorder: Recorder
+) -> None:
     """A subscriber that raises is skipped; the run and the other subscribers go on."""
 
     def broken(observation: Observation) -> None:
         raise RuntimeError("subscriber bug")
 
-    agent = create_agent(provider=_model(), tools=tools)
+    agent = build_agent(provider=_model(), tools=tools)
     agent.observations.subscribe(broken)
     agent.observations.subscribe(recorder, types=[T.FINAL_RESPONSE])
     result = await agent.process(AgentProps("q", "t"))
@@ -101,9 +106,11 @@ async def test_raising_callback_never_breaks_the_run(tools: list[Any], recorder:
     assert len(recorder.seen) == 1
 
 
-async def test_unsubscribe_stops_delivery(tools: list[Any], recorder: Recorder) -> None:
+async def test_unsubscribe_stops_delivery(
+    build_agent: AgentBuilder, tools: list[Any], recorder: Recorder
+) -> None:
     """After calling the returned unsubscribe function nothing more is delivered."""
-    agent = create_agent(provider=_model(*_model().responses), tools=tools)
+    agent = build_agent(provider=_model(*_model().responses), tools=tools)
     unsubscribe = agent.observations.subscribe(recorder)
     await agent.process(AgentProps("q", "t"))
     count = len(recorder.seen)
@@ -113,9 +120,11 @@ async def test_unsubscribe_stops_delivery(tools: list[Any], recorder: Recorder) 
     assert len(recorder.seen) == count > 0
 
 
-async def test_observations_are_readable_afterwards_with_filters(tools: list[Any]) -> None:
+async def test_observations_are_readable_afterwards_with_filters(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """get_observations returns a thread's records in order, filtered by type on request."""
-    agent = create_agent(provider=_model(), tools=tools)
+    agent = build_agent(provider=_model(), tools=tools)
     result = await agent.process(AgentProps("q", "t"))
     everything = await agent.observations.get_observations("t")
     assert everything[-1].type is T.FINAL_RESPONSE
@@ -125,10 +134,10 @@ async def test_observations_are_readable_afterwards_with_filters(tools: list[Any
 
 
 async def test_final_response_carries_the_saved_message(
-    tools: list[Any], recorder: Recorder
+    build_agent: AgentBuilder, tools: list[Any], recorder: Recorder
 ) -> None:
     """FINAL_RESPONSE holds the AI message that was saved and the run status."""
-    agent = create_agent(provider=_model(), tools=tools)
+    agent = build_agent(provider=_model(), tools=tools)
     agent.observations.subscribe(recorder, types=[T.FINAL_RESPONSE])
     result = await agent.process(AgentProps("q", "t"))
     content = recorder.seen[0].content
@@ -136,10 +145,12 @@ async def test_final_response_carries_the_saved_message(
     assert content["message"]["message_id"] == result.response.message_id
 
 
-async def test_stream_socket_delivers_answer_tokens_by_phase(tools: list[Any]) -> None:
+async def test_stream_socket_delivers_answer_tokens_by_phase(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """A stream subscriber for the synthesis phase receives the answer token by token."""
     model = ScriptedProvider([plan_json(), "The answer is forty-two."], chunk_size=4)
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     tokens: list[str] = []
     kinds: list[str] = []
 

@@ -19,6 +19,7 @@ from pes_agent import (
 from pes_agent.providers.base import LLMRequest
 from pes_agent.testing import ScriptedProvider, ScriptedResponse
 
+from ...helpers import AgentBuilder
 from .conftest import Events, Recorder, call, plan_json
 
 
@@ -56,10 +57,10 @@ async def test_successful_run_plans_executes_and_synthesizes(tools: list[Any]) -
     await agent.aclose()
 
 
-async def test_run_saves_user_then_ai_message(tools: list[Any]) -> None:
+async def test_run_saves_user_then_ai_message(build_agent: AgentBuilder, tools: list[Any]) -> None:
     """A successful run appends the user message and then the AI message to the thread."""
     model = ScriptedProvider([plan_json(), "Hello!"])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     await agent.process(AgentProps("Hi", "t1"))
     messages = await agent.conversation.get_messages("t1")
     assert [(m.role, m.content) for m in messages] == [
@@ -69,11 +70,12 @@ async def test_run_saves_user_then_ai_message(tools: list[Any]) -> None:
 
 
 async def test_planning_prompt_lists_enabled_tools_with_schemas_and_protocol(
+    build_agent: AgentBuilder,
     tools: list[Any],
 ) -> None:
     """The planning prompt names each enabled tool with its description, schema and the rules."""
     model = ScriptedProvider([plan_json(), "ok"])
-    agent = create_agent(provider=model, tools=tools, system_prompt="You are Ada.")
+    agent = build_agent(provider=model, tools=tools, system_prompt="You are Ada.")
     await agent.state.set_thread_config("t1", ThreadConfig(enabled_tools=["add"]))
     await agent.process(AgentProps("2+2?", "t1"))
     system = model.requests[0].messages[0]
@@ -86,10 +88,12 @@ async def test_planning_prompt_lists_enabled_tools_with_schemas_and_protocol(
     assert model.requests[0].messages[-1].content == "2+2?"
 
 
-async def test_history_limit_keeps_only_the_newest_messages(tools: list[Any]) -> None:
+async def test_history_limit_keeps_only_the_newest_messages(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """With history_limit=2 the third run's prompt carries only the previous turn."""
     model = ScriptedProvider([plan_json(), "a1", plan_json(), "a2", plan_json(), "a3"])
-    agent = create_agent(provider=model, tools=tools, history_limit=2)
+    agent = build_agent(provider=model, tools=tools, history_limit=2)
     for query in ("q1", "q2", "q3"):
         await agent.process(AgentProps(query, "t1"))
     third = model.requests[4].messages
@@ -97,20 +101,24 @@ async def test_history_limit_keeps_only_the_newest_messages(tools: list[Any]) ->
     assert [m.role for m in third[1:]] == ["user", "assistant", "user"]
 
 
-async def test_unconfigured_thread_uses_agent_defaults(tools: list[Any]) -> None:
+async def test_unconfigured_thread_uses_agent_defaults(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """A thread never configured may use every registered tool and the agent's system prompt."""
     model = ScriptedProvider([plan_json(call(1, "add", a=1, b=1)), "2"])
-    agent = create_agent(provider=model, tools=tools, system_prompt="Default prompt.")
+    agent = build_agent(provider=model, tools=tools, system_prompt="Default prompt.")
     result = await agent.process(AgentProps("1+1", "fresh"))
     assert result.metadata.status == "success"
     assert model.requests[0].messages[0].content.startswith("Default prompt.")
     assert await agent.state.get_thread_config("fresh") is None
 
 
-async def test_thread_config_overrides_system_prompt_and_history(tools: list[Any]) -> None:
+async def test_thread_config_overrides_system_prompt_and_history(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """A thread's own system prompt and history limit replace the agent's defaults."""
     model = ScriptedProvider([plan_json(), "a1", plan_json(), "a2"])
-    agent = create_agent(provider=model, tools=tools, system_prompt="Agent prompt.")
+    agent = build_agent(provider=model, tools=tools, system_prompt="Agent prompt.")
     await agent.state.set_thread_config(
         "t1", ThreadConfig(system_prompt="Thread prompt.", history_limit=0)
     )
@@ -121,10 +129,12 @@ async def test_thread_config_overrides_system_prompt_and_history(tools: list[Any
     assert [m.content for m in second[1:]] == ["q2"]
 
 
-async def test_tool_not_enabled_for_thread_never_runs(tools: list[Any], events: Events) -> None:
+async def test_tool_not_enabled_for_thread_never_runs(
+    build_agent: AgentBuilder, tools: list[Any], events: Events
+) -> None:
     """A call to a tool the thread does not enable gets an error result and never executes."""
     model = ScriptedProvider([plan_json(call(1, "add", a=1, b=2)), "Sorry."])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     await agent.state.set_thread_config("locked", ThreadConfig(enabled_tools=[]))
     result = await agent.process(AgentProps("1+2", "locked"))
     assert result.metadata.status == "partial"
@@ -133,12 +143,12 @@ async def test_tool_not_enabled_for_thread_never_runs(tools: list[Any], events: 
 
 
 async def test_run_options_cannot_enable_a_tool_the_thread_disables(
-    tools: list[Any], events: Events
+    build_agent: AgentBuilder, tools: list[Any], events: Events
 ) -> None:
     """Per-call enabled_tools only narrows the thread's set; it never widens it."""
 
     model = ScriptedProvider([plan_json(call(1, "add", a=1, b=2)), "no"])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     await agent.state.set_thread_config("t", ThreadConfig(enabled_tools=["get_city"]))
     options = RunOptions(enabled_tools=["add", "get_city"])
     result = await agent.process(AgentProps("1+2", "t", options=options))
@@ -147,19 +157,21 @@ async def test_run_options_cannot_enable_a_tool_the_thread_disables(
     assert "## add" not in model.requests[0].messages[0].content
 
 
-async def test_unknown_tool_is_an_error_result(tools: list[Any]) -> None:
+async def test_unknown_tool_is_an_error_result(build_agent: AgentBuilder, tools: list[Any]) -> None:
     """A call to a tool nobody registered is reported as an error result, not an exception."""
     model = ScriptedProvider([plan_json(call(1, "teleport", to="Mars")), "Cannot."])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     result = await agent.process(AgentProps("go", "t"))
     assert result.metadata.status == "partial"
     assert 'Tool "teleport" is not' in _synthesis_prompt(model)
 
 
-async def test_invalid_arguments_are_an_error_result(tools: list[Any], events: Events) -> None:
+async def test_invalid_arguments_are_an_error_result(
+    build_agent: AgentBuilder, tools: list[Any], events: Events
+) -> None:
     """Arguments that do not match the schema give an error result and the tool does not run."""
     model = ScriptedProvider([plan_json(call(1, "add", a="two", b=3)), "Cannot."])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     result = await agent.process(AgentProps("2+3", "t"))
     assert result.metadata.status == "partial"
     assert events.log == []
@@ -167,13 +179,13 @@ async def test_invalid_arguments_are_an_error_result(tools: list[Any], events: E
 
 
 async def test_raising_tool_gives_partial_status_and_the_error_reaches_synthesis(
-    tools: list[Any], recorder: Recorder
+    build_agent: AgentBuilder, tools: list[Any], recorder: Recorder
 ) -> None:
     """A tool that raises makes the run partial; its error is observed and shown to synthesis."""
     model = ScriptedProvider(
         [plan_json(call(1, "explode", reason="disk on fire"), call(2, "add", a=1, b=1)), "Half."]
     )
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     agent.observations.subscribe(recorder, types=[ObservationType.TOOL_EXECUTION])
     result = await agent.process(AgentProps("go", "t"))
     assert result.metadata.status == "partial"
@@ -187,16 +199,20 @@ async def test_raising_tool_gives_partial_status_and_the_error_reaches_synthesis
     assert [m.metadata["status"] for m in messages if m.role is MessageRole.AI] == ["partial"]
 
 
-async def test_tool_timeout_gives_an_error_result(tools: list[Any]) -> None:
+async def test_tool_timeout_gives_an_error_result(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """A call running past tool_timeout_s ends as an error result naming the timeout."""
     model = ScriptedProvider([plan_json(call(1, "sleepy", seconds=5)), "Too slow."])
-    agent = create_agent(provider=model, tools=tools, tool_timeout_s=0.05)
+    agent = build_agent(provider=model, tools=tools, tool_timeout_s=0.05)
     result = await agent.process(AgentProps("rest", "t"))
     assert result.metadata.status == "partial"
     assert "timed out" in _synthesis_prompt(model)
 
 
-async def test_whole_value_placeholder_keeps_the_result_type(tools: list[Any]) -> None:
+async def test_whole_value_placeholder_keeps_the_result_type(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """A field path into a dict result passes the raw value (a list) to the next tool."""
     seen: list[Any] = []
 
@@ -219,7 +235,7 @@ async def test_whole_value_placeholder_keeps_the_result_type(tools: list[Any]) -
             count,
         ]
     )
-    agent = create_agent(provider=model, tools=[*tools, size])
+    agent = build_agent(provider=model, tools=[*tools, size])
     result = await agent.process(AgentProps("districts?", "t"))
     assert result.metadata.status == "success"
     assert "step 2: size (call_2) — success\n2" in seen[0]
@@ -227,6 +243,7 @@ async def test_whole_value_placeholder_keeps_the_result_type(tools: list[Any]) -
 
 
 async def test_huge_tool_output_is_truncated_in_the_prompt_but_kept_in_observations(
+    build_agent: AgentBuilder,
     recorder: Recorder,
 ) -> None:
     """Output over the prompt limit is cut with a marker; the observation keeps it whole."""
@@ -237,7 +254,7 @@ async def test_huge_tool_output_is_truncated_in_the_prompt_but_kept_in_observati
         return "x" * 50_000
 
     model = ScriptedProvider([plan_json(call(1, "dump")), "long"])
-    agent = create_agent(provider=model, tools=[dump])
+    agent = build_agent(provider=model, tools=[dump])
     agent.observations.subscribe(recorder, types=[ObservationType.TOOL_EXECUTION])
     await agent.process(AgentProps("dump", "t"))
     prompt = _synthesis_prompt(model)
@@ -246,7 +263,7 @@ async def test_huge_tool_output_is_truncated_in_the_prompt_but_kept_in_observati
     assert recorder.seen[0].content["output"] == "x" * 50_000
 
 
-async def test_output_that_is_not_json_is_shown_with_str() -> None:
+async def test_output_that_is_not_json_is_shown_with_str(build_agent: AgentBuilder) -> None:
     """A tool returning an arbitrary object is rendered with str() in the synthesis prompt."""
 
     class Point:
@@ -259,31 +276,33 @@ async def test_output_that_is_not_json_is_shown_with_str() -> None:
         return Point()
 
     model = ScriptedProvider([plan_json(call(1, "origin")), "ok"])
-    agent = create_agent(provider=model, tools=[origin])
+    agent = build_agent(provider=model, tools=[origin])
     result = await agent.process(AgentProps("where", "t"))
     assert result.metadata.status == "success"
     assert "Point(1, 2)" in _synthesis_prompt(model)
 
 
-async def test_plan_with_too_many_calls_refuses_the_rest(tools: list[Any], events: Events) -> None:
+async def test_plan_with_too_many_calls_refuses_the_rest(
+    build_agent: AgentBuilder, tools: list[Any], events: Events
+) -> None:
     """Calls beyond max_tool_calls are refused with an error result and never run."""
     calls = [call(n, "add", a=n, b=0) for n in range(1, 6)]
     model = ScriptedProvider([plan_json(*calls), "capped"])
-    agent = create_agent(provider=model, tools=tools, max_tool_calls=3)
+    agent = build_agent(provider=model, tools=tools, max_tool_calls=3)
     result = await agent.process(AgentProps("many", "t"))
     assert result.metadata.status == "partial"
     assert sorted(events.log) == ["add:1+0", "add:2+0", "add:3+0"]
 
 
 async def test_thinking_blocks_become_one_thoughts_observation_each(
-    tools: list[Any], recorder: Recorder
+    build_agent: AgentBuilder, tools: list[Any], recorder: Recorder
 ) -> None:
     """Two provider thinking blocks and a <think> block in the text give three THOUGHTS."""
     planning = ScriptedResponse(
         "<think>parser thought</think>" + plan_json(), thinking=["first idea", "second idea"]
     )
     model = ScriptedProvider([planning, "answer"], chunk_size=3)
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     agent.observations.subscribe(recorder, types=[ObservationType.THOUGHTS])
     result = await agent.process(AgentProps("think", "t"))
     assert [o.content["text"] for o in recorder.seen] == [
@@ -295,7 +314,9 @@ async def test_thinking_blocks_become_one_thoughts_observation_each(
     assert result.metadata.usage.reasoning_tokens > 0
 
 
-async def test_implicit_state_saving_saves_changes_made_during_the_run() -> None:
+async def test_implicit_state_saving_saves_changes_made_during_the_run(
+    build_agent: AgentBuilder,
+) -> None:
     """With state_saving='implicit' a tool's change to context.state is saved with the turn."""
 
     @tool
@@ -306,7 +327,7 @@ async def test_implicit_state_saving_saves_changes_made_during_the_run() -> None
         return "noted"
 
     model = ScriptedProvider([plan_json(call(1, "remember", fact="sky is blue")), "Noted."])
-    agent = create_agent(provider=model, tools=[remember], state_saving="implicit")
+    agent = build_agent(provider=model, tools=[remember], state_saving="implicit")
     await agent.process(AgentProps("remember", "t"))
     state = await agent.state.get_agent_state("t")
     assert state is not None
@@ -314,7 +335,9 @@ async def test_implicit_state_saving_saves_changes_made_during_the_run() -> None
     assert state.version == 1
 
 
-async def test_explicit_state_saving_ignores_changes_not_saved_explicitly() -> None:
+async def test_explicit_state_saving_ignores_changes_not_saved_explicitly(
+    build_agent: AgentBuilder,
+) -> None:
     """With the default 'explicit' saving, in-run changes persist only via set_agent_state."""
 
     @tool
@@ -325,7 +348,7 @@ async def test_explicit_state_saving_ignores_changes_not_saved_explicitly() -> N
         return "noted"
 
     model = ScriptedProvider([plan_json(call(1, "remember", fact="x")), "Noted."])
-    agent = create_agent(provider=model, tools=[remember])
+    agent = build_agent(provider=model, tools=[remember])
     await agent.process(AgentProps("remember", "t"))
     assert await agent.state.get_agent_state("t") is None
     saved = await agent.state.set_agent_state("t", AgentState(data={"fact": "y"}))
@@ -335,11 +358,11 @@ async def test_explicit_state_saving_ignores_changes_not_saved_explicitly() -> N
     assert loaded.data == {"fact": "y"}
 
 
-async def test_llm_params_reach_the_provider(tools: list[Any]) -> None:
+async def test_llm_params_reach_the_provider(build_agent: AgentBuilder, tools: list[Any]) -> None:
     """temperature and max_tokens from create_agent and RunOptions are sent with the request."""
 
     model = ScriptedProvider([plan_json(), "a", plan_json(), "b"])
-    agent = create_agent(provider=model, tools=tools, temperature=0.2, max_tokens=100)
+    agent = build_agent(provider=model, tools=tools, temperature=0.2, max_tokens=100)
     await agent.process(AgentProps("q", "t"))
     options = RunOptions(llm_params=LLMParams(temperature=0.9, max_tokens=7))
     await agent.process(AgentProps("q", "t", options=options))
@@ -351,23 +374,27 @@ async def test_llm_params_reach_the_provider(tools: list[Any]) -> None:
     ]
 
 
-async def test_synthesis_prompt_contains_query_intent_plan_and_results(tools: list[Any]) -> None:
+async def test_synthesis_prompt_contains_query_intent_plan_and_results(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """The synthesis call sees the query, the intent, the plan and every result."""
     model = ScriptedProvider(
         [plan_json(call(1, "add", a=1, b=2), intent="sum it", plan="1. add"), "3"]
     )
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     await agent.process(AgentProps("what is 1+2", "t"))
     prompt = _synthesis_prompt(model)
     for expected in ("what is 1+2", "sum it", "1. add", "step 1: add (call_1) — success\n3"):
         assert expected in prompt
 
 
-async def test_model_text_with_braces_is_never_formatted(tools: list[Any]) -> None:
+async def test_model_text_with_braces_is_never_formatted(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """Braces and format fields in the query and tool output reach the prompt literally."""
     query = "echo {0} {__class__} {step_9_result}"
     model = ScriptedProvider([plan_json(call(1, "slow_echo", text="{x.__dict__}")), "done"])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     result = await agent.process(AgentProps(query, "t"))
     assert result.metadata.status == "success"
     assert query in _synthesis_prompt(model)
@@ -376,11 +403,12 @@ async def test_model_text_with_braces_is_never_formatted(tools: list[Any]) -> No
 
 
 async def test_threads_can_be_listed_and_deleted_with_everything_under_them(
+    build_agent: AgentBuilder,
     tools: list[Any],
 ) -> None:
     """list_threads names threads that ran; delete_thread removes history, state and records."""
     model = ScriptedProvider([plan_json(), "a", plan_json(), "b"])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     await agent.process(AgentProps("q", "keep"))
     await agent.process(AgentProps("q", "drop"))
     await agent.state.set_agent_state("drop", AgentState(data={"x": 1}))
@@ -394,13 +422,14 @@ async def test_threads_can_be_listed_and_deleted_with_everything_under_them(
 
 
 async def test_enabled_tool_names_that_are_not_registered_are_dropped_with_a_warning(
+    build_agent: AgentBuilder,
     tools: list[Any],
 ) -> None:
     """A typo in a thread's enabled_tools is logged and never shown to the model."""
     from structlog.testing import capture_logs
 
     model = ScriptedProvider([plan_json(), "ok"])
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     await agent.state.set_thread_config("t", ThreadConfig(enabled_tools=["add", "ad"]))
     with capture_logs() as logs:
         result = await agent.process(AgentProps("q", "t"))
@@ -411,7 +440,9 @@ async def test_enabled_tool_names_that_are_not_registered_are_dropped_with_a_war
     assert "## add\n" in model.requests[0].messages[0].content
 
 
-async def test_implicit_saving_keeps_a_state_saved_elsewhere_during_the_run() -> None:
+async def test_implicit_saving_keeps_a_state_saved_elsewhere_during_the_run(
+    build_agent: AgentBuilder,
+) -> None:
     """A state saved while the run goes on is merged with the run's own changes, not lost."""
     agent_ref: list[Any] = []
 
@@ -424,7 +455,7 @@ async def test_implicit_saving_keeps_a_state_saved_elsewhere_during_the_run() ->
         return "ok"
 
     model = ScriptedProvider([plan_json(call(1, "upgrade")), "done"])
-    agent = create_agent(provider=model, tools=[upgrade], state_saving="implicit")
+    agent = build_agent(provider=model, tools=[upgrade], state_saving="implicit")
     agent_ref.append(agent)
     result = await agent.process(AgentProps("q", "t"))
     assert result.metadata.status == "success"
@@ -434,17 +465,21 @@ async def test_implicit_saving_keeps_a_state_saved_elsewhere_during_the_run() ->
     assert state.version == 2
 
 
-async def test_tools_registered_after_create_agent_can_run(tools: list[Any]) -> None:
+async def test_tools_registered_after_create_agent_can_run(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """A tool added to agent.tools later is both shown to the model and executed."""
     model = ScriptedProvider([plan_json(call(1, "add", a=1, b=2)), "3"])
-    agent = create_agent(provider=model, tools=[])
+    agent = build_agent(provider=model, tools=[])
     agent.tools.register(tools[0])
     result = await agent.process(AgentProps("1+2", "t"))
     assert result.metadata.status == "success"
     assert "## add\n" in model.requests[0].messages[0].content
 
 
-async def test_explicit_state_saves_are_observed_with_the_run_they_belong_to() -> None:
+async def test_explicit_state_saves_are_observed_with_the_run_they_belong_to(
+    build_agent: AgentBuilder,
+) -> None:
     """set_agent_state records STATE_UPDATE: with the run's trace inside a tool, none outside."""
     agent_ref: list[Any] = []
 
@@ -455,7 +490,7 @@ async def test_explicit_state_saves_are_observed_with_the_run_they_belong_to() -
         return "saved"
 
     model = ScriptedProvider([plan_json(call(1, "save")), "ok"])
-    agent = create_agent(provider=model, tools=[save])
+    agent = build_agent(provider=model, tools=[save])
     agent_ref.append(agent)
     seen: list[Any] = []
     agent.observations.subscribe(seen.append, types=[ObservationType.STATE_UPDATE])

@@ -14,10 +14,10 @@ from pes_agent import (
     SequentialExecutor,
     SynthesisContext,
     ToolResult,
-    create_agent,
 )
 from pes_agent.testing import ScriptedProvider
 
+from ...helpers import AgentBuilder
 from .conftest import Events, call, plan_json
 
 
@@ -39,10 +39,12 @@ class TemplateSynthesizer:
         return f"{ctx.props.query} = {ctx.results[0].output}"
 
 
-async def test_custom_planner_and_synthesizer_need_no_model_calls(tools: list[Any]) -> None:
+async def test_custom_planner_and_synthesizer_need_no_model_calls(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
     """A keyword planner and a template synthesizer answer with zero LLM calls."""
     model = ScriptedProvider([])
-    agent = create_agent(
+    agent = build_agent(
         provider=model, tools=tools, planner=KeywordPlanner(), synthesizer=TemplateSynthesizer()
     )
     result = await agent.process(AgentProps("add 4 and 5", "t"))
@@ -66,11 +68,13 @@ class RecordingExecutor:
         ]
 
 
-async def test_custom_executor_replaces_the_default(tools: list[Any], events: Events) -> None:
+async def test_custom_executor_replaces_the_default(
+    build_agent: AgentBuilder, tools: list[Any], events: Events
+) -> None:
     """An executor passed to create_agent receives the plan's calls instead of the default."""
     executor = RecordingExecutor()
     model = ScriptedProvider([plan_json(call(1, "add", a=1, b=2)), "ok"])
-    agent = create_agent(provider=model, tools=tools, executor=executor)
+    agent = build_agent(provider=model, tools=tools, executor=executor)
     result = await agent.process(AgentProps("q", "t"))
     assert executor.seen == ["add"]
     assert events.log == []
@@ -78,25 +82,25 @@ async def test_custom_executor_replaces_the_default(tools: list[Any], events: Ev
 
 
 async def test_sequential_executor_runs_calls_one_after_another(
-    tools: list[Any], events: Events
+    build_agent: AgentBuilder, tools: list[Any], events: Events
 ) -> None:
     """With SequentialExecutor independent calls never overlap."""
     model = ScriptedProvider(
         [plan_json(call(1, "slow_echo", text="A"), call(2, "slow_echo", text="B")), "ok"]
     )
-    agent = create_agent(provider=model, tools=tools, executor=SequentialExecutor())
+    agent = build_agent(provider=model, tools=tools, executor=SequentialExecutor())
     await agent.process(AgentProps("q", "t"))
     assert events.log == ["start:A", "end:A", "start:B", "end:B"]
 
 
 async def test_default_executor_runs_independent_calls_together(
-    tools: list[Any], events: Events
+    build_agent: AgentBuilder, tools: list[Any], events: Events
 ) -> None:
     """With the default executor two independent calls both start before either ends."""
     model = ScriptedProvider(
         [plan_json(call(1, "slow_echo", text="A"), call(2, "slow_echo", text="B")), "ok"]
     )
-    agent = create_agent(provider=model, tools=tools)
+    agent = build_agent(provider=model, tools=tools)
     await agent.process(AgentProps("q", "t"))
     assert max(events.index("start:A"), events.index("start:B")) < min(
         events.index("end:A"), events.index("end:B")

@@ -15,6 +15,8 @@ import pytest
 
 from pes_agent import testing
 
+from ...helpers import free_port
+
 pytest.importorskip("mcp")
 
 CALC_SERVER = str(Path(__file__).resolve().parent / "servers" / "calc_server.py")
@@ -50,13 +52,6 @@ def wait_gone(pids: list[int], within_s: float) -> list[int]:
             return []
         time.sleep(0.05)
     return [pid for pid in pids if alive(pid)]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,10 @@ from pes_agent import (
     ObservationType,
     StreamEvent,
     StreamSocket,
-    create_agent,
 )
 from pes_agent.testing import ScriptedProvider
+
+from ...helpers import AgentBuilder
 
 PHASES = ("planning", "repair", "synthesis")
 
@@ -30,10 +31,12 @@ def _observation(kind: ObservationType) -> Observation:
     return Observation(thread_id="t", trace_id="tr", type=kind, title=kind.value)
 
 
-async def test_one_phase_name_as_a_string_receives_the_answer_tokens() -> None:
+async def test_one_phase_name_as_a_string_receives_the_answer_tokens(
+    build_agent: AgentBuilder,
+) -> None:
     """stream.subscribe(phases="synthesis") streams the answer, not a filter on its letters."""
     plan = json.dumps({"intent": "i", "plan": "p", "toolCalls": []})
-    agent = create_agent(provider=ScriptedProvider([plan, "Forty-two."], chunk_size=4))
+    agent = build_agent(provider=ScriptedProvider([plan, "Forty-two."], chunk_size=4))
     seen: list[StreamEvent] = []
     agent.stream.subscribe(seen.append, phases="synthesis")
     await agent.process(AgentProps("q", "t"))
