@@ -159,7 +159,20 @@ class PlanReviser(Protocol):
     executor checks the calls (`execution.revision.revision_errors`) before adopting them.
     """
 
-    async def revise(self, progress: PlanProgress) -> Sequence[ParsedToolCall] | None: ...
+    async def revise(self, progress: PlanProgress) -> Sequence[ParsedToolCall] | None:
+        """Decide whether the calls not yet run should change.
+
+        Args:
+            progress: The plan's calls, those finished with their results, those pending.
+
+        Returns:
+            The calls to run instead of `progress.pending` (`[]` drops them), numbered from
+            `progress.next_step`; None keeps them.
+
+        Raises:
+            PlanParseError: The answer could not be used; the plan is then kept.
+        """
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,14 +218,41 @@ class ExecutionContext:
 
 @runtime_checkable
 class Planner(Protocol):
-    async def plan(self, ctx: PlanningContext) -> PlanningOutput: ...
+    """Decides what a run does: intent, plan and tool calls (`create_agent(planner=...)`)."""
+
+    async def plan(self, ctx: PlanningContext) -> PlanningOutput:
+        """Plan the run described by `ctx`.
+
+        Args:
+            ctx: The run's query, history, tools, state and model caller.
+
+        Returns:
+            The plan; its `tool_calls` run next (None or `[]` for none).
+
+        Raises:
+            PlanParseError: No usable plan; the run ends with status `error`.
+        """
+        ...
 
 
 @runtime_checkable
 class Executor(Protocol):
+    """Runs a plan's tool calls (`create_agent(executor=...)`)."""
+
     async def execute(
         self, calls: Sequence[ParsedToolCall], ctx: ExecutionContext
-    ) -> list[ToolResult]: ...
+    ) -> list[ToolResult]:
+        """Run `calls` with the tools and limits of `ctx`.
+
+        Args:
+            calls: The plan's calls, in plan order; placeholders name earlier steps.
+            ctx: The tools, which of them the run may use, and its limits.
+
+        Returns:
+            One result per call of the final plan (revisions included), in call order; a
+            failed call is an error result, not an exception.
+        """
+        ...
 
 
 @runtime_checkable
@@ -227,16 +267,35 @@ class SupportsApprovals(Protocol):
 
 @runtime_checkable
 class Synthesizer(Protocol):
-    async def synthesize(self, ctx: SynthesisContext) -> str: ...
+    """Writes a run's answer from its plan and results (`create_agent(synthesizer=...)`)."""
+
+    async def synthesize(self, ctx: SynthesisContext) -> str:
+        """Write the answer for the run described by `ctx`.
+
+        Args:
+            ctx: The run's query, history, plan, tool results and model caller.
+
+        Returns:
+            The answer's text, saved as the thread's AI message.
+        """
+        ...
 
 
 @runtime_checkable
 class ObservationRecorder(Protocol):
     """Records observations and serves them to subscribers; `ObservationManager` is one."""
 
-    async def record(
-        self, observation: Observation | None = None, /, **fields: Any
-    ) -> Observation: ...
+    async def record(self, observation: Observation | None = None, /, **fields: Any) -> Observation:
+        """Store an observation and hand it to the matching subscribers.
+
+        Args:
+            observation: The observation, whole; leave it out to pass its fields instead.
+            **fields: `Observation` fields, when no `observation` is given.
+
+        Returns:
+            The observation as recorded.
+        """
+        ...
 
     def subscribe(
         self,
@@ -244,7 +303,18 @@ class ObservationRecorder(Protocol):
         *,
         types: Iterable[ObservationType | str] | None = None,
         thread_id: str | None = None,
-    ) -> Callable[[], None]: ...
+    ) -> Callable[[], None]:
+        """Call `callback` for each new observation of `types` on `thread_id`.
+
+        Args:
+            callback: Called with each `Observation`; sync or async.
+            types: The observation types wanted; None for every type.
+            thread_id: Only this thread's observations; None for every thread.
+
+        Returns:
+            A function that unsubscribes.
+        """
+        ...
 
     async def get_observations(
         self,
@@ -252,4 +322,15 @@ class ObservationRecorder(Protocol):
         *,
         types: Sequence[ObservationType | str] | None = None,
         trace_id: str | None = None,
-    ) -> list[Observation]: ...
+    ) -> list[Observation]:
+        """Read a thread's observations in the order they were recorded.
+
+        Args:
+            thread_id: The thread to read.
+            types: The observation types wanted; None for every type.
+            trace_id: Only this run's observations; None for every run.
+
+        Returns:
+            The observations, oldest first.
+        """
+        ...
