@@ -34,6 +34,14 @@ class InMemoryVectorStore(CheckedStore):
     """
 
     def __init__(self, dimension: int) -> None:
+        """Keep vectors of `dimension` floats in memory, for tests and small corpora.
+
+        Args:
+            dimension: The length of every vector; the embeddings must make the same.
+
+        Raises:
+            ConfigurationError: `dimension` is not a positive int, or numpy is not installed.
+        """
         self._np = require_numpy()
         self._dimension = check_dimension(dimension, "InMemoryVectorStore")
         self._matrix: npt.NDArray[np.float32] = self._np.zeros(
@@ -107,7 +115,11 @@ class InMemoryVectorStore(CheckedStore):
             self._size = last
 
     async def count(self) -> int:
-        """How many rows the store holds."""
+        """Count the rows, e.g. to see whether an index was built.
+
+        Returns:
+            How many rows the store holds.
+        """
         self._check_open()
         return self._size
 

@@ -100,6 +100,26 @@ class PostgresVectorStore(CheckedStore):
         max_pool_size: int = 4,
         connect_timeout_s: float = 10.0,
     ) -> None:
+        """Keep vectors in a PostgreSQL table, connected to on first use.
+
+        Args:
+            url: A `postgresql://` URL; `?schema=NAME` picks the schema.
+            table: The collection's name: a lower-case SQL identifier.
+            dimension: The length of every vector; the embeddings must make the same.
+            schema: The schema, when the URL names none (or the same one);
+                `pes_agent` when neither does.
+            pgvector: None uses pgvector when it is installed or can be created, True
+                requires it, False uses the plain-SQL array fallback.
+            min_pool_size: The connections kept open.
+            max_pool_size: The most connections open at once.
+            connect_timeout_s: How long connecting may take.
+
+        Raises:
+            ConfigurationError: The schema, table or dimension is invalid, or numpy is not
+                installed.
+            UsageError: The pool sizes do not satisfy 1 <= min <= max, or the schema is
+                given twice, differently.
+        """
         url, schema = take_schema(url, schema)
         for what, name in (("schema", schema), ("table", table)):
             if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
@@ -132,7 +152,15 @@ class PostgresVectorStore(CheckedStore):
         return self._label
 
     async def backend(self) -> VectorBackend:
-        """How this table keeps its vectors (connects, and creates the table, if needed)."""
+        """Tell how this table keeps its vectors (connects, and creates the table, if needed).
+
+        Returns:
+            `"pgvector"` or `"arrays"`, the backend the table was created with.
+
+        Raises:
+            ConfigurationError: `pgvector=True` and the server has no pgvector.
+            StorageError: The database could not be reached.
+        """
         await self._db.pool()
         assert self._backend is not None
         return self._backend
@@ -177,7 +205,11 @@ class PostgresVectorStore(CheckedStore):
             raise self._db.query_error(exc) from exc
 
     async def count(self) -> int:
-        """How many rows the table holds."""
+        """Count the rows, e.g. to see whether an index was built.
+
+        Returns:
+            How many rows the store holds.
+        """
         rows = await self._db.fetch(f"SELECT count(*) FROM {self._rows}")
         return int(rows[0][0])
 

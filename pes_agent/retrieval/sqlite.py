@@ -153,6 +153,19 @@ class SQLiteVectorStore(CheckedStore):
         dimension: int,
         busy_timeout_s: float = 5.0,
     ) -> None:
+        """Keep vectors in the SQLite file at `path_or_url`, opened on first use.
+
+        Args:
+            path_or_url: A file path, `"sqlite:///PATH"` or `":memory:"`.
+            table: The collection's name: letters, digits and underscores.
+            dimension: The length of every vector; the embeddings must make the same.
+            busy_timeout_s: How long a call waits for another writer's lock.
+
+        Raises:
+            ConfigurationError: `table` or `dimension` is invalid, or sqlite-vec or numpy is
+                not installed (`pip install 'pes-agent[retrieval]'`).
+            UsageError: `path_or_url` is none of the above, or `busy_timeout_s` is not > 0.
+        """
         self._path = _path(path_or_url)
         if not isinstance(table, str) or not _IDENTIFIER.fullmatch(table):
             raise ConfigurationError(
@@ -197,7 +210,11 @@ class SQLiteVectorStore(CheckedStore):
         await self._call(functools.partial(self._delete, ids=ids))
 
     async def count(self) -> int:
-        """How many rows the table holds."""
+        """Count the rows, e.g. to see whether an index was built.
+
+        Returns:
+            How many rows the store holds.
+        """
         self._check_open()
         return await self._call(self._count)
 
