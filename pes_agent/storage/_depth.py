@@ -52,11 +52,17 @@ def _within_limit(text: str) -> bool:
 def dump_bounded(value: Any, *, fallback: Fallback = None, exclude: Any = None) -> tuple[str, bool]:
     """`value` (a model, or plain data such as `AgentState.data`) as JSON nested at most
     `MAX_DEPTH` levels, and whether any part was too deep (and is now its JSON text);
-    `fallback` and `exclude` (a model's only) as for `model_dump_json`."""
+    `fallback` and `exclude` (a model's only) as for `model_dump_json`.
+
+    Without a `fallback`, what JSON cannot hold is refused, a cycle too (bounding would save
+    it unrolled `MAX_DEPTH` levels deep); with one, a cycle is kept that way.
+    """
     try:
         text = _dump(value, fallback, exclude)
-    except PydanticSerializationError:
-        pass  # past pydantic's own depth limit; any other failure is raised again below
+    except PydanticSerializationError as exc:
+        if fallback is None and "Circular reference" in str(exc):
+            raise
+        # Past pydantic's own depth limit; any other failure is raised again below.
     else:
         if _within_limit(text):
             return text, False

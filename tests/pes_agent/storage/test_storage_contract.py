@@ -879,3 +879,18 @@ async def test_a_message_limit_counts_only_messages_that_can_be_read(
     skipped = [r for r in caplog.records if "storage_row_skipped" in r.getMessage()]
     assert len(skipped) == 3
     assert await storage.get_messages("t", limit=4) == [first, second, third]
+
+
+async def test_a_state_or_message_holding_a_cycle_is_refused_as_not_json(
+    storage: Storage,
+) -> None:
+    """Data that refers to itself is not JSON: a state or a message holding such data is a
+    StorageError saying so, and nothing is saved (it is not stored unrolled 100 levels deep)."""
+    looped: dict[str, Any] = {}
+    looped["self"] = looped
+    with pytest.raises(StorageError, match="JSON-serialisable"):
+        await storage.set_agent_state("t", AgentState(data={"loop": looped}))
+    with pytest.raises(StorageError, match="JSON-serialisable"):
+        await storage.add_messages("t", [user("t", "hi", loop=looped)])
+    assert await storage.get_agent_state("t") is None
+    assert await storage.get_messages("t") == []
