@@ -223,6 +223,15 @@ class ProviderPool(ClosedOnExit):
     def __init__(
         self, *, retry_policy: RetryPolicy | None = None, max_size: int = DEFAULT_POOL_SIZE
     ) -> None:
+        """Keep up to `max_size` providers, built with `retry_policy`.
+
+        Args:
+            retry_policy: Tunes the built-in providers' retry timing; None for the default.
+            max_size: How many providers the pool keeps at most.
+
+        Raises:
+            ConfigurationError: `max_size` is below 1.
+        """
         if max_size < 1:
             raise ConfigurationError(f"ProviderPool(max_size={max_size}) must keep at least 1")
         self._retry_policy = retry_policy
@@ -245,7 +254,16 @@ class ProviderPool(ClosedOnExit):
     def get(self, spec: ProviderSpec) -> LLMProvider:
         """The provider for `spec` (`"NAME:MODEL"` or a `ProviderConfig`), created on first use.
 
-        An `LLMProvider` object is returned as it is; the pool does not own or close it.
+        Args:
+            spec: `"NAME:MODEL"`, a `ProviderConfig`, or a provider object (returned as it
+                is; the pool does not own or close it).
+
+        Returns:
+            The provider; the pool closes it in `aclose()` (or when evicting it).
+
+        Raises:
+            UsageError: The pool is closed.
+            ConfigurationError: As `create_provider` raises it.
         """
         if self._closed:
             raise UsageError("this ProviderPool is closed; create a new one")
