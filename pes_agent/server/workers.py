@@ -89,6 +89,14 @@ def _machine() -> str | None:
 _MACHINE = _machine()
 
 
+def _number(value: object) -> float:
+    """A time read from a worker record: 0 (long ago) for anything but a number, so one
+    damaged field never fails a listing."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return 0.0
+
+
 def _process_gone(record: Mapping[str, Any]) -> bool:
     """Whether the process that wrote `record` is known to have exited: it ran where this one
     runs, and no process has its pid any more. (A pid taken again since looks alive: the
@@ -369,17 +377,36 @@ class WorkerDirectory:
     # -- the other workers' runs ---------------------------------------------------------
 
     async def _records(self) -> list[tuple[str, AgentState]]:
+        """The other workers' records that can be read: one damaged record (or directory
+        entry) is left out with a warning, never failing the listing of the others."""
         directory = await self._storage.get_agent_state(DIRECTORY)
-        workers = (directory.data if directory else {}).get("workers") or {}
-        others = [worker_id for worker_id in workers if worker_id != self.worker_id]
-        states = await asyncio.gather(
-            *(self._storage.get_agent_state(WORKER_PREFIX + worker_id) for worker_id in others)
-        )
-        return [
-            (worker_id, state)
-            for worker_id, state in zip(others, states, strict=True)
-            if state is not None
+        workers = (directory.data if directory else {}).get("workers")
+        if not isinstance(workers, dict):
+            workers = {}
+        others = [
+            worker_id
+            for worker_id in workers
+            if isinstance(worker_id, str) and worker_id != self.worker_id
         ]
+        states = await asyncio.gather(
+            *(self._storage.get_agent_state(WORKER_PREFIX + worker_id) for worker_id in others),
+            return_exceptions=True,
+        )
+        found = []
+        for worker_id, state in zip(others, states, strict=True):
+            if isinstance(state, StorageError):
+                _log.warning(
+                    "server_worker_record_skipped", worker_id=worker_id, error=state.message
+                )
+            elif isinstance(state, BaseException):
+                raise state
+            elif state is not None and isinstance(state.data.get("runs") or {}, dict):
+                found.append((worker_id, state))
+            elif state is not None:
+                _log.warning(
+                    "server_worker_record_skipped", worker_id=worker_id, error="runs not a map"
+                )
+        return found
 
     def _shared(
         self, worker_id: str, record: Mapping[str, Any], trace_id: str, now: float
@@ -388,7 +415,7 @@ class WorkerDirectory:
         if not isinstance(entry, dict):
             return None
         status = str(entry.get("status"))
-        silent_s = now - float(record.get("seen", 0))
+        silent_s = now - _number(record.get("seen"))
         if status == "running" and (
             record.get("stopped") or silent_s > self._stale_s or _process_gone(record)
         ):
@@ -425,7 +452,7 @@ class WorkerDirectory:
             if shared is None:
                 continue
             ended_at = state.data["runs"][trace_id].get("ended_at")
-            key = (shared.running, float(ended_at) if ended_at is not None else 0.0)
+            key = (shared.running, _number(ended_at))
             if best is None or key > best_key:
                 best, best_key = (shared, state), key
         return best

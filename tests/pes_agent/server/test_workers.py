@@ -4,6 +4,7 @@ is cancelled, followed and listed through the other (the worker records in the s
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -20,7 +21,7 @@ from pes_agent.server import create_app
 from pes_agent.server.feeds import end_feeds
 from pes_agent.server.runs import RunHandle
 from pes_agent.server.workers import DIRECTORY, WORKER_PREFIX, WorkerDirectory
-from pes_agent.storage import InMemoryStorage
+from pes_agent.storage import InMemoryStorage, SQLiteStorage
 from pes_agent.testing import ScriptedProvider
 
 from .conftest import TOKENS, look, nap, pay, plan_json, scripted
@@ -305,6 +306,39 @@ async def test_a_running_run_of_a_silent_worker_is_reported_lost() -> None:
     assert (done.status, done.user_id) == ("partial", "u")
     assert await reader.request_cancel("tr-1") == lost
     assert await reader.find("tr-3") is None
+
+
+async def test_a_damaged_worker_record_never_fails_the_listing_of_the_others(
+    tmp_path: Path,
+) -> None:
+    """A worker record that cannot be read, or holds fields of the wrong type, is left out (or
+    read as long silent) while the other workers' runs are still listed and found."""
+    storage = SQLiteStorage(tmp_path / "w.db")
+    reader = WorkerDirectory(storage)
+    workers = {"w-good": 0.0, "w-torn": 0.0, "w-odd": 0.0, "w-list": 0.0}
+    await storage.set_agent_state(DIRECTORY, AgentState(data={"workers": workers}))
+    running = {"thread_id": "t", "user_id": None, "status": "running"}
+    for worker, record in (
+        ("w-good", {"seen": time.time(), "runs": {"tr-good": running}}),
+        ("w-torn", {"seen": time.time(), "runs": {"tr-torn": running}}),
+        ("w-odd", {"seen": "yesterday", "runs": {"tr-odd": {**running, "ended_at": "x"}}}),
+        ("w-list", {"seen": time.time(), "runs": ["tr-list"]}),
+    ):
+        await storage.set_agent_state(WORKER_PREFIX + worker, AgentState(data=record))
+    with sqlite3.connect(tmp_path / "w.db") as raw:
+        raw.execute(
+            "UPDATE agent_states SET data = '{\"runs\": ' WHERE thread_id = ?",
+            (WORKER_PREFIX + "w-torn",),
+        )
+    try:
+        listed = {run.trace_id: run.status for run in await reader.others()}
+        assert listed == {"tr-good": "running", "tr-odd": "lost"}
+        found = await reader.find("tr-good")
+        assert found is not None
+        assert found.worker_id == "w-good"
+        assert await reader.find("tr-torn") is None
+    finally:
+        await storage.aclose()
 
 
 async def test_a_worker_reads_and_writes_nothing_while_it_runs_nothing() -> None:
