@@ -47,6 +47,7 @@ from pes_agent.server.runs import (
     RunFeeds,
     RunHandle,
     RunRegistry,
+    bounded_json,
 )
 from pes_agent.server.workers import SharedRun, WorkerDirectory
 from pes_agent.threads.ids import thread_id_problem
@@ -377,7 +378,7 @@ class _Api:
             raise ApiError(status, kind, message)
         assert handle.response is not None
         return Response(
-            handle.response.model_dump_json(), media_type="application/json", headers=headers
+            bounded_json(handle.response), media_type="application/json", headers=headers
         )
 
     def _headers(self, trace_id: str) -> dict[str, str]:

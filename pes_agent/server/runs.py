@@ -28,6 +28,7 @@ from pes_agent.observing.streams import StreamEvent, StreamSocket
 from pes_agent.observing.types import Observation
 from pes_agent.protocols import ObservationRecorder
 from pes_agent.run import AgentFinalResponse
+from pes_agent.storage._depth import dump_bounded
 
 __all__ = [
     "MergedText",
@@ -35,6 +36,7 @@ __all__ = [
     "RunFeeds",
     "RunHandle",
     "RunRegistry",
+    "bounded_json",
     "event_for_observation",
     "event_for_stream",
     "merge_text",
@@ -88,7 +90,7 @@ class RunEvent:
         """The event's data as JSON-ready values."""
         source = self.source
         if isinstance(source, BaseModel):
-            return source.model_dump(mode="json")
+            return json.loads(bounded_json(source))  # type: ignore[no-any-return]
         if isinstance(source, StreamEvent):
             return stream_event_data(source)
         if isinstance(source, MergedText):
@@ -103,13 +105,23 @@ class RunEvent:
     def json(self) -> str:
         """The event's data as JSON text."""
         if isinstance(self.source, BaseModel):
-            return self.source.model_dump_json()
+            return bounded_json(self.source)
         return json.dumps(self.data)
 
 
+def bounded_json(model: BaseModel) -> str:
+    """`model` as JSON the way the store writes it (`dump_bounded`): parts nested deeper than
+    it keeps are their JSON text, values JSON cannot hold their `repr`. A tool output nested
+    about 250 levels failed pydantic's writer in the middle of a live stream, and a reader
+    would have seen other data live than stored."""
+    return dump_bounded(model, fallback=repr)[0]
+
+
 def event_for_observation(observation: Observation) -> tuple[str, dict[str, Any]]:
-    """The SSE name (the observation type, e.g. `PLAN`) and data of an observation."""
-    return observation.type.value, observation.model_dump(mode="json")
+    """The SSE name (the observation type, e.g. `PLAN`) and data of an observation, bounded
+    as the store keeps it (`bounded_json`)."""
+    data: dict[str, Any] = json.loads(bounded_json(observation))
+    return observation.type.value, data
 
 
 def stream_event_name(event: StreamEvent) -> str:

@@ -10,11 +10,16 @@ from typing import Any
 import httpx2 as httpx
 
 from pes_agent import create_agent, tool
+from pes_agent.observing.types import Observation
+from pes_agent.providers.base import LLMRequest
 from pes_agent.server import create_app
 from pes_agent.testing import ScriptedProvider
 
 from ..storage.test_storage_contract import levels_of, nested
 from .conftest import pay, plan_json
+from .sse import SSEStream, read_sse, serving
+
+STREAM = {"Accept": "text/event-stream"}
 
 
 @tool
@@ -67,3 +72,53 @@ async def test_approvals_threads_runs_and_cancel_answer_after_a_deep_output(
         assert cancelled.json()["was"] == "awaiting_approval"
         remaining = (await client.get("/v1/approvals")).json()["runs"]
         assert [run["trace_id"] for run in remaining] == [traces[0]]
+
+
+@tool
+async def dig_deeper() -> dict[str, Any]:
+    """Return data nested 400 levels deep."""
+    return nested(400)
+
+
+def plans_dig_deeper(request: LLMRequest) -> str:
+    """Plans one `dig_deeper` call, then answers."""
+    if request.phase == "planning":
+        return plan_json({"callId": "c1", "toolName": "dig_deeper", "arguments": {}})
+    return "It is deep."
+
+
+async def test_live_streams_carry_a_400_level_output_bounded_as_the_store_keeps_it(
+    tmp_path: Path,
+) -> None:
+    """A tool output 400 levels deep reaches the run's stream and the thread feed live, its
+    deep part as JSON text as the store keeps it, and the run ends with its `final` event."""
+    model = ScriptedProvider([plans_dig_deeper] * 2)
+    async with (
+        create_agent(
+            provider=model, tools=[dig_deeper], storage=f"sqlite:///{tmp_path / 'api.db'}"
+        ) as agent,
+        serving(create_app(agent)) as url,
+        httpx.AsyncClient(base_url=url, timeout=60) as client,
+        client.stream("GET", "/v1/threads/t/events", headers=STREAM) as feed_response,
+    ):
+        feed = SSEStream(feed_response)
+        await feed.read(until=lambda event: event.name == "subscribed")
+        async with client.stream(
+            "POST", "/v1/threads/t/runs", json={"query": "dig"}, headers=STREAM
+        ) as response:
+            run_events = await read_sse(response)
+        feed_events = await feed.read(until=lambda event: event.name == "FINAL_RESPONSE")
+    assert [event.name for event in run_events][-1] == "final"
+    for events in (run_events, feed_events):
+        [execution] = [event for event in events if event.name == "TOOL_EXECUTION"]
+        assert levels_of(execution.data["content"]["output"]) == 400
+    stored = await agent_observations(tmp_path / "api.db")
+    [kept] = [o for o in stored if o.type == "TOOL_EXECUTION"]
+    live = next(e for e in run_events if e.name == "TOOL_EXECUTION")
+    assert live.data["content"]["output"] == kept.content["output"]
+
+
+async def agent_observations(db: Path) -> list[Observation]:
+    """The observations of thread `t` stored in the SQLite file `db`."""
+    async with create_agent(provider=ScriptedProvider([]), storage=f"sqlite:///{db}") as agent:
+        return await agent.observations.get_observations("t")
