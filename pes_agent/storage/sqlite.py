@@ -290,7 +290,9 @@ class SQLiteStorage(StorageBase):
             row = conn.execute(
                 "SELECT data, version FROM agent_states WHERE thread_id = ?", (thread_id,)
             ).fetchone()
-            return None if row is None else SavedState(str(row[0]), int(row[1]))
+            # The version is checked as the state is read (`load_state`): a damaged one is a
+            # StorageError naming the table there, not a ValueError here.
+            return None if row is None else SavedState(str(row[0]), row[1])
 
         return await self._call(read)
 

@@ -237,6 +237,19 @@ async def test_damaged_rows_are_storage_errors_naming_store_thread_and_table(
     await storage.aclose()
 
 
+async def test_a_state_whose_version_is_damaged_is_a_storage_error(tmp_path: Path) -> None:
+    """A state row whose version another program made text reads as a StorageError naming the
+    table, never a raw ValueError."""
+    path = tmp_path / "agent.db"
+    async with SQLiteStorage(path) as storage:
+        await storage.set_agent_state("t", AgentState(data={"n": 1}))
+        conn = raw(path)
+        conn.execute("UPDATE agent_states SET version = 'two'")
+        conn.close()
+        with pytest.raises(StorageError, match="table 'agent_states'"):
+            await storage.get_agent_state("t")
+
+
 async def test_a_run_on_a_damaged_thread_returns_an_error_result(tmp_path: Path) -> None:
     """process() on a thread whose stored state is damaged answers with status error naming
     the table instead of raising."""
