@@ -1,9 +1,11 @@
 """The live services of the runs under way, kept beside the world rather than in components.
 
 Components hold a run's data only, so they can be read, copied and inspected like any other
-value. The objects a run works through — its model caller (which counts calls and usage) and
-its observation recorder — are resources: `AgentCore` attaches them to the run entity in a
-`ResourceTable` that every PES system shares, and detaches them when the run ends.
+value. The objects a run works through — its model caller (which counts calls and usage), its
+observation recorder, its approval gate and its tool invoker — are resources: `AgentCore`
+attaches them to the run entity in a `ResourceTable` that every PES system shares, and
+detaches them when the run ends. They are the run's only way out to the world (model, store,
+people, tools), so an engine that runs them elsewhere swaps these and nothing else.
 """
 
 from __future__ import annotations
@@ -14,18 +16,21 @@ from ecs_core import EntityId, World
 from pes_agent.approvals.gate import ApprovalGate
 from pes_agent.pes.llm_call import RunModelCaller
 from pes_agent.pes.recorder import RunRecorder
+from pes_agent.tools.invoker import IN_PROCESS, ToolInvoker
 
 __all__ = ["ResourceTable", "RunResources"]
 
 
 @dataclass(slots=True, frozen=True)
 class RunResources:
-    """The services one run works through: its model caller, its observation recorder and
-    (when any call may need approval) its approval gate."""
+    """The services one run works through: its model caller, its observation recorder, (when
+    any call may need approval) its approval gate, and how its tool calls reach their tools
+    (the executor's `ExecutionContext.invoker`)."""
 
     llm: RunModelCaller
     recorder: RunRecorder
     approvals: ApprovalGate | None = None
+    invoker: ToolInvoker = IN_PROCESS
 
 
 class ResourceTable:
