@@ -20,6 +20,7 @@ from starlette.routing import Match, Route
 from pes_agent.config import ThreadConfig
 from pes_agent.core import AgentCore
 from pes_agent.errors import (
+    ConfigurationError,
     NotAwaitingApprovalError,
     StorageError,
     ThreadAwaitingApprovalError,
@@ -148,6 +149,14 @@ def _awaiting_approval(thread_id: str, trace_id: str) -> ApiError:
         f"pending calls (POST /v1/threads/{thread_id}/runs/{trace_id}/decisions) or cancel it "
         f"(POST /v1/runs/{trace_id}/cancel); GET /v1/approvals lists it",
     )
+
+
+def _storage_unusable(error: ConfigurationError, **context: str) -> ApiError:
+    """The answer when the store cannot be opened or used (a missing folder, no permission),
+    the reason logged: the only `ConfigurationError` a run or a handler lets out, and the
+    server's fault, not a conflict with the request (it was a 409 naming the file)."""
+    _log.error("server_storage_unusable", error=str(error), **context)
+    return ApiError(503, "storage_unavailable", "the server cannot use its store; its log says why")
 
 
 def _finished(trace_id: str, status: str | None) -> ApiError:
@@ -336,6 +345,12 @@ class _Api:
             except ThreadAwaitingApprovalError as error:
                 refused = _awaiting_approval(error.thread_id, error.trace_id)
                 handle.fail(refused.status, refused.type, refused.message)
+                return
+            except ConfigurationError as error:
+                unusable = _storage_unusable(
+                    error, thread_id=handle.thread_id, trace_id=handle.trace_id
+                )
+                handle.fail(unusable.status, unusable.type, unusable.message)
                 return
             except UsageError as error:
                 handle.fail(409, "conflict", str(error))
@@ -871,6 +886,8 @@ def _guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
             response: Response = await handler(request)
         except ApiError as error:
             return _error_response(error)
+        except ConfigurationError as error:
+            return _error_response(_storage_unusable(error, http_path=request.url.path))
         except Exception:
             # The details (a store's path or its error) go to the log, not to the client.
             _log.exception(

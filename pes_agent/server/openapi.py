@@ -216,7 +216,9 @@ def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
 
 def _op(summary: str, ok: dict[str, Any], **extra: Any) -> dict[str, Any]:
     error = _json(schema_ref(ErrorBody), "an error")
-    return {"summary": summary, "responses": {"200": ok, "4XX": error}, **extra}
+    unusable = _json(schema_ref(ErrorBody), "`storage_unavailable`: the store cannot be used")
+    responses = {"200": ok, "4XX": error, "503": unusable}
+    return {"summary": summary, "responses": responses, **extra}
 
 
 def _body(model: Any) -> dict[str, Any]:

@@ -9,11 +9,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 import pytest
 
 from pes_agent import AgentCore
+from pes_agent.server import create_app
 
-from .conftest import ClientFactory
+from .conftest import ClientFactory, make_agent
 
 JSON = {"Content-Type": "application/json"}
 
@@ -480,6 +482,28 @@ async def test_a_failure_inside_the_server_is_a_json_500_without_details(
     assert "damaged" not in response.text
     assert "server_request_failed" in caplog.text
     assert "damaged" in caplog.text
+
+
+async def test_a_run_on_a_store_that_cannot_be_opened_is_a_503_naming_no_path(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run on an SQLite file whose folder is missing is the server's fault, not a conflict:
+    a 503 `storage_unavailable` (asked for JSON or a stream) that names no path, while the
+    server's log says what is wrong."""
+    async with make_agent(tmp_path / "missing" / "api.db") as agent:
+        transport = httpx.ASGITransport(app=create_app(agent))
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            answer = await client.post("/v1/threads/t1/runs", json={"query": "hello"})
+            streamed = await client.post(
+                "/v1/threads/t1/runs",
+                json={"query": "hello"},
+                headers={"Accept": "text/event-stream"},
+            )
+    for response in (answer, streamed):
+        assert error_of(response) == (503, "storage_unavailable")
+        assert "missing" not in response.text
+    assert "server_storage_unusable" in caplog.text
+    assert "does not exist" in caplog.text
 
 
 async def test_a_thread_config_holding_an_api_key_is_422_without_the_key(
