@@ -103,6 +103,31 @@ class _InFlight:
         return self.task.uncancel() == 0
 
 
+class _Worlds:
+    """The worlds runs tick in, each with the PES systems registered: a finished run hands
+    its world back for the next, so the world's cached queries are built only once."""
+
+    __slots__ = ("_spare", "_systems")
+
+    def __init__(self, systems: Sequence[tuple[Any, int]]) -> None:
+        self._systems = tuple(systems)
+        self._spare: list[World] = []
+
+    def take(self) -> World:
+        """A world with no entity, for one run."""
+        if self._spare:
+            return self._spare.pop()
+        world = World()
+        for system, priority in self._systems:
+            world.register_system(system, priority)
+        return world
+
+    def give_back(self, world: World) -> None:
+        """Keep `world` for a later run, if it is empty and fewer than `_SPARE_WORLDS` are."""
+        if len(self._spare) < _SPARE_WORLDS and not world.entities():
+            self._spare.append(world)
+
+
 @dataclass(slots=True, frozen=True)
 class _Loaded:
     """The thread a run works on, loaded, and the run's settings resolved against it."""
@@ -187,7 +212,9 @@ class AgentCore(ClosedOnExit):
             tools: The agent's tools and tool sources.
             storage: Where threads, turns, state and paused runs are kept.
             observations: Records what runs do and serves it to subscribers.
-            planner, executor, synthesizer: The parts of the three phases.
+            planner: Plans each run's tool calls.
+            executor: Runs the planned calls.
+            synthesizer: Writes each run's answer.
             defaults: Every run's settings, before thread config and call options.
             owned: What `aclose()` closes (objects the caller passed in stay open).
             retriever: Searched for each query before planning, when given.
@@ -200,15 +227,13 @@ class AgentCore(ClosedOnExit):
         self._provider = provider
         self._providers = providers
         self._storage = storage
-        # What aclose() closes: only what create_agent built; objects passed in stay open.
         self._owned = tuple(owned)
         self._defaults = defaults
-        # The live services of each run; the systems find them by run entity.
-        self._resources = ResourceTable()
-        self._systems = _phase_systems(
+        self._resources = ResourceTable()  # each run's services, found by its run entity
+        systems = _phase_systems(
             self._resources, tools, storage, defaults, planner, executor, synthesizer, retriever
         )
-        self._spare_worlds: list[World] = []
+        self._worlds = _Worlds(systems)
         self._closed = False
         self._runs: set[_InFlight] = set()
         self._idle = asyncio.Event()
@@ -281,18 +306,6 @@ class AgentCore(ClosedOnExit):
             await self.aclose()
             raise
         return self
-
-    def _take_world(self) -> World:
-        if self._spare_worlds:
-            return self._spare_worlds.pop()
-        world = World()
-        for system, priority in self._systems:
-            world.register_system(system, priority)
-        return world
-
-    def _give_back_world(self, world: World) -> None:
-        if len(self._spare_worlds) < _SPARE_WORLDS and not world.entities():
-            self._spare_worlds.append(world)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -485,7 +498,7 @@ class AgentCore(ClosedOnExit):
         """Spawn the run entity and tick its world until a system ends the run; what the
         entity was left with. A cancellation is recorded, then raised, unless `aclose()`
         alone asked for it: then the run ends `cancelled`."""
-        world = self._take_world()
+        world = self._worlds.take()
         entity = world.create_entity(prepared.spec, prepared.timings)
         paused = prepared.paused
         if paused is not None:
@@ -505,7 +518,7 @@ class AgentCore(ClosedOnExit):
             components = dict(world.components_of(entity))
             self._resources.detach(world, entity)
             world.delete_entity(entity)
-            self._give_back_world(world)
+            self._worlds.give_back(world)
         return _Ended.of(components, cancelled_by_close=cancelled_by_close)
 
     def _gate(

@@ -17,7 +17,6 @@ from pes_agent.providers import registry
 #: the executors and the storage backends); each is checked once it leaves this set.
 _NOT_YET = frozenset(
     {
-        "AgentCore",
         "ConcurrentExecutor",
         "SequentialExecutor",
         "PlanProgress",
