@@ -469,10 +469,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pes_agent.errors import PESAgentError, UsageError
 
         if isinstance(error, UsageError):
-            report(f"error: {error}")
+            report(f"error: {error.message}")
             return ExitCode.USAGE
         if isinstance(error, PESAgentError):
-            report(f"error: {error}")
+            report(f"error: {error.message}")
             return ExitCode.RUN_ERROR
         report(
             f"error: unexpected {type(error).__name__}: {error} "
