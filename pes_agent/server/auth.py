@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pes_agent.config import AgentState
-from pes_agent.errors import StateConflictError, UsageError
+from pes_agent.errors import StateConflictError, StorageError, UsageError
+from pes_agent.observing.logs import get_logger
 from pes_agent.storage.base import Storage
 from pes_agent.threads.reserved import RESERVED_PREFIX, is_reserved_thread
 
@@ -32,6 +33,8 @@ __all__ = [
     "TokenTable",
     "is_reserved_thread",
 ]
+
+_log = get_logger("pes_agent.server")
 
 #: The environment variable holding the API's bearer token (unscoped: it sees every thread).
 TOKEN_ENV = "PES_AGENT_API_TOKEN"
@@ -128,8 +131,16 @@ class OwnerStore:
         self._storage = storage
 
     async def owner(self, thread_id: str) -> str | None:
-        """The user owning `thread_id`, or None when no scoped caller ever used it."""
-        saved = await self._storage.get_agent_state(OWNER_PREFIX + thread_id)
+        """The user owning `thread_id`, or None when no scoped caller ever used it; "", which
+        no user is, when its record is damaged: taken for unowned, the thread would be shown
+        to (and claimed by) any user, and one damaged record failed every scoped listing."""
+        try:
+            saved = await self._storage.get_agent_state(OWNER_PREFIX + thread_id)
+        except StorageError as error:
+            if error.transient:
+                raise
+            _log.warning("server_owner_unreadable", thread_id=thread_id, reason=error.message)
+            return ""
         if saved is None:
             return None
         user = saved.data.get("user_id")

@@ -4,6 +4,8 @@ token scoped to a user finds another user's threads and runs exactly as if they 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from pes_agent import AgentCore
 from pes_agent.errors import UsageError
 from pes_agent.server import create_app
+from pes_agent.server.auth import OWNER_PREFIX
 
 from .conftest import ClientFactory
 
@@ -261,6 +264,32 @@ async def test_a_deleted_threads_id_stays_with_its_user(client_for: ClientFactor
     assert again.status_code == 200
     messages = (await alice.get("/v1/threads/main/messages")).json()["messages"]
     assert [m["content"] for m in messages] == ["hi again", "The answer is 42."]
+
+
+async def test_a_damaged_owner_record_hides_its_thread_from_scoped_callers_only(
+    client_for: ClientFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With bob's owner record damaged in the SQLite file, his thread is left out of every
+    scoped listing (one warning each) and answers 404 to scoped callers, bob included, without
+    being claimed; the listings still show alice's, and an unscoped caller still sees both."""
+    alice, bob = client_for("alice-token"), client_for("bob-token")
+    assert (await alice.post("/v1/threads/a1/runs", json={"query": "hi"})).status_code == 200
+    assert (await bob.post("/v1/threads/b1/runs", json={"query": "pay please"})).status_code == 200
+    with sqlite3.connect(tmp_path / "api.db") as db:
+        db.execute(
+            "UPDATE agent_states SET data = '{broken' WHERE thread_id = ?", (OWNER_PREFIX + "b1",)
+        )
+    assert (await alice.get("/v1/threads")).json() == {"threads": ["a1"]}
+    assert (await bob.get("/v1/threads")).json() == {"threads": []}
+    assert (await bob.get("/v1/approvals")).json() == {"runs": []}
+    assert "server_owner_unreadable" in caplog.text
+    for client in (alice, bob):
+        for method, template, body in THREAD_REQUESTS:
+            response = await client.request(method, template.format(t="b1"), json=body)
+            assert error_of(response) == (404, "thread_not_found"), (method, template)
+    admin = client_for("admin-token")
+    assert (await admin.get("/v1/threads")).json() == {"threads": ["a1", "b1"]}
+    assert len((await admin.get("/v1/approvals")).json()["runs"]) == 1
 
 
 # -- the token table ---------------------------------------------------------------------
