@@ -160,7 +160,8 @@ class ThreadConfig(BaseModel):
     """
 
     # A nested ProviderConfig's validation error must not quote the input (it may hold a key).
-    # Numbers are taken as numbers only: `false` or "5" as a history limit is a mistake.
+    # A misspelt field is refused rather than ignored; numbers are strict (`false` or "5" as
+    # a history limit is a mistake).
     model_config = ConfigDict(hide_input_in_errors=True, extra="forbid")
 
     provider_config: ProviderConfig | None = None
