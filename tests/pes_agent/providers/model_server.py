@@ -36,7 +36,6 @@ import contextlib
 import inspect
 import itertools
 import json
-import socket
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -46,6 +45,9 @@ from typing import Any, Literal, TypeAlias
 
 import pytest
 from aiohttp import web
+
+# A port nothing listens on, for connection-refused tests.
+from tests.helpers import free_port as unused_port
 
 __all__ = [
     "Call",
@@ -247,14 +249,6 @@ _DEFAULT_MESSAGES = {
     504: "Gateway timeout",
     529: "Overloaded",
 }
-
-
-def unused_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on (for connection-refused tests)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _pieces(text: str, size: int) -> list[str]:
