@@ -8,6 +8,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
@@ -141,13 +142,20 @@ def _no_run() -> ApiError:
     )
 
 
+def _segment(value: str) -> str:
+    """`value` as one path segment of a URL the server prints: a thread id with a space, `?`,
+    `#`, `%` or non-ASCII letters otherwise named another URL than its own."""
+    return quote(value, safe="")
+
+
 def _awaiting_approval(thread_id: str, trace_id: str) -> ApiError:
+    thread, trace = _segment(thread_id), _segment(trace_id)
     return ApiError(
         409,
         "awaiting_approval",
         f"this thread has a run waiting for approval (trace id {trace_id}): decide its "
-        f"pending calls (POST /v1/threads/{thread_id}/runs/{trace_id}/decisions) or cancel it "
-        f"(POST /v1/runs/{trace_id}/cancel); GET /v1/approvals lists it",
+        f"pending calls (POST /v1/threads/{thread}/runs/{trace}/decisions) or cancel it "
+        f"(POST /v1/runs/{trace}/cancel); GET /v1/approvals lists it",
     )
 
 
@@ -630,7 +638,8 @@ class _Api:
                 409,
                 "run_resuming",
                 f"the run {trace_id} was already resumed by decisions sent before: follow it "
-                f"(GET /v1/runs/{trace_id}/events) or cancel it (POST /v1/runs/{trace_id}/cancel)",
+                f"(GET /v1/runs/{_segment(trace_id)}/events) or cancel it "
+                f"(POST /v1/runs/{_segment(trace_id)}/cancel)",
             )
 
     async def decide(self, request: Request) -> Response:

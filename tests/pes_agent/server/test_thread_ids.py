@@ -3,7 +3,8 @@ actual reason (the library's own sentence)."""
 
 from __future__ import annotations
 
-from urllib.parse import quote
+import re
+from urllib.parse import quote, unquote
 
 import pytest
 
@@ -57,3 +58,50 @@ async def test_an_id_the_library_takes_the_api_takes(
     assert ran.json()["metadata"]["thread_id"] == thread_id
     assert (await client.get("/v1/threads")).json()["threads"] == [thread_id]
     assert await agent.state.list_threads() == [thread_id]
+
+
+#: URLs an error message tells the client to call: `POST /v1/...`, up to a space or ")".
+PRINTED_URL = re.compile(r"(GET|POST) (/v1/[^\s)]+)")
+
+
+@pytest.mark.parametrize(
+    "thread_id",
+    ["a b?c=1#d", "100% sure", "日本語 é", "a;rm -rf x"],
+    ids=["query", "percent", "non-ascii", "shell"],
+)
+async def test_the_urls_an_error_prints_name_the_thread_and_run_it_is_about(
+    client_for: ClientFactory, agent: AgentCore, thread_id: str
+) -> None:
+    """The 409 for a thread with a paused run names the decisions and cancel URLs with each
+    path segment percent-encoded: the decisions URL, sent as printed, resumes that very run
+    on that thread, and the cancel URL names that run."""
+    client = client_for("admin-token")
+    runs = f"/v1/threads/{quote(thread_id, safe='')}/runs"
+    paused = await client.post(runs, json={"query": "pay please"})
+    trace_id = paused.json()["metadata"]["trace_id"]
+    refused = await client.post(runs, json={"query": "hello"})
+    assert refused.status_code == 409
+    printed = {
+        path.rsplit("/", 1)[-1]: (method, path)
+        for method, path in PRINTED_URL.findall(refused.json()["error"]["message"])
+    }
+    assert set(printed) == {"decisions", "cancel", "approvals"}
+    for _, path in printed.values():
+        assert not any(c in path for c in " ?#")
+        assert path.isascii()
+    assert unquote(printed["cancel"][1]) == f"/v1/runs/{trace_id}/cancel"
+    method, path = printed["decisions"]
+    assert [unquote(part) for part in path.split("/")] == [
+        "",
+        "v1",
+        "threads",
+        thread_id,
+        "runs",
+        trace_id,
+        "decisions",
+    ]
+    resumed = await client.request(method, path, json={"decisions": {"call_1": {"approve": True}}})
+    assert resumed.status_code == 200, resumed.text
+    assert resumed.json()["metadata"]["thread_id"] == thread_id
+    assert resumed.json()["metadata"]["trace_id"] == trace_id
+    assert await agent.pending_runs(thread_id) == []
