@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import typing_extensions
+
 from pes_agent.approvals.gate import ApprovalGate
 from pes_agent.config import AgentState, LLMParams, Reevaluate
 from pes_agent.execution.revision import PlanProgress, PlanRevision
@@ -255,8 +257,8 @@ class Executor(Protocol):
         ...
 
 
-@runtime_checkable
-class SupportsApprovals(Protocol):
+@typing_extensions.runtime_checkable  # as the tools' capabilities (pes_agent.tools.base)
+class SupportsApprovals(typing_extensions.Protocol):
     """An executor that honours `ExecutionContext.approvals` says so with
     `supports_approvals = True`; the agent hands an approval gate to no other executor (a false
     value counts as not saying so)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import typing_extensions
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
@@ -99,8 +100,14 @@ class Tool(Protocol):
         ...
 
 
-@runtime_checkable
-class GatedTool(Protocol):
+# The capabilities below are checked with isinstance on every call, so they are
+# typing_extensions' runtime protocols: the same lookup on Python 3.11 as on 3.12+ (an attribute
+# of the class or the instance, never one `__getattr__` makes up), and ~1 µs a check where
+# typing's costs ~20 µs on 3.11.
+
+
+@typing_extensions.runtime_checkable
+class GatedTool(typing_extensions.Protocol):
     """A tool that says whether its calls wait for a person's approval (`requires_approval`).
 
     `@tool(requires_approval=True)` makes one; the agent gates its calls whatever the
@@ -111,8 +118,8 @@ class GatedTool(Protocol):
     def requires_approval(self) -> bool: ...
 
 
-@runtime_checkable
-class TimedTool(Protocol):
+@typing_extensions.runtime_checkable
+class TimedTool(typing_extensions.Protocol):
     """A tool with its own per-call timeout: `timeout_s` seconds, or `None` for the agent's
     `tool_timeout_s`."""
 
@@ -120,8 +127,8 @@ class TimedTool(Protocol):
     def timeout_s(self) -> float | None: ...
 
 
-@runtime_checkable
-class PooledTools(Protocol):
+@typing_extensions.runtime_checkable
+class PooledTools(typing_extensions.Protocol):
     """A mapping of tools that also names the pool its sync tools run on, as
     `ToolRegistry.as_mapping()` does; executors hand it to tools as `ToolContext.thread_pool`."""
 

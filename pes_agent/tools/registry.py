@@ -11,7 +11,7 @@ from typing import Any
 
 from pes_agent._closing import close_all
 from pes_agent.errors import RunError, ToolSourceError, UsageError
-from pes_agent.tools.base import Tool, ToolContext, ToolSchema
+from pes_agent.tools.base import GatedTool, TimedTool, Tool, ToolContext, ToolSchema
 from pes_agent.tools.decorator import check_tool_name, tool
 from pes_agent.tools.sources import OpenedTools, ToolSource
 from pes_agent.tools.threads import DEFAULT_SYNC_TOOL_THREADS, ToolThreadPool
@@ -325,8 +325,20 @@ class _RenamedTool:
     async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any:
         return await self._tool.execute(arguments, context)
 
+    # The capabilities are declared here, not left to __getattr__: runtime protocols look
+    # attributes up statically, so a forwarded one would go unseen (an ungated gated tool).
+    @property
+    def timeout_s(self) -> float | None:
+        """The tool's own timeout (`TimedTool`), else None."""
+        return self._tool.timeout_s if isinstance(self._tool, TimedTool) else None
+
+    @property
+    def requires_approval(self) -> bool:
+        """The tool's `requires_approval` (`GatedTool`), else False."""
+        return self._tool.requires_approval if isinstance(self._tool, GatedTool) else False
+
     def __getattr__(self, name: str) -> Any:
-        # timeout_s, requires_approval and whatever else the executor looks for.
+        # Whatever else a caller reads from the tool itself.
         return getattr(self._tool, name)
 
     def __repr__(self) -> str:
