@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -122,3 +123,36 @@ async def agent_observations(db: Path) -> list[Observation]:
     """The observations of thread `t` stored in the SQLite file `db`."""
     async with create_agent(provider=ScriptedProvider([]), storage=f"sqlite:///{db}") as agent:
         return await agent.observations.get_observations("t")
+
+
+@tool(requires_approval=True)
+async def keep(data: dict[str, Any]) -> str:
+    """Keep data (after a person approves)."""
+    return "kept"
+
+
+def plans_keep_deep(request: LLMRequest) -> str:
+    """Plans one `keep` call whose argument nests 300 levels."""
+    if request.phase == "planning":
+        return plan_json({"callId": "c1", "toolName": "keep", "arguments": {"data": nested(300)}})
+    return "Kept."
+
+
+async def test_a_run_answer_carries_pending_arguments_300_levels_deep(tmp_path: Path) -> None:
+    """A run paused on a call whose arguments nest 300 levels answers 200 as JSON and as a
+    stream's `final` event, the arguments whole (their deep part as JSON text)."""
+    model = ScriptedProvider([plans_keep_deep] * 2)
+    async with create_agent(
+        provider=model, tools=[keep], storage=f"sqlite:///{tmp_path / 'api.db'}"
+    ) as agent:
+        transport = httpx.ASGITransport(app=create_app(agent))
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            answer = await client.post("/v1/threads/t/runs", json={"query": "keep"})
+            streamed = await client.post(
+                "/v1/threads/u/runs", json={"query": "keep"}, headers=STREAM
+            )
+    assert answer.status_code == 200, answer.text
+    [final] = [line for line in streamed.text.splitlines() if line.startswith('data: {"response')]
+    for response in (answer.json(), json.loads(final.removeprefix("data: "))):
+        [pending] = response["metadata"]["pending_approvals"]
+        assert levels_of(pending["arguments"]["data"]) == 300
