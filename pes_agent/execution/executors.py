@@ -46,7 +46,21 @@ class ConcurrentExecutor:
     async def execute(
         self, calls: Sequence[ParsedToolCall], ctx: ExecutionContext
     ) -> list[ToolResult]:
-        """Run `calls` and return one `ToolResult` per call, in call order."""
+        """Run `calls` and return one `ToolResult` per call, in call order.
+
+        Args:
+            calls: The plan's tool calls; `dependsOn` and `{step_N_result}` placeholders order
+                them.
+            ctx: The tools, which of them this run may use, the limits, hooks, model caller,
+                re-evaluation and approval gate.
+
+        Returns:
+            One result per call of the final plan (a revision's replaced calls left out), in
+            step order; every failure is an error result, never an exception.
+
+        Raises:
+            UsageError: `ctx.max_concurrency` is below 1, or `ctx.reevaluation.mode` is unknown.
+        """
         if ctx.max_concurrency < 1:
             raise UsageError(f"max_concurrency must be at least 1, got {ctx.max_concurrency}.")
         runner = CallRunner(PlanLedger(calls, ctx.approvals), ctx)
@@ -130,7 +144,21 @@ class SequentialExecutor:
     async def execute(
         self, calls: Sequence[ParsedToolCall], ctx: ExecutionContext
     ) -> list[ToolResult]:
-        """Run `calls` and return one `ToolResult` per call, in call order."""
+        """Run `calls` and return one `ToolResult` per call, in call order.
+
+        Args:
+            calls: The plan's tool calls; they run in plan order, a call named in a `dependsOn`
+                first.
+            ctx: The tools, which of them this run may use, the limits, hooks, model caller,
+                re-evaluation and approval gate (`max_concurrency` is not used).
+
+        Returns:
+            One result per call of the final plan (a revision's replaced calls left out), in
+            step order; every failure is an error result, never an exception.
+
+        Raises:
+            UsageError: `ctx.reevaluation.mode` is unknown.
+        """
         runner = CallRunner(PlanLedger(calls, ctx.approvals), ctx)
         reevaluation = _reevaluation(ctx)
         if reevaluation is not None:

@@ -13,12 +13,10 @@ import pes_agent
 from pes_agent import testing
 from pes_agent.providers import registry
 
-#: Public names whose docstrings are still being reshaped in their own rooms (the run loop,
-#: the executors and the storage backends); each is checked once it leaves this set.
+#: Public names whose docstrings are still being reshaped in their own rooms (the run loop and
+#: the storage backends); each is checked once it leaves this set.
 _NOT_YET = frozenset(
     {
-        "ConcurrentExecutor",
-        "SequentialExecutor",
         "PlanProgress",
         "Storage",
         "InMemoryStorage",
