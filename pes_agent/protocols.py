@@ -37,6 +37,7 @@ from pes_agent.retrieval.base import ScoredDocument
 from pes_agent.run import AgentProps
 from pes_agent.threads.messages import ConversationMessage
 from pes_agent.tools.base import Tool, ToolResult, ToolSchema
+from pes_agent.tools.invoker import IN_PROCESS, ToolInvoker
 from pes_agent.usage import Usage
 
 __all__ = [
@@ -199,7 +200,10 @@ class ExecutionContext:
     result); `reevaluation`, when set, has the plan re-evaluated as it runs. Executors that
     support neither may ignore both. `approvals`, when set, gates the calls that need a
     person's approval; an executor must honour it, so the agent refuses to hand a gate to an
-    executor that is not `SupportsApprovals` (`supports_approvals = True`).
+    executor that is not `SupportsApprovals` (`supports_approvals = True`). `invoker` is how
+    each tool call reaches its tool (`pes_agent.tools.invoker`): an executor awaits
+    `invoker.invoke(tool, arguments, context)` rather than the tool itself, so an engine can
+    run the calls elsewhere.
     """
 
     thread_id: str
@@ -216,6 +220,7 @@ class ExecutionContext:
     llm: ModelCaller | None = None
     reevaluation: Reevaluation | None = None
     approvals: ApprovalGate | None = None
+    invoker: ToolInvoker = IN_PROCESS
 
 
 @runtime_checkable

@@ -341,7 +341,7 @@ class CallRunner:
         started = time.perf_counter()
         try:
             async with scope:
-                output = await tool.execute(arguments, context)
+                output = await ctx.invoker.invoke(tool, arguments, context)
         except TimeoutError as exc:
             if not scope.expired():  # the tool's own TimeoutError, not our deadline
                 return self._failure(call, exc, started)

@@ -94,6 +94,7 @@ class ToolSystem(PhaseSystem):
             llm=run.llm,
             reevaluation=reevaluation,
             approvals=gate,
+            invoker=run.resources.invoker,
         )
         try:
             results = await self._executor.execute(calls, context)
