@@ -709,6 +709,8 @@ class _Api:
             found = await self.agent.observations.get_observations(
                 thread_id, types=types, trace_id=trace_id
             )
+        except ConfigurationError:
+            raise  # the store is unusable (a 503), not the parameters
         except UsageError as error:
             raise ApiError(400, "invalid_parameter", str(error)) from None
         if after is not None:
@@ -797,6 +799,8 @@ class _Api:
         await self.authorize(caller, thread_id, create=True)
         try:
             await self.agent.state.set_thread_config(thread_id, config)
+        except ConfigurationError:
+            raise  # the store is unusable (a 503), not the config
         except UsageError as error:
             # E.g. a provider config holding an API key, which storage never saves.
             raise ApiError(422, "invalid_config", str(error)) from None

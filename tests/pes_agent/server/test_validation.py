@@ -488,8 +488,8 @@ async def test_a_run_on_a_store_that_cannot_be_opened_is_a_503_naming_no_path(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A run on an SQLite file whose folder is missing is the server's fault, not a conflict:
-    a 503 `storage_unavailable` (asked for JSON or a stream) that names no path, while the
-    server's log says what is wrong."""
+    a 503 `storage_unavailable` (asked for JSON or a stream; so are a config, decisions and
+    observations, not a 4xx) that names no path, while the server's log says what is wrong."""
     async with make_agent(tmp_path / "missing" / "api.db") as agent:
         transport = httpx.ASGITransport(app=create_app(agent))
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
@@ -499,7 +499,12 @@ async def test_a_run_on_a_store_that_cannot_be_opened_is_a_503_naming_no_path(
                 json={"query": "hello"},
                 headers={"Accept": "text/event-stream"},
             )
-    for response in (answer, streamed):
+            observations = ("GET", "/v1/threads/t1/observations", b"")
+            others = [
+                await client.request(method, path, content=body, headers=JSON)
+                for method, path, body in [*BODY_ENDPOINTS, observations]
+            ]
+    for response in (answer, streamed, *others):
         assert error_of(response) == (503, "storage_unavailable")
         assert "missing" not in response.text
     assert "server_storage_unusable" in caplog.text
