@@ -56,7 +56,6 @@ from pes_agent.threads.ids import check_thread_id
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 from pes_agent.threads.state import StateManager, ThreadContext
 from pes_agent.tools.base import GatedTool, ToolResult
-from pes_agent.tools.decorator import FunctionTool
 from pes_agent.tools.registry import ToolRegistry
 from pes_agent.usage import Usage
 
@@ -535,12 +534,7 @@ class AgentCore(ClosedOnExit):
         names = settings.require_approval.union(
             paused.require_approval if paused is not None else ()
         )
-        # FunctionTool first: most tools are @tool functions, and on Python 3.11 isinstance on
-        # a runtime protocol costs ~20 µs a tool, for every run.
-        flagged = any(
-            isinstance(t, FunctionTool | GatedTool) and t.requires_approval is True
-            for t in self.tools
-        )
+        flagged = any(isinstance(t, GatedTool) and t.requires_approval is True for t in self.tools)
         predicate = self._defaults.approval_predicate
         if not (names or flagged or predicate or paused is not None):
             return None
