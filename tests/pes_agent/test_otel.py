@@ -48,6 +48,8 @@ from pes_agent.providers.base import LLMRequest
 from pes_agent.testing import ScriptedProvider, ScriptedResponse, plan_call, plan_json
 from tests.pes_agent.providers.model_server import Call, ModelServer, Reply
 
+from ..helpers import AgentBuilder
+
 
 class OpenSpans(SpanProcessor):
     """Counts spans started and not yet ended, to prove none is left dangling."""
@@ -346,12 +348,12 @@ async def test_uninstrument_stops_making_spans(traces: Traces) -> None:
     assert [s.name for s in traces.named("invoke_agent")] == ["invoke_agent pes-agent"]
 
 
-def test_without_opentelemetry_the_error_names_the_extra(
-    traces: Traces, monkeypatch: pytest.MonkeyPatch
+async def test_without_opentelemetry_the_error_names_the_extra(
+    build_agent: AgentBuilder, traces: Traces, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A missing OpenTelemetry is a ConfigurationError naming pip install 'pes-agent[otel]'."""
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
-    agent = create_agent(provider=ScriptedProvider(["x"]))
+    agent = build_agent(provider=ScriptedProvider(["x"]))
     with pytest.raises(ConfigurationError, match=r"pip install 'pes-agent\[otel\]'"):
         instrument(agent, traces.provider)
 
