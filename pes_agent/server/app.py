@@ -799,10 +799,13 @@ class _Api:
         await self.authorize(caller, thread_id, create=True)
         try:
             await self.agent.state.set_thread_config(thread_id, config)
-        except ConfigurationError:
-            raise  # the store is unusable (a 503), not the config
+        except ConfigurationError as error:
+            # A provider config holding an API key, which storage never saves; else the store
+            # could not be opened (answered 503 by `_guarded`).
+            if config.provider_config is None or config.provider_config.api_key is None:
+                raise
+            raise ApiError(422, "invalid_config", str(error)) from None
         except UsageError as error:
-            # E.g. a provider config holding an API key, which storage never saves.
             raise ApiError(422, "invalid_config", str(error)) from None
         return JSONResponse(config.model_dump(mode="json", exclude={"provider_config"}))
 
