@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Match, Route
@@ -801,7 +802,7 @@ class _Api:
             await self.agent.state.set_thread_config(thread_id, config)
         except ConfigurationError as error:
             # A provider config holding an API key, which storage never saves; else the store
-            # could not be opened (answered 503 by `_guarded`).
+            # could not be opened (answered 503 by `_storage_error`).
             if config.provider_config is None or config.provider_config.api_key is None:
                 raise
             raise ApiError(422, "invalid_config", str(error)) from None
@@ -893,29 +894,23 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-Handler = Callable[[Request], Any]
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return _error_response(exc)
 
 
-def _guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
-    async def endpoint(request: Request) -> Response:
-        try:
-            response: Response = await handler(request)
-        except ApiError as error:
-            return _error_response(error)
-        except ConfigurationError as error:
-            return _error_response(_storage_unusable(error, http_path=request.url.path))
-        except Exception:
-            # The details (a store's path or its error) go to the log, not to the client.
-            _log.exception(
-                "server_request_failed", http_method=request.method, http_path=request.url.path
-            )
-            return _error_response(
-                ApiError(500, "internal_error", "the server failed; its log has details")
-            )
-        return response
+async def _storage_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ConfigurationError)
+    return _error_response(_storage_unusable(exc, http_path=request.url.path))
 
-    endpoint.__name__ = getattr(handler, "__name__", "endpoint")
-    return endpoint
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    # The details (a store's path or its error) go to the log, not to the client. Called
+    # while `exc` is being handled, so the log has its traceback.
+    _log.exception("server_request_failed", http_method=request.method, http_path=request.url.path)
+    return _error_response(
+        ApiError(500, "internal_error", "the server failed; its log has details")
+    )
 
 
 def create_app(
@@ -953,31 +948,29 @@ def create_app(
         workers=workers,
     )
     routes = [
-        Route("/openapi.json", _guarded(api.openapi), methods=["GET"]),
-        Route("/v1/threads", _guarded(api.list_threads), methods=["GET"]),
-        Route("/v1/threads/{thread_id}", _guarded(api.delete_thread), methods=["DELETE"]),
-        Route("/v1/threads/{thread_id}/runs", _guarded(api.create_run), methods=["POST"]),
-        Route("/v1/threads/{thread_id}/runs", _guarded(api.list_runs), methods=["GET"]),
-        Route(
-            "/v1/threads/{thread_id}/runs/{trace_id}/trace", _guarded(api.trace), methods=["GET"]
-        ),
-        Route("/v1/threads/{thread_id}/messages", _guarded(api.messages), methods=["GET"]),
-        Route("/v1/threads/{thread_id}/observations", _guarded(api.observations), methods=["GET"]),
-        Route("/v1/threads/{thread_id}/config", _guarded(api.put_config), methods=["PUT"]),
-        Route("/v1/threads/{thread_id}/config", _guarded(api.get_config), methods=["GET"]),
-        Route("/v1/threads/{thread_id}/events", _guarded(api.thread_events), methods=["GET"]),
+        Route("/openapi.json", api.openapi, methods=["GET"]),
+        Route("/v1/threads", api.list_threads, methods=["GET"]),
+        Route("/v1/threads/{thread_id}", api.delete_thread, methods=["DELETE"]),
+        Route("/v1/threads/{thread_id}/runs", api.create_run, methods=["POST"]),
+        Route("/v1/threads/{thread_id}/runs", api.list_runs, methods=["GET"]),
+        Route("/v1/threads/{thread_id}/runs/{trace_id}/trace", api.trace, methods=["GET"]),
+        Route("/v1/threads/{thread_id}/messages", api.messages, methods=["GET"]),
+        Route("/v1/threads/{thread_id}/observations", api.observations, methods=["GET"]),
+        Route("/v1/threads/{thread_id}/config", api.put_config, methods=["PUT"]),
+        Route("/v1/threads/{thread_id}/config", api.get_config, methods=["GET"]),
+        Route("/v1/threads/{thread_id}/events", api.thread_events, methods=["GET"]),
         Route(
             "/v1/threads/{thread_id}/runs/{trace_id}/decisions",
-            _guarded(api.decide),
+            api.decide,
             methods=["POST"],
         ),
-        Route("/v1/runs/{trace_id}/events", _guarded(api.run_events), methods=["GET"]),
-        Route("/v1/runs/{trace_id}/cancel", _guarded(api.cancel_run), methods=["POST"]),
-        Route("/v1/approvals", _guarded(api.approvals), methods=["GET"]),
+        Route("/v1/runs/{trace_id}/events", api.run_events, methods=["GET"]),
+        Route("/v1/runs/{trace_id}/cancel", api.cancel_run, methods=["POST"]),
+        Route("/v1/approvals", api.approvals, methods=["GET"]),
     ]
     if console:
         routes.extend(console_routes())
-    middleware = []
+    middleware: list[Middleware] = []
     if cors_origins:
         middleware.append(
             Middleware(
@@ -1000,11 +993,20 @@ def create_app(
             if close_agent:
                 await agent.aclose()
 
+    # Starlette answers an `Exception` handler's response from its outermost middleware and
+    # then raises the exception again (a second traceback in the ASGI server's log; test
+    # clients raise it): the last resort is an ExceptionMiddleware of its own instead.
+    middleware.append(Middleware(ExceptionMiddleware, handlers={Exception: _internal_error}))
     app = Starlette(
         routes=routes,
         middleware=middleware,
         lifespan=lifespan,
-        exception_handlers={404: _not_found, 405: _not_allowed},
+        exception_handlers={
+            404: _not_found,
+            405: _not_allowed,
+            ApiError: _api_error,
+            ConfigurationError: _storage_error,
+        },
     )
     app.state.runs = registry
     app.state.workers = workers
