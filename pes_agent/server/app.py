@@ -12,10 +12,12 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
+from starlette.authentication import AuthenticationError
 from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.exceptions import ExceptionMiddleware
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Match, Route
 
@@ -30,7 +32,13 @@ from pes_agent.errors import (
 )
 from pes_agent.observing.logs import get_logger
 from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata
-from pes_agent.server.auth import Caller, OwnerStore, TokenTable, is_reserved_thread
+from pes_agent.server.auth import (
+    BearerTokens,
+    Caller,
+    OwnerStore,
+    TokenTable,
+    is_reserved_thread,
+)
 from pes_agent.server.console import console_routes, trace_policy
 from pes_agent.server.feeds import SharedRunFeed, ThreadFeed
 from pes_agent.server.history import run_summaries, trace_page
@@ -86,6 +94,10 @@ def _error_response(error: ApiError) -> JSONResponse:
         status_code=error.status,
         headers=headers,
     )
+
+
+def _unauthorized(conn: HTTPConnection, error: AuthenticationError) -> Response:
+    return _error_response(ApiError(401, "unauthorized", str(error)))
 
 
 def _validation_message(error: ValidationError) -> str:
@@ -237,12 +249,6 @@ class _Api:
         self._background: set[asyncio.Task[Any]] = set()
 
     # -- request plumbing ---------------------------------------------------------------
-
-    def caller(self, request: Request) -> Caller:
-        caller = self.tokens.caller(request.headers.get("authorization"))
-        if caller is None:
-            raise ApiError(401, "unauthorized", "send a valid token as 'Authorization: Bearer …'")
-        return caller
 
     async def body(self, request: Request, model: type[M]) -> M:
         """The JSON body as a `model`; unknown fields, at any depth, are refused."""
@@ -432,7 +438,7 @@ class _Api:
         )
 
     async def create_run(self, request: Request) -> Response:
-        caller = self.caller(request)
+        caller: Caller = request.user
         thread_id = self.thread_id(request)
         # Every parameter is checked before the run starts: a refused request runs nothing.
         cancel_on_disconnect = _flag(request, "cancel_on_disconnect")
@@ -488,7 +494,7 @@ class _Api:
         return existing
 
     async def run_events(self, request: Request) -> Response:
-        caller = self.caller(request)
+        caller: Caller = request.user
         trace_id: str = request.path_params["trace_id"]
         cancel_on_disconnect = _flag(request, "cancel_on_disconnect")
         handle = self.runs.get(trace_id)
@@ -555,7 +561,7 @@ class _Api:
         task.add_done_callback(self._background.discard)
 
     async def cancel_run(self, request: Request) -> Response:
-        caller = self.caller(request)
+        caller: Caller = request.user
         trace_id: str = request.path_params["trace_id"]
         handle = self.runs.get(trace_id)
         if handle is not None and not handle.done:
@@ -616,7 +622,7 @@ class _Api:
     # -- approvals ------------------------------------------------------------------------
 
     async def approvals(self, request: Request) -> Response:
-        caller = self.caller(request)
+        caller: Caller = request.user
         thread_id = request.query_params.get("thread_id")
         problem = None if thread_id is None else thread_id_problem(thread_id)
         if problem is not None:
@@ -644,7 +650,7 @@ class _Api:
             )
 
     async def decide(self, request: Request) -> Response:
-        caller = self.caller(request)
+        caller: Caller = request.user
         thread_id = self.thread_id(request)
         trace_id: str = request.path_params["trace_id"]
         cancel_on_disconnect = _flag(request, "cancel_on_disconnect")
@@ -684,14 +690,14 @@ class _Api:
     # -- threads --------------------------------------------------------------------------
 
     async def list_threads(self, request: Request) -> Response:
-        caller = self.caller(request)
+        caller: Caller = request.user
         threads = [t for t in await self.agent.state.list_threads() if not is_reserved_thread(t)]
         if caller.scoped:
             threads = [t for t in threads if await self._owns(caller, t)]
         return JSONResponse(ThreadList(threads=threads).model_dump(mode="json"))
 
     async def messages(self, request: Request) -> Response:
-        caller = self.caller(request)
+        caller: Caller = request.user
         thread_id = self.thread_id(request)
         limit = _int_param(request, "limit")
         await self.authorize(caller, thread_id)
@@ -699,7 +705,7 @@ class _Api:
         return JSONResponse(MessageList(messages=messages).model_dump(mode="json"))
 
     async def observations(self, request: Request) -> Response:
-        caller = self.caller(request)
+        caller: Caller = request.user
         thread_id = self.thread_id(request)
         types = request.query_params.getlist("type") or None
         after = request.query_params.get("after")
@@ -737,7 +743,7 @@ class _Api:
         return JSONResponse(body.model_dump(mode="json"))
 
     async def list_runs(self, request: Request) -> Response:
-        caller = self.caller(request)
+        caller: Caller = request.user
         thread_id = self.thread_id(request)
         await self.authorize(caller, thread_id)
         observations = await self.agent.observations.get_observations(thread_id)
@@ -763,7 +769,7 @@ class _Api:
         return JSONResponse(body.model_dump(mode="json"))
 
     async def trace(self, request: Request) -> Response:
-        caller = self.caller(request)
+        caller: Caller = request.user
         thread_id = self.thread_id(request)
         trace_id: str = request.path_params["trace_id"]
         await self.authorize(caller, thread_id)
@@ -781,7 +787,7 @@ class _Api:
         )
 
     async def delete_thread(self, request: Request) -> Response:
-        caller = self.caller(request)
+        caller: Caller = request.user
         thread_id = self.thread_id(request)
         await self.authorize(caller, thread_id)
         if any(run.thread_id == thread_id for run in self.runs.running()) or any(
@@ -793,7 +799,7 @@ class _Api:
         return Response(status_code=204)
 
     async def put_config(self, request: Request) -> Response:
-        caller = self.caller(request)
+        caller: Caller = request.user
         thread_id = self.thread_id(request)
         config = await self.body(request, ThreadConfig)
         self._check_provider(config.provider_config is not None)
@@ -811,7 +817,7 @@ class _Api:
         return JSONResponse(config.model_dump(mode="json", exclude={"provider_config"}))
 
     async def get_config(self, request: Request) -> Response:
-        caller = self.caller(request)
+        caller: Caller = request.user
         thread_id = self.thread_id(request)
         await self.authorize(caller, thread_id)
         config = await self.agent.state.get_thread_config(thread_id)
@@ -821,7 +827,7 @@ class _Api:
         return JSONResponse(config.model_dump(mode="json", exclude={"provider_config"}))
 
     async def thread_events(self, request: Request) -> Response:
-        caller = self.caller(request)
+        caller: Caller = request.user
         thread_id = self.thread_id(request)
         await self.authorize(caller, thread_id)
         # Subscribed before the response starts: once `subscribed` arrives nothing is missed.
@@ -947,26 +953,46 @@ def create_app(
         registry=registry,
         workers=workers,
     )
+    # Checked on each API route once it matched: an unknown path or method is a 404 or 405
+    # with or without a token, as the OpenAPI document and the console need none.
+    auth = [
+        Middleware(
+            AuthenticationMiddleware, backend=BearerTokens(api.tokens), on_error=_unauthorized
+        )
+    ]
     routes = [
         Route("/openapi.json", api.openapi, methods=["GET"]),
-        Route("/v1/threads", api.list_threads, methods=["GET"]),
-        Route("/v1/threads/{thread_id}", api.delete_thread, methods=["DELETE"]),
-        Route("/v1/threads/{thread_id}/runs", api.create_run, methods=["POST"]),
-        Route("/v1/threads/{thread_id}/runs", api.list_runs, methods=["GET"]),
-        Route("/v1/threads/{thread_id}/runs/{trace_id}/trace", api.trace, methods=["GET"]),
-        Route("/v1/threads/{thread_id}/messages", api.messages, methods=["GET"]),
-        Route("/v1/threads/{thread_id}/observations", api.observations, methods=["GET"]),
-        Route("/v1/threads/{thread_id}/config", api.put_config, methods=["PUT"]),
-        Route("/v1/threads/{thread_id}/config", api.get_config, methods=["GET"]),
-        Route("/v1/threads/{thread_id}/events", api.thread_events, methods=["GET"]),
+        Route("/v1/threads", api.list_threads, methods=["GET"], middleware=auth),
+        Route("/v1/threads/{thread_id}", api.delete_thread, methods=["DELETE"], middleware=auth),
+        Route("/v1/threads/{thread_id}/runs", api.create_run, methods=["POST"], middleware=auth),
+        Route("/v1/threads/{thread_id}/runs", api.list_runs, methods=["GET"], middleware=auth),
+        Route(
+            "/v1/threads/{thread_id}/runs/{trace_id}/trace",
+            api.trace,
+            methods=["GET"],
+            middleware=auth,
+        ),
+        Route("/v1/threads/{thread_id}/messages", api.messages, methods=["GET"], middleware=auth),
+        Route(
+            "/v1/threads/{thread_id}/observations",
+            api.observations,
+            methods=["GET"],
+            middleware=auth,
+        ),
+        Route("/v1/threads/{thread_id}/config", api.put_config, methods=["PUT"], middleware=auth),
+        Route("/v1/threads/{thread_id}/config", api.get_config, methods=["GET"], middleware=auth),
+        Route(
+            "/v1/threads/{thread_id}/events", api.thread_events, methods=["GET"], middleware=auth
+        ),
         Route(
             "/v1/threads/{thread_id}/runs/{trace_id}/decisions",
             api.decide,
             methods=["POST"],
+            middleware=auth,
         ),
-        Route("/v1/runs/{trace_id}/events", api.run_events, methods=["GET"]),
-        Route("/v1/runs/{trace_id}/cancel", api.cancel_run, methods=["POST"]),
-        Route("/v1/approvals", api.approvals, methods=["GET"]),
+        Route("/v1/runs/{trace_id}/events", api.run_events, methods=["GET"], middleware=auth),
+        Route("/v1/runs/{trace_id}/cancel", api.cancel_run, methods=["POST"], middleware=auth),
+        Route("/v1/approvals", api.approvals, methods=["GET"], middleware=auth),
     ]
     if console:
         routes.extend(console_routes())

@@ -9,6 +9,10 @@ user's after the thread is deleted (another user taking the id over would be sho
 still open on it). The owner is kept in the agent's storage (as the state of a reserved thread
 id, `OWNER_PREFIX + thread_id`, see `pes_agent.threads.reserved`), so every worker process
 sharing the storage agrees on it.
+
+`BearerTokens` is the Starlette authentication backend on the API's routes: a request without
+an accepted token is answered 401 before its route reads anything (its body included), and
+the others carry their `Caller` as `request.user`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,14 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from starlette.authentication import (
+    AuthCredentials,
+    AuthenticationBackend,
+    AuthenticationError,
+    BaseUser,
+)
+from starlette.requests import HTTPConnection
+
 from pes_agent.config import AgentState
 from pes_agent.errors import StateConflictError, StorageError, UsageError
 from pes_agent.observing.logs import get_logger
@@ -28,6 +40,7 @@ from pes_agent.threads.reserved import RESERVED_PREFIX, is_reserved_thread
 __all__ = [
     "OWNER_PREFIX",
     "TOKEN_ENV",
+    "BearerTokens",
     "Caller",
     "OwnerStore",
     "TokenTable",
@@ -45,7 +58,7 @@ OWNER_PREFIX = RESERVED_PREFIX + "owner:"
 
 
 @dataclass(frozen=True, slots=True)
-class Caller:
+class Caller(BaseUser):
     """Who a request speaks for: `user_id` None is an unscoped caller that sees every thread."""
 
     user_id: str | None = None
@@ -54,6 +67,21 @@ class Caller:
     def scoped(self) -> bool:
         """Whether this caller sees only its own threads."""
         return self.user_id is not None
+
+    @property
+    def is_authenticated(self) -> bool:
+        """Always: a request without an accepted token gets no `Caller`."""
+        return True
+
+    @property
+    def display_name(self) -> str:
+        """The user id, or "" for an unscoped caller."""
+        return self.user_id or ""
+
+    @property
+    def identity(self) -> str:
+        """The user id, or "" for an unscoped caller."""
+        return self.user_id or ""
 
 
 class TokenTable:
@@ -113,6 +141,21 @@ class TokenTable:
             if hmac.compare_digest(token, given):
                 found = Caller(user)
         return found
+
+
+class BearerTokens(AuthenticationBackend):
+    """Lets in requests whose `Authorization: Bearer …` is one of `tokens`, as their `Caller`;
+    the others are refused (`AuthenticationError`, answered 401 by the middleware's
+    `on_error`)."""
+
+    def __init__(self, tokens: TokenTable) -> None:
+        self.tokens = tokens
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser]:
+        caller = self.tokens.caller(conn.headers.get("authorization"))
+        if caller is None:
+            raise AuthenticationError("send a valid token as 'Authorization: Bearer …'")
+        return AuthCredentials(["authenticated"]), caller
 
 
 def _digest(token: bytes) -> bytes:
