@@ -55,7 +55,7 @@ from pes_agent.threads.conversation import ConversationManager
 from pes_agent.threads.ids import check_thread_id
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 from pes_agent.threads.state import StateManager, ThreadContext
-from pes_agent.tools.base import GatedTool, ToolResult
+from pes_agent.tools.base import ToolResult, needs_approval
 from pes_agent.tools.registry import ToolRegistry
 from pes_agent.usage import Usage
 
@@ -534,7 +534,7 @@ class AgentCore(ClosedOnExit):
         names = settings.require_approval.union(
             paused.require_approval if paused is not None else ()
         )
-        flagged = any(isinstance(t, GatedTool) and t.requires_approval is True for t in self.tools)
+        flagged = any(needs_approval(t) for t in self.tools)
         predicate = self._defaults.approval_predicate
         if not (names or flagged or predicate or paused is not None):
             return None

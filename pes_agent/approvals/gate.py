@@ -32,7 +32,7 @@ from pes_agent.errors import UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import ObservationType
 from pes_agent.planning.plan import ParsedToolCall
-from pes_agent.tools.base import GatedTool, Tool, ToolResult
+from pes_agent.tools.base import Tool, ToolResult, needs_approval
 
 __all__ = [
     "ApprovalGate",
@@ -133,11 +133,7 @@ class ApprovalGate:
     @property
     def rule_names(self) -> frozenset[str]:
         """Every tool name that needs approval: the names given and the flagged tools."""
-        flagged = (
-            name
-            for name, tool in self._tools.items()
-            if isinstance(tool, GatedTool) and tool.requires_approval is True
-        )
+        flagged = (name for name, tool in self._tools.items() if needs_approval(tool))
         return self._names.union(flagged)
 
     @property
@@ -153,9 +149,7 @@ class ApprovalGate:
             # A decision taken is law, whether or not this process's rules ask for one.
             return True
         tool = self._tools.get(call.tool_name)
-        if (
-            isinstance(tool, GatedTool) and tool.requires_approval is True
-        ) or call.tool_name in self._names:
+        if needs_approval(tool) or call.tool_name in self._names:
             return True
         if self._predicate is None:
             return False

@@ -20,6 +20,7 @@ __all__ = [
     "ToolResult",
     "ToolSchema",
     "ToolStatus",
+    "needs_approval",
 ]
 
 ToolStatus = Literal["success", "error"]
@@ -111,11 +112,23 @@ class GatedTool(typing_extensions.Protocol):
     """A tool that says whether its calls wait for a person's approval (`requires_approval`).
 
     `@tool(requires_approval=True)` makes one; the agent gates its calls whatever the
-    `require_approval` rules say.
+    `require_approval` rules say. The agent asks `needs_approval(tool)`, not `isinstance`.
     """
 
     @property
     def requires_approval(self) -> bool: ...
+
+
+def needs_approval(tool: object) -> bool:
+    """Whether `tool` says its calls wait for approval (`GatedTool`: `requires_approval` is
+    exactly True).
+
+    Unlike the other capabilities this is read as an attribute, wherever it comes from: a
+    wrapper that forwards attributes through `__getattr__` (a proxy around a gated tool) is
+    gated too. A security check fails closed; `isinstance` against a runtime protocol would
+    miss such an attribute and let the call run unasked.
+    """
+    return getattr(tool, "requires_approval", False) is True
 
 
 @typing_extensions.runtime_checkable

@@ -11,7 +11,7 @@ from typing import Any
 
 from pes_agent._closing import close_all
 from pes_agent.errors import RunError, ToolSourceError, UsageError
-from pes_agent.tools.base import GatedTool, TimedTool, Tool, ToolContext, ToolSchema
+from pes_agent.tools.base import TimedTool, Tool, ToolContext, ToolSchema, needs_approval
 from pes_agent.tools.decorator import check_tool_name, tool
 from pes_agent.tools.sources import OpenedTools, ToolSource
 from pes_agent.tools.threads import DEFAULT_SYNC_TOOL_THREADS, ToolThreadPool
@@ -334,8 +334,8 @@ class _RenamedTool:
 
     @property
     def requires_approval(self) -> bool:
-        """The tool's `requires_approval` (`GatedTool`), else False."""
-        return self._tool.requires_approval if isinstance(self._tool, GatedTool) else False
+        """Whether the tool needs approval (`needs_approval`)."""
+        return needs_approval(self._tool)
 
     def __getattr__(self, name: str) -> Any:
         # Whatever else a caller reads from the tool itself.

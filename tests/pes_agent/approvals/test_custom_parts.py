@@ -112,3 +112,35 @@ async def test_class_tool_with_requires_approval_not_exactly_true_runs_ungated(
         result = await agent.process(AgentProps("wire", "t1"))
     assert result.metadata.status != "awaiting_approval"
     assert ledger.log == ["wire"]
+
+
+class Proxy:
+    """A wrapper forwarding every attribute but `execute` to the tool it wraps, through
+    `__getattr__` (as logging or metrics wrappers often do)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def execute(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        return await self._inner.execute(arguments, context)
+
+
+@pytest.mark.parametrize("alone", [True, False], ids=["alone", "beside-ungated-tools"])
+async def test_a_proxy_forwarding_requires_approval_is_gated(
+    tools: list[Any], ledger: Ledger, alone: bool
+) -> None:
+    """A tool whose `requires_approval = True` comes through `__getattr__` still waits for
+    approval: the gate fails closed."""
+    wire = Proxy(Wire(ledger, requires_approval=True))
+    provider = ScriptedProvider([plan_json(call("c1", "wire")), "Wired."])
+    async with create_agent(
+        provider=provider,
+        tools=[wire] if alone else [tools[0], wire],
+        storage=InMemoryStorage(),
+    ) as agent:
+        result = await agent.process(AgentProps("wire", "t1"))
+    assert result.metadata.status == "awaiting_approval"
+    assert ledger.log == []
