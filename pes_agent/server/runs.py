@@ -338,6 +338,13 @@ class RunRegistry:
         """The runs still executing."""
         return [run for run in self._runs.values() if not run.done]
 
+    def forget_thread(self, thread_id: str) -> None:
+        """Forget the finished runs of a deleted thread: their trace ids may name new runs."""
+        for trace_id, run in list(self._finished.items()):
+            if run.thread_id == thread_id:
+                del self._finished[trace_id]
+                del self._runs[trace_id]
+
     def start(
         self,
         handle: RunHandle,

@@ -65,6 +65,7 @@ class Thread(ApiEndpoint):
             raise ApiError(409, "run_in_progress", "a run is executing on this thread")
         # The owner record stays: the id remains its user's (see pes_agent.server.auth).
         await api.agent.state.delete_thread(thread_id)
+        api.runs.forget_thread(thread_id)
         return Response(status_code=204)
 
 

@@ -178,6 +178,21 @@ async def test_repeating_a_run_request_with_its_trace_id_runs_it_once(
     assert await agent.conversation.get_messages("other") == []
 
 
+async def test_a_trace_id_of_a_deleted_thread_runs_anew(
+    client_for: ClientFactory, agent: AgentCore
+) -> None:
+    """Once its thread is deleted, a run this server kept is forgotten: a request naming its
+    trace id runs again (before, it answered the old run, whose trace was gone: a 404)."""
+    client = client_for("admin-token")
+    body = {"query": "hello", "trace_id": "tr-deleted"}
+    assert (await client.post("/v1/threads/t/runs", json=body)).status_code == 200
+    assert (await client.delete("/v1/threads/t")).status_code == 204
+    again = await client.post("/v1/threads/t/runs", json=body)
+    assert again.status_code == 200
+    assert len(await agent.conversation.get_messages("t")) == 2
+    assert (await client.get("/v1/threads/t/runs/tr-deleted/trace")).status_code == 200
+
+
 async def test_two_requests_at_once_with_one_trace_id_run_it_once(
     client_for: ClientFactory, agent: AgentCore
 ) -> None:
