@@ -1,4 +1,10 @@
-"""AgentCore: one `process()` call drives a run entity through the PES systems."""
+"""AgentCore: one `process()` call drives a run entity through the PES systems.
+
+A run goes `_prepare` (open the tool sources, load the thread, resolve its `RunSettings` once,
+build its components and `RunResources`; or end early) -> `_drive` (spawn the entity, tick
+its world until a system ends the run) -> `_outcome` (the response, from what the entity was
+left with). Each step's return type says where the run goes next.
+"""
 
 from __future__ import annotations
 
@@ -78,7 +84,7 @@ class ProviderSource(Protocol):
 
 @dataclass(slots=True, eq=False)
 class _InFlight:
-    """A `process()` call under way, which `aclose()` waits for and may cancel."""
+    """A `process()` or `resume()` call under way, which `aclose()` waits for and may cancel."""
 
     task: asyncio.Task[Any]
     thread_id: str
