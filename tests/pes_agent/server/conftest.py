@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -14,14 +13,9 @@ import pytest
 from pes_agent import AgentCore, create_agent, tool
 from pes_agent.providers.base import LLMRequest
 from pes_agent.server import create_app
-from pes_agent.testing import ScriptedProvider
+from pes_agent.testing import ScriptedProvider, plan_json
 
 TOKENS = {"alice-token": "alice", "bob-token": "bob", "admin-token": None}
-
-
-def plan_json(*calls: dict[str, Any]) -> str:
-    """A planning answer in the JSON protocol with these calls."""
-    return json.dumps({"intent": "help", "plan": "1. do it", "toolCalls": list(calls)})
 
 
 def scripted(request: LLMRequest) -> str:

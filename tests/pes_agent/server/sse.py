@@ -1,5 +1,6 @@
-"""Test helpers: uvicorn serving an app on 127.0.0.1 in the test's event loop, and an SSE reader
-that keeps each event's id as the string the server sent."""
+"""Test helpers: uvicorn serving an app on 127.0.0.1 in the test's event loop, and the one SSE
+reader of the server tests, which keeps each event's id as the string the server sent (read a
+stream with `SSEStream`/`read_sse`, a whole body with `parse_sse`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,17 @@ from typing import Any
 
 import uvicorn
 
-from .test_sse_uvicorn import free_port
+from ...helpers import free_port
 
-__all__ = ["READ_WITHIN_S", "SSEEvent", "SSEStream", "read_sse", "serving"]
+__all__ = [
+    "READ_WITHIN_S",
+    "SSEEvent",
+    "SSEStream",
+    "numbered",
+    "parse_sse",
+    "read_sse",
+    "serving",
+]
 
 #: How long a read waits for the event it is after: keep-alive pings would otherwise keep a
 #: stream that never sends it open forever, and the test with it.
@@ -28,6 +37,38 @@ class SSEEvent:
     id: str | None
     name: str
     data: dict[str, Any]
+
+
+class _EventLines:
+    """Collects one event's fields line by line; a blank line ends the event (comments, the
+    keep-alive pings, are skipped)."""
+
+    def __init__(self) -> None:
+        self._fields: dict[str, str] = {}
+
+    def feed(self, line: str) -> SSEEvent | None:
+        """The event `line` ends, if it is the blank line after one."""
+        if line == "":
+            fields, self._fields = self._fields, {}
+            if "event" not in fields:
+                return None
+            return SSEEvent(fields.get("id"), fields["event"], json.loads(fields["data"]))
+        if not line.startswith(":"):
+            key, _, value = line.partition(": ")
+            self._fields[key] = value
+        return None
+
+
+def parse_sse(body: str) -> list[SSEEvent]:
+    """The events of a whole SSE body, as `SSEStream` reads them."""
+    lines = _EventLines()
+    found = (lines.feed(line) for line in [*body.splitlines(), ""])
+    return [event for event in found if event is not None]
+
+
+def numbered(events: list[SSEEvent]) -> list[tuple[int, str, dict[str, Any]]]:
+    """(id as a number, 0 without one; name; data) of each event, for tests that count ids."""
+    return [(int(event.id or 0), event.name, event.data) for event in events]
 
 
 @asynccontextmanager
@@ -53,6 +94,7 @@ class SSEStream:
 
     def __init__(self, response: Any) -> None:
         self._lines = response.aiter_lines()
+        self._event = _EventLines()
 
     async def read(
         self,
@@ -64,21 +106,14 @@ class SSEStream:
         event included); an AssertionError naming what came if neither happens within
         `within_s`. Keep-alive comments are skipped."""
         events: list[SSEEvent] = []
-        fields: dict[str, str] = {}
         try:
             async with asyncio.timeout(within_s):
                 async for line in self._lines:
-                    if line == "":
-                        if "event" in fields:
-                            data = json.loads(fields["data"])
-                            event = SSEEvent(fields.get("id"), fields["event"], data)
-                            events.append(event)
-                            if until(event):
-                                return events
-                        fields = {}
-                    elif not line.startswith(":"):
-                        key, _, value = line.partition(": ")
-                        fields[key] = value
+                    event = self._event.feed(line)
+                    if event is not None:
+                        events.append(event)
+                        if until(event):
+                            return events
         except TimeoutError:
             got = [event.name for event in events]
             raise AssertionError(f"the awaited event did not come in {within_s} s: {got}") from None

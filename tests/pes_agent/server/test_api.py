@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -11,6 +10,7 @@ from pes_agent import AgentCore, ThreadConfig
 from pes_agent.server.auth import OWNER_PREFIX
 
 from .conftest import ClientFactory
+from .sse import numbered, parse_sse
 
 
 async def run(client: Any, thread: str, query: str = "hello", **body: Any) -> Any:
@@ -44,7 +44,7 @@ async def test_run_as_sse_through_asgi_ends_with_final(client_for: ClientFactory
         headers={"Accept": "text/event-stream"},
     )
     assert response.headers["content-type"].startswith("text/event-stream")
-    events = parse_sse(response.text)
+    events = numbered(parse_sse(response.text))
     names = [name for _, name, _ in events]
     assert names[0] == "run"
     assert names[-1] == "final"
@@ -53,18 +53,6 @@ async def test_run_as_sse_through_asgi_ends_with_final(client_for: ClientFactory
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
     assert events[-1][2]["metadata"]["status"] == "success"
-
-
-def parse_sse(text: str) -> list[tuple[int, str, dict[str, Any]]]:
-    """(id, event, data) of each event in an SSE body (comments skipped)."""
-    events = []
-    for block in text.strip().split("\n\n"):
-        fields = dict(
-            line.split(": ", 1) for line in block.splitlines() if not line.startswith(":")
-        )
-        if "event" in fields:
-            events.append((int(fields.get("id", 0)), fields["event"], json.loads(fields["data"])))
-    return events
 
 
 async def test_runs_and_threads_listing_messages_and_observations(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -28,6 +27,8 @@ from pes_agent.cli.demo import DEMO_QUERY, demo_model, demo_tools
 from pes_agent.providers.base import LLMRequest
 from pes_agent.server import create_app
 from pes_agent.testing import ScriptedProvider
+
+from ...helpers import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -57,13 +58,6 @@ def _playwright_installed() -> bool:
     except ImportError:
         return False
     return True
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @dataclass

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,14 +14,10 @@ import uvicorn
 from pes_agent import AgentCore
 from pes_agent.server import create_app
 
+from ...helpers import free_port
+from .sse import SSEEvent, numbered, read_sse
+
 Event = tuple[int, str, dict[str, Any]]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @pytest.fixture
@@ -45,20 +40,14 @@ async def base_url(agent: AgentCore) -> AsyncIterator[str]:
 
 async def read_events(response: Any, stop: int | None = None) -> list[Event]:
     """Events of an SSE response, until `final`/`error` or `stop` events were read."""
-    events: list[Event] = []
-    fields: dict[str, str] = {}
-    async for line in response.aiter_lines():
-        if line == "":
-            if "event" in fields:
-                event = (int(fields.get("id", 0)), fields["event"], json.loads(fields["data"]))
-                events.append(event)
-                if event[1] in ("final", "error") or (stop and len(events) >= stop):
-                    return events
-            fields = {}
-        elif not line.startswith(":"):
-            key, _, value = line.partition(": ")
-            fields[key] = value
-    return events
+    read = 0
+
+    def done(event: SSEEvent) -> bool:
+        nonlocal read
+        read += 1
+        return event.name in ("final", "error") or bool(stop and read >= stop)
+
+    return numbered(await read_sse(response, done))
 
 
 HEADERS = {"Authorization": "Bearer t0k", "Accept": "text/event-stream"}
