@@ -19,7 +19,6 @@ _NOT_YET = frozenset(
     {
         "PlanProgress",
         "Storage",
-        "InMemoryStorage",
         "SQLiteStorage",
         "open_storage",
     }
