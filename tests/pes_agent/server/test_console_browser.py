@@ -461,6 +461,12 @@ async def test_trace_view_screenshot_shows_a_bar_per_call_overlapping_lookups(
     assert '"city": "Lisbon"' in details
 
 
+async def wait_for_message_back(page: Any) -> None:
+    """Until the message box holds text again: a refused send puts its message back once the
+    request has ended, a moment after the refusal shows."""
+    await page.wait_for_function("document.getElementById('query').value !== ''", timeout=WAIT_MS)
+
+
 async def test_approval_flow_approve_resumes_the_run(
     open_console: OpenConsole, tmp_path: Path
 ) -> None:
@@ -480,7 +486,9 @@ async def test_approval_flow_approve_resumes_the_run(
     # The thread takes no new run while one waits: the console says why.
     await send_query(page, "Something else?")
     await page.wait_for_selector("#chat-error:has-text('waiting for approval')", timeout=WAIT_MS)
-    # Not sent: the message is back in the box, not in the thread's messages.
+    # Not sent: the message is back in the box, not in the thread's messages. The box is
+    # filled once the refused request has ended, a moment after the error line shows.
+    await wait_for_message_back(page)
     assert await page.get_by_label("Message", exact=True).input_value() == "Something else?"
     assert "Something else?" not in await page.locator("#messages").text_content()
     await page.get_by_role("button", name="Approve call_4 find_events").click()
@@ -875,6 +883,7 @@ async def test_a_token_refused_mid_session_keeps_the_message(open_console: OpenC
     await wait_for_status(page, "error")
     assert "asks for an API token" in await page.locator("#run .errors").text_content()
     box = page.get_by_label("Message", exact=True)
+    await wait_for_message_back(page)
     assert await box.input_value() == "Still there?"
     assert "Still there?" not in await page.locator("#messages").text_content()
     await field.fill("s3cret-token")
