@@ -8,8 +8,11 @@ setpriv's exec gets through. `pytest.skip` when neither way is open.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,13 +27,30 @@ NOBODY = 65534
 
 
 def as_unprivileged() -> list[str]:
-    """The command prefix that starts a child as `nobody` when this is root (none otherwise)."""
+    """The command prefix that starts a child as `nobody` when this is root (none otherwise);
+    `pytest.skip` when `nobody` cannot run this interpreter and import pes_agent (a venv or
+    checkout in a folder private to root, as CI's temporary ones are)."""
     if os.geteuid() != 0:
         return []
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         pytest.skip("running as root without setpriv: no way to drop privileges")
-    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    prefix = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    problem = _unreachable(tuple(prefix))
+    if problem:
+        pytest.skip(f"user nobody cannot run this interpreter with pes_agent: {problem}")
+    return prefix
+
+
+@functools.cache
+def _unreachable(prefix: tuple[str, ...]) -> str:
+    """Why `nobody` cannot start this interpreter and import pes_agent; empty when it can."""
+    probe = [*prefix, sys.executable, "-c", "import pes_agent.cli.main"]
+    done = subprocess.run(probe, capture_output=True, text=True, cwd="/", timeout=60, check=False)
+    if done.returncode == 0:
+        return ""
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return lines[-1] if lines else f"exit status {done.returncode}"
 
 
 @contextmanager
