@@ -6,12 +6,12 @@ recorder) are resources, looked up by the run entity in `pes.resources.ResourceT
 ```
 RunSpec + RunTimings        spawned by AgentCore.process
   -> Retrieved              RetrievalSystem (only for an agent with a retriever)
-  -> Planned                PlanningSystem
+  -> Planned                PlanPhaseSystem
   -> Executed               ToolSystem (or Paused: calls wait for approval)
   -> (Paused) Terminal      PauseSystem stores the paused run
   -> Synthesized            SynthesisSystem
   -> Finalized + Terminal   FinalizationSystem
-RunFailed (any phase)       -> ErrorHandlingSystem -> Terminal
+RunFailed (any phase)       -> RunErrorSystem -> Terminal
 ```
 """
 

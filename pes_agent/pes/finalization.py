@@ -1,11 +1,11 @@
-"""FinalizationSystem [20] and ErrorHandlingSystem [99]: every run ends in one of them."""
+"""FinalizationSystem [20]: a run that got this far saves its turn, FINAL_RESPONSE and ends."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
-from ecs_core import TerminalComponent, World
+from ecs_core import TerminalComponent
 from pes_agent.config import AgentState, StateSaving
 from pes_agent.errors import StorageError
 from pes_agent.observing.logs import get_logger
@@ -16,9 +16,7 @@ from pes_agent.pes.components import (
     Finalized,
     Phase,
     Retrieved,
-    RunFailed,
     RunSpec,
-    RunTimings,
     Synthesized,
 )
 from pes_agent.pes.resources import ResourceTable
@@ -27,7 +25,7 @@ from pes_agent.threads.messages import ConversationMessage, MessageRole
 from pes_agent.threads.state import commit_turn_merging_state
 from pes_agent.tools.base import ToolResult
 
-__all__ = ["ErrorHandlingSystem", "FinalizationSystem", "run_status"]
+__all__ = ["FinalizationSystem", "run_status"]
 
 _log = get_logger("pes_agent.pes")
 
@@ -142,28 +140,3 @@ class FinalizationSystem(PhaseSystem):
             base=spec.state_snapshot,
             trace_id=spec.trace_id,
         )
-
-
-class ErrorHandlingSystem:
-    """Records an ERROR observation for each failed run and ends it; nothing is saved."""
-
-    name = "ErrorHandlingSystem"
-
-    def __init__(self, resources: ResourceTable) -> None:
-        self._resources = resources
-
-    async def process(self, world: World) -> None:
-        for entity, (_spec, _timings, failed) in list(
-            world.query(RunSpec, RunTimings, RunFailed, exclude=(TerminalComponent,))
-        ):
-            content: dict[str, Any] = {"phase": failed.phase, "error": failed.message}
-            if failed.raw_output is not None:
-                content["raw"] = failed.raw_output
-            if failed.error is not None:
-                content["errorType"] = type(failed.error).__name__
-            await self._resources.of(world, entity).recorder.record(
-                ObservationType.ERROR,
-                f"{failed.phase.capitalize()} failed",
-                content,
-            )
-            world.add_component(entity, TerminalComponent(reason=f"error in {failed.phase}"))

@@ -1,4 +1,4 @@
-"""PlanningSystem [0]: the query becomes intent, title, plan and tool calls."""
+"""PlanPhaseSystem [0]: the query becomes intent, title, plan and tool calls."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pes_agent.pes.resources import ResourceTable
 from pes_agent.planning.plan import PlanningOutput
 from pes_agent.protocols import Planner, PlanningContext
 
-__all__ = ["PlanningSystem"]
+__all__ = ["PlanPhaseSystem"]
 
 
-class PlanningSystem(PhaseSystem):
+class PlanPhaseSystem(PhaseSystem):
     """Runs the planner for each new run and records PLAN, TITLE, INTENT and THOUGHTS."""
 
     phase: ClassVar[Phase] = "planning"

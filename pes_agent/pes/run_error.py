@@ -1,0 +1,37 @@
+"""RunErrorSystem [99]: a run that failed in any phase records an ERROR observation and ends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ecs_core import TerminalComponent, World
+from pes_agent.observing.types import ObservationType
+from pes_agent.pes.components import RunFailed, RunSpec, RunTimings
+from pes_agent.pes.resources import ResourceTable
+
+__all__ = ["RunErrorSystem"]
+
+
+class RunErrorSystem:
+    """Records an ERROR observation for each failed run and ends it; nothing is saved."""
+
+    name = "RunErrorSystem"
+
+    def __init__(self, resources: ResourceTable) -> None:
+        self._resources = resources
+
+    async def process(self, world: World) -> None:
+        for entity, (_spec, _timings, failed) in list(
+            world.query(RunSpec, RunTimings, RunFailed, exclude=(TerminalComponent,))
+        ):
+            content: dict[str, Any] = {"phase": failed.phase, "error": failed.message}
+            if failed.raw_output is not None:
+                content["raw"] = failed.raw_output
+            if failed.error is not None:
+                content["errorType"] = type(failed.error).__name__
+            await self._resources.of(world, entity).recorder.record(
+                ObservationType.ERROR,
+                f"{failed.phase.capitalize()} failed",
+                content,
+            )
+            world.add_component(entity, TerminalComponent(reason=f"error in {failed.phase}"))
