@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, Self
 
@@ -41,17 +41,16 @@ from pes_agent.pes.components import (
     RunSpec,
     RunTimings,
 )
-from pes_agent.pes.finalization import FinalizationSystem, run_status
+from pes_agent.pes.finalization import ErrorHandlingSystem, FinalizationSystem, run_status
 from pes_agent.pes.llm_call import RunModelCaller
 from pes_agent.pes.pausing import PauseSystem
-from pes_agent.pes.plan_phase import PlanPhaseSystem
+from pes_agent.pes.planning import PlanningSystem
 from pes_agent.pes.recorder import RunRecorder
 from pes_agent.pes.resources import ResourceTable, RunResources
 from pes_agent.pes.retrieval import RetrievalSystem
-from pes_agent.pes.run_error import RunErrorSystem
 from pes_agent.pes.settings import AgentDefaults, RunSettings
 from pes_agent.pes.synthesis import SynthesisSystem
-from pes_agent.pes.tool_system import ToolSystem
+from pes_agent.pes.tool_execution import ToolSystem
 from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesizer
 from pes_agent.providers.base import LLMProvider
 from pes_agent.retrieval.retriever import Retriever
@@ -74,6 +73,8 @@ _log = get_logger("pes_agent.agent")
 _MAX_TICKS = 8
 # Finished runs hand their world back for reuse, so its cached queries are built only once.
 _SPARE_WORLDS = 64
+# A resume waiting for its thread's lock looks this often whether another resume took the run.
+_RESUME_POLL_S = 0.25
 _CANCELLED_BY_CLOSE = "the run was cancelled: the agent was closed (aclose timeout) while it ran"
 
 
@@ -632,12 +633,33 @@ class AgentCore(ClosedOnExit):
             )
         started = time.perf_counter()
         with self._in_flight("resume", thread_id, trace_id) as run:
-            async with self._storage.lock_thread(thread_id):
+            async with self._lock_to_resume(thread_id, trace_id):
                 claimed, given = await self._claim(thread_id, trace_id, given)
                 recorder = RunRecorder(self.observations, thread_id, trace_id)
                 await _record_decisions(recorder, claimed, given)
                 merged = {**claimed.decisions, **given}
                 return await self._run(claimed.props, trace_id, started, run, claimed, merged)
+
+    @contextlib.asynccontextmanager
+    async def _lock_to_resume(self, thread_id: str, trace_id: str) -> AsyncIterator[None]:
+        """The thread's lock, to resume `trace_id` under it; `NotAwaitingApprovalError` as soon
+        as the run is no longer stored while the lock is held elsewhere.
+
+        A resume racing another one (in any process) would otherwise wait for the lock for
+        the whole of the winner's run, and only then learn it lost: meanwhile a cancel sent
+        to the loser's process would stop the idle loser instead of the run that executes.
+        """
+        async with contextlib.AsyncExitStack() as stack:
+            while True:
+                try:
+                    async with asyncio.timeout(_RESUME_POLL_S):
+                        await stack.enter_async_context(self._storage.lock_thread(thread_id))
+                    break
+                except TimeoutError:
+                    waiting = await self._storage.get_paused_runs(thread_id)
+                    if not any(paused.trace_id == trace_id for paused in waiting):
+                        raise _not_waiting(thread_id, trace_id) from None
+            yield
 
     async def _claim(
         self, thread_id: str, trace_id: str, decisions: dict[str, Decision]
@@ -764,12 +786,12 @@ def _phase_systems(
     """The PES systems every run world registers, each with its priority."""
     return [
         *([(RetrievalSystem(resources, retriever), -10)] if retriever is not None else []),
-        (PlanPhaseSystem(resources, planner), 0),
+        (PlanningSystem(resources, planner), 0),
         (ToolSystem(resources, executor, tools.as_mapping()), 5),
         (SynthesisSystem(resources, synthesizer), 10),
         (FinalizationSystem(resources, storage, defaults.state_saving), 20),
         (PauseSystem(resources, storage, defaults.approval_timeout_s), 15),
-        (RunErrorSystem(resources), 99),
+        (ErrorHandlingSystem(resources), 99),
     ]
 
 

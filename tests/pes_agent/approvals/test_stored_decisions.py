@@ -3,9 +3,21 @@ call never runs and a call that waited for approval never runs without an Approv
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from pes_agent import AgentProps, Approve, Deny, ObservationType, ParsedToolCall, create_agent
+import pytest
+
+from pes_agent import (
+    AgentProps,
+    Approve,
+    Deny,
+    NotAwaitingApprovalError,
+    ObservationType,
+    ParsedToolCall,
+    create_agent,
+    tool,
+)
 from pes_agent.approvals import ApprovalContext, ApprovalGate
 from pes_agent.core import AgentCore
 from pes_agent.testing import ScriptedProvider, plan_json
@@ -116,3 +128,45 @@ def test_a_gate_without_rules_still_goes_through_a_stored_decision() -> None:
     other = ParsedToolCall(call_id="c3", tool_name="send", arguments={"text": "x"})
     assert gate.requires(send)
     assert not gate.requires(other)
+
+
+async def test_a_resume_losing_the_race_is_told_while_the_winner_runs(
+    open_store: StoreFactory, ledger: Ledger
+) -> None:
+    """Of two resumes of one run through two stores (two processes), the loser raises
+    NotAwaitingApprovalError while the winner's approved call still runs, rather than waiting
+    for the thread until the winner's whole run is over."""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool(requires_approval=True)
+    async def pay(amount: int) -> str:
+        """Pay an amount."""
+        started.set()
+        await release.wait()
+        ledger.log.append(f"pay:{amount}")
+        return "paid"
+
+    plan = plan_json(call("c1", "pay", amount=5))
+    async with agent_on(open_store, [pay], plan) as first:
+        paused = await first.process(AgentProps("pay", "t1"))
+    trace = paused.metadata.trace_id
+    async with (
+        agent_on(open_store, [pay], "Paid.") as winner,
+        agent_on(open_store, [pay], "Paid.") as loser,
+    ):
+        winning = asyncio.create_task(winner.resume("t1", trace, {"c1": Approve()}))
+        await started.wait()
+        losing = asyncio.create_task(loser.resume("t1", trace, {"c1": Approve()}))
+        # The bound keeps a regression from hanging the suite (the winner waits on `release`).
+        done, _ = await asyncio.wait(
+            [losing, winning], timeout=60, return_when=asyncio.FIRST_COMPLETED
+        )
+        release.set()
+        if losing not in done:
+            await asyncio.gather(losing, return_exceptions=True)
+        assert done == {losing}
+        with pytest.raises(NotAwaitingApprovalError):
+            losing.result()
+        result = await winning
+    assert result.metadata.status == "success"
+    assert ledger.log == ["pay:5"]
