@@ -41,16 +41,17 @@ from pes_agent.pes.components import (
     RunSpec,
     RunTimings,
 )
-from pes_agent.pes.finalization import ErrorHandlingSystem, FinalizationSystem, run_status
+from pes_agent.pes.finalization import FinalizationSystem, run_status
 from pes_agent.pes.llm_call import RunModelCaller
 from pes_agent.pes.pausing import PauseSystem
-from pes_agent.pes.planning import PlanningSystem
+from pes_agent.pes.plan_phase import PlanPhaseSystem
 from pes_agent.pes.recorder import RunRecorder
 from pes_agent.pes.resources import ResourceTable, RunResources
 from pes_agent.pes.retrieval import RetrievalSystem
+from pes_agent.pes.run_error import RunErrorSystem
 from pes_agent.pes.settings import AgentDefaults, RunSettings
 from pes_agent.pes.synthesis import SynthesisSystem
-from pes_agent.pes.tool_execution import ToolSystem
+from pes_agent.pes.tool_system import ToolSystem
 from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesizer
 from pes_agent.providers.base import LLMProvider
 from pes_agent.retrieval.retriever import Retriever
@@ -786,12 +787,12 @@ def _phase_systems(
     """The PES systems every run world registers, each with its priority."""
     return [
         *([(RetrievalSystem(resources, retriever), -10)] if retriever is not None else []),
-        (PlanningSystem(resources, planner), 0),
+        (PlanPhaseSystem(resources, planner), 0),
         (ToolSystem(resources, executor, tools.as_mapping()), 5),
         (SynthesisSystem(resources, synthesizer), 10),
         (FinalizationSystem(resources, storage, defaults.state_saving), 20),
         (PauseSystem(resources, storage, defaults.approval_timeout_s), 15),
-        (ErrorHandlingSystem(resources), 99),
+        (RunErrorSystem(resources), 99),
     ]
 
 
