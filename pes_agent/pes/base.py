@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, TypeVarTuple, get_args, get_origin
 
 from ecs_core import EntityId, World
 from pes_agent.errors import UsageError
@@ -19,6 +19,7 @@ from pes_agent.retrieval.base import ScoredDocument
 __all__ = ["PhaseRun", "PhaseSystem", "passages_of", "returned"]
 
 T = TypeVar("T")
+Inputs = TypeVarTuple("Inputs")
 
 
 def returned(value: object, kind: type[T], part: object, method: str) -> T:
@@ -67,17 +68,27 @@ def passages_of(run: PhaseRun) -> list[ScoredDocument]:
     return retrieved.documents if retrieved is not None else []
 
 
-class PhaseSystem(ABC):
+class PhaseSystem(ABC, Generic[*Inputs]):
     """A system that runs one phase for every run entity that is ready for it.
 
-    Subclasses name the extra component types they need (`requires`) and the ones whose
-    presence means the phase is done or moot (`done_when`). A failure in one entity's phase
-    becomes a `RunFailed` component on that entity — it never escapes to other runs.
+    A subclass names the components its phase reads as type arguments —
+    `class SynthesisSystem(PhaseSystem[Planned, Executed])`, `PhaseSystem[()]` for none — and
+    its `run` receives them typed, in that order: `run(self, run, planned, executed)`.
+    `requires` (what the world is queried for) is read from those arguments, so the query and
+    the signature cannot disagree. `done_when` names the component types whose presence means
+    the phase is done or moot. A failure in one entity's phase becomes a `RunFailed` component
+    on that entity — it never escapes to other runs.
     """
 
     phase: ClassVar[Phase]
     requires: ClassVar[tuple[type[Any], ...]] = ()
     done_when: ClassVar[tuple[type[Any], ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            if get_origin(base) is PhaseSystem:
+                cls.requires = get_args(base)
 
     def __init__(self, resources: ResourceTable) -> None:
         self._resources = resources
@@ -120,8 +131,8 @@ class PhaseSystem(ABC):
                 setattr(timings.phases, self.phase + "_ms", elapsed)
 
     @abstractmethod
-    async def run(self, run: PhaseRun, *inputs: Any) -> None:
+    async def run(self, run: PhaseRun, *inputs: *Inputs) -> None:
         """Do this phase for one run entity, adding the phase's output component.
 
-        `inputs` are the entity's components of the types in `requires`, in that order.
+        `inputs` are the entity's components of the types the class is parameterized with.
         """

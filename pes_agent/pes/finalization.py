@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from ecs_core import TerminalComponent
 from pes_agent.config import AgentState, StateSaving
@@ -49,7 +49,7 @@ def _transient(error: Exception) -> bool:
     return isinstance(error, ConnectionError | TimeoutError)
 
 
-class FinalizationSystem(PhaseSystem):
+class FinalizationSystem(PhaseSystem[Executed, Synthesized]):
     """Saves the user and AI messages (and state) in one commit, then ends the run.
 
     A transient storage error is retried once, with the run's trace id, so a commit that
@@ -58,7 +58,6 @@ class FinalizationSystem(PhaseSystem):
     """
 
     phase: ClassVar[Phase] = "finalization"
-    requires = (Executed, Synthesized)
     done_when = (TerminalComponent,)
 
     def __init__(
@@ -68,9 +67,7 @@ class FinalizationSystem(PhaseSystem):
         self._storage = storage
         self._state_saving = state_saving
 
-    async def run(self, run: PhaseRun, *inputs: Any) -> None:
-        executed: Executed = inputs[0]
-        synthesized: Synthesized = inputs[1]
+    async def run(self, run: PhaseRun, executed: Executed, synthesized: Synthesized) -> None:
         spec = run.spec
         status = run_status(executed.results, run.world.get_component(run.entity, Retrieved))
         user = ConversationMessage(

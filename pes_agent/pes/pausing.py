@@ -8,7 +8,7 @@ user and AI messages are committed once, when the resumed run finishes.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ecs_core import TerminalComponent
 from pes_agent.approvals.models import PausedRun
@@ -21,13 +21,12 @@ from pes_agent.storage.base import Storage
 __all__ = ["PauseSystem"]
 
 
-class PauseSystem(PhaseSystem):
+class PauseSystem(PhaseSystem[Planned, Paused]):
     """Stores each paused run (deadline `approval_timeout_s` from now) and records an
     APPROVAL_REQUESTED observation per pending call."""
 
     # Storing the run is its finalization for now (and leaves the execution timing alone).
     phase: ClassVar[Phase] = "finalization"
-    requires = (Planned, Paused)
     done_when = (TerminalComponent,)
 
     def __init__(self, resources: ResourceTable, storage: Storage, timeout_s: float | None) -> None:
@@ -35,9 +34,7 @@ class PauseSystem(PhaseSystem):
         self._storage = storage
         self._timeout_s = timeout_s
 
-    async def run(self, run: PhaseRun, *inputs: Any) -> None:
-        planned: Planned = inputs[0]
-        paused: Paused = inputs[1]
+    async def run(self, run: PhaseRun, planned: Planned, paused: Paused) -> None:
         spec = run.spec
         now = datetime.now(UTC)
         deadline = None if self._timeout_s is None else now + timedelta(seconds=self._timeout_s)

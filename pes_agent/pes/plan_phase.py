@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pes_agent.observing.types import ObservationType
 from pes_agent.pes.base import PhaseRun, PhaseSystem, passages_of, returned
@@ -14,7 +14,7 @@ from pes_agent.protocols import Planner, PlanningContext
 __all__ = ["PlanPhaseSystem"]
 
 
-class PlanPhaseSystem(PhaseSystem):
+class PlanPhaseSystem(PhaseSystem[()]):
     """Runs the planner for each new run and records PLAN, TITLE, INTENT and THOUGHTS."""
 
     phase: ClassVar[Phase] = "planning"
@@ -24,7 +24,7 @@ class PlanPhaseSystem(PhaseSystem):
         super().__init__(resources)
         self._planner = planner
 
-    async def run(self, run: PhaseRun, *_: Any) -> None:
+    async def run(self, run: PhaseRun) -> None:
         spec = run.spec
         await run.recorder.record(
             ObservationType.PLAN,

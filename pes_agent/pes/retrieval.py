@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import ObservationType
@@ -18,7 +18,7 @@ __all__ = ["RetrievalSystem"]
 _log = get_logger("pes_agent.pes")
 
 
-class RetrievalSystem(PhaseSystem):
+class RetrievalSystem(PhaseSystem[()]):
     """Asks the agent's retriever for passages and records a RETRIEVAL observation.
 
     The observation holds the query, the passage ids and scores, and the time taken in ms.
@@ -34,7 +34,7 @@ class RetrievalSystem(PhaseSystem):
         super().__init__(resources)
         self._retriever = retriever
 
-    async def run(self, run: PhaseRun, *_: Any) -> None:
+    async def run(self, run: PhaseRun) -> None:
         query = run.spec.props.query
         started = time.perf_counter()
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pes_agent.observing.types import ObservationType
 from pes_agent.pes.base import PhaseRun, PhaseSystem, passages_of, returned
@@ -13,20 +13,17 @@ from pes_agent.protocols import SynthesisContext, Synthesizer
 __all__ = ["SynthesisSystem"]
 
 
-class SynthesisSystem(PhaseSystem):
+class SynthesisSystem(PhaseSystem[Planned, Executed]):
     """Runs the synthesizer once the tools are done and records SYNTHESIS."""
 
     phase: ClassVar[Phase] = "synthesis"
-    requires = (Planned, Executed)
     done_when = (Synthesized,)
 
     def __init__(self, resources: ResourceTable, synthesizer: Synthesizer) -> None:
         super().__init__(resources)
         self._synthesizer = synthesizer
 
-    async def run(self, run: PhaseRun, *inputs: Any) -> None:
-        planned: Planned = inputs[0]
-        executed: Executed = inputs[1]
+    async def run(self, run: PhaseRun, planned: Planned, executed: Executed) -> None:
         spec = run.spec
         answer = await self._synthesizer.synthesize(
             SynthesisContext(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pes_agent.errors import ToolExecutionError, UsageError
 from pes_agent.execution.hooks import ObservingHooks
@@ -30,11 +30,10 @@ from pes_agent.tools.base import Tool, ToolResult
 __all__ = ["ToolSystem"]
 
 
-class ToolSystem(PhaseSystem):
+class ToolSystem(PhaseSystem[Planned]):
     """Executes the planned tool calls; every failure is a `ToolResult`, never an exception."""
 
     phase: ClassVar[Phase] = "execution"
-    requires = (Planned,)
     done_when = (Executed,)
 
     def __init__(
@@ -44,8 +43,7 @@ class ToolSystem(PhaseSystem):
         self._executor = executor
         self._tools = tools
 
-    async def run(self, run: PhaseRun, *inputs: Any) -> None:
-        planned: Planned = inputs[0]
+    async def run(self, run: PhaseRun, planned: Planned) -> None:
         resumed = run.world.get_component(run.entity, Resumed)
         calls = resumed.calls if resumed is not None else planned.output.tool_calls or []
         if not calls:
