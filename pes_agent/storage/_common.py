@@ -26,6 +26,7 @@ from pes_agent.storage import _codec
 from pes_agent.threads.messages import ConversationMessage
 
 __all__ = [
+    "THREAD_TABLES",
     "ObservationRow",
     "PendingObservations",
     "SavedState",
@@ -34,6 +35,16 @@ __all__ = [
     "check_expected_version",
     "prepare_turn",
 ]
+
+#: The tables holding a thread's rows (all keyed by `thread_id`), which deleting it empties.
+THREAD_TABLES = (
+    "thread_configs",
+    "agent_states",
+    "messages",
+    "turns",
+    "observations",
+    "paused_runs",
+)
 
 
 class ObservationRow(NamedTuple):

@@ -45,6 +45,7 @@ from typing import Any, Literal, TypeVar
 from pes_agent.errors import ConfigurationError, PESAgentError, StorageError, UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.storage._common import (
+    THREAD_TABLES,
     ObservationRow,
     PendingObservations,
     SavedState,
@@ -114,14 +115,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
-_TABLES = (
-    "thread_configs",
-    "agent_states",
-    "messages",
-    "turns",
-    "observations",
-    "paused_runs",
-)
 _INSERT_MESSAGE = "INSERT INTO messages (thread_id, message_id, body) VALUES (?, ?, ?)"
 
 
@@ -432,7 +425,7 @@ class SQLiteStorage(StorageBase):
         def write(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for table in _TABLES:
+                for table in THREAD_TABLES:
                     conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
                 conn.execute("COMMIT")
             except BaseException:

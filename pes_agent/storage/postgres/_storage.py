@@ -16,6 +16,7 @@ from pes_agent.errors import StorageError, UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage._common import (
+    THREAD_TABLES,
     ObservationRow,
     PendingObservations,
     SavedState,
@@ -106,15 +107,6 @@ SELECT pg_notify($7, coalesce(batch.payload,
     set_config('synchronous_commit', 'off', true)
 FROM numbered JOIN batch ON batch.n = numbered.n ORDER BY numbered.seq
 """
-
-_TABLES = (
-    "thread_configs",
-    "agent_states",
-    "messages",
-    "turns",
-    "observations",
-    "paused_runs",
-)
 
 
 class PostgresStorage(StorageBase):
@@ -419,7 +411,7 @@ class PostgresStorage(StorageBase):
         pool = await self._db.pool()
         try:
             async with pool.acquire() as conn, conn.transaction():
-                for table in _TABLES:
+                for table in THREAD_TABLES:
                     await conn.execute(
                         f"DELETE FROM {self._q}.{table} WHERE thread_id = $1", thread_id
                     )
