@@ -80,7 +80,14 @@ class PlanProgress:
         return len(self.calls) + 1
 
     def call(self, step: int) -> ParsedToolCall:
-        """The call of `step` (1-based)."""
+        """Look up the call a step number names.
+
+        Args:
+            step: The step number, 1-based, as in `pending`, `running` and `results`.
+
+        Returns:
+            The call of `step` (also of one replaced since, whose step number stays taken).
+        """
         return self.calls[step - 1]
 
 

@@ -28,28 +28,105 @@ class Storage(Protocol):
     or object is saved (and read back) as its JSON text, with a warning.
     """
 
-    async def get_thread_config(self, thread_id: str) -> ThreadConfig | None: ...
+    async def get_thread_config(self, thread_id: str) -> ThreadConfig | None:
+        """Read the config stored for `thread_id`.
 
-    async def set_thread_config(self, thread_id: str, config: ThreadConfig) -> None: ...
+        Args:
+            thread_id: Whose config to read.
 
-    async def get_agent_state(self, thread_id: str) -> AgentState | None: ...
+        Returns:
+            The config, or None if it was never set.
+
+        Raises:
+            StorageError: The store could not be read, or the stored config is damaged.
+        """
+        ...
+
+    async def set_thread_config(self, thread_id: str, config: ThreadConfig) -> None:
+        """Replace the thread's config.
+
+        Args:
+            thread_id: The thread to configure.
+            config: The new config; its `provider_config` must carry no `api_key`.
+
+        Raises:
+            ConfigurationError: `config` carries an API key, which storage never saves; give
+                the key to the agent's `ProviderConfig` or its environment variable instead.
+            StorageError: The store could not be written.
+        """
+        ...
+
+    async def get_agent_state(self, thread_id: str) -> AgentState | None:
+        """Read the state stored for `thread_id`, with the version a compare-and-set save
+        passes back as `expected_version`.
+
+        Args:
+            thread_id: Whose state to read.
+
+        Returns:
+            The state, or None if none was saved.
+
+        Raises:
+            StorageError: The store could not be read, or the stored state is damaged.
+        """
+        ...
 
     async def set_agent_state(
         self, thread_id: str, state: AgentState, *, expected_version: int | None = None
     ) -> AgentState:
         """Save `state` as the stored version + 1 and return what was saved (`state.version`
         is not looked at). With `expected_version` (the version read; 0 for none) it is a
-        compare-and-set: a `StateConflictError`, and nothing saved, if another save landed."""
+        compare-and-set: a `StateConflictError`, and nothing saved, if another save landed.
+
+        Args:
+            thread_id: The thread whose state it is.
+            state: The state to save; its `data` must be JSON-serialisable.
+            expected_version: The version read with `get_agent_state` (0 when there was
+                none), or None to save over whatever is stored.
+
+        Returns:
+            The saved state, with the version it got.
+
+        Raises:
+            StateConflictError: Another save landed since `expected_version` was read: read
+                again, apply the change and save with the new version.
+            UsageError: `expected_version` is neither None nor an int >= 0.
+            StorageError: `state.data` cannot be saved as JSON, or the store could not be
+                written.
+        """
         ...
 
-    async def add_messages(
-        self, thread_id: str, messages: Sequence[ConversationMessage]
-    ) -> None: ...
+    async def add_messages(self, thread_id: str, messages: Sequence[ConversationMessage]) -> None:
+        """Append messages to the thread's history, all or none.
+
+        Args:
+            thread_id: The thread the messages belong to.
+            messages: The messages, oldest first; each with this `thread_id` and a message id
+                not stored yet.
+
+        Raises:
+            UsageError: A message belongs to another thread.
+            StorageError: A message cannot be saved (metadata not JSON-serialisable, a
+                message id already stored) or the store could not be written; nothing is.
+        """
+        ...
 
     async def get_messages(
         self, thread_id: str, *, limit: int | None = None
     ) -> list[ConversationMessage]:
-        """The newest `limit` readable messages (all when None), oldest first."""
+        """The newest `limit` readable messages (all when None), oldest first.
+
+        Args:
+            thread_id: The thread to read.
+            limit: How many of the newest messages to return (>= 0); None for all.
+
+        Returns:
+            The messages, oldest first; a damaged row is left out with a warning.
+
+        Raises:
+            UsageError: `limit` is neither None nor an int >= 0.
+            StorageError: The store could not be read.
+        """
         ...
 
     async def commit_turn(
@@ -64,10 +141,40 @@ class Storage(Protocol):
         """Save a run's messages and (if given) its state atomically: all or nothing; return
         the saved state. A turn whose `trace_id` was committed on this thread before writes
         nothing and returns what that commit saved. `expected_version`: as in
-        `set_agent_state`; on a conflict nothing of the turn is saved."""
+        `set_agent_state`; on a conflict nothing of the turn is saved.
+
+        Args:
+            thread_id: The thread of the run.
+            messages: The run's new messages, oldest first (as in `add_messages`).
+            state: The state to save with them, or None to save messages only.
+            trace_id: The run's trace id, so a commit repeated after a timeout or a
+                transient error never doubles the turn; None to write unconditionally.
+            expected_version: As in `set_agent_state`; only together with a `state`.
+
+        Returns:
+            The saved state, or None when no state was given.
+
+        Raises:
+            StateConflictError: As in `set_agent_state`.
+            UsageError: `expected_version` without a `state`, a bad `expected_version` or
+                `trace_id`, or a message of another thread.
+            StorageError: A message or the state cannot be saved, or the store could not be
+                written; `transient` says whether committing again may help.
+        """
         ...
 
-    async def add_observation(self, observation: Observation) -> None: ...
+    async def add_observation(self, observation: Observation) -> None:
+        """Append an observation to its thread's log.
+
+        The durable stores queue it and write it a moment later (any later read of the
+        thread, `commit_turn` or `aclose` sees it); a write that fails is logged, not raised,
+        since observations are a log that must not fail the run recording them.
+
+        Args:
+            observation: The observation; its `thread_id` names the log. A value JSON
+                cannot hold is saved as its `repr`.
+        """
+        ...
 
     async def get_observations(
         self,
@@ -76,30 +183,110 @@ class Storage(Protocol):
         types: Sequence[ObservationType] | None = None,
         trace_id: str | None = None,
     ) -> list[Observation]:
-        """Observations of a thread in the order they were recorded."""
+        """Observations of a thread in the order they were recorded.
+
+        Args:
+            thread_id: The thread to read.
+            types: Only observations of these types; None for all.
+            trace_id: Only those of this run; None for every run.
+
+        Returns:
+            The observations, oldest first; a damaged row is left out with a warning.
+
+        Raises:
+            ValueError: `types` holds a name that is not an `ObservationType`.
+            StorageError: The store could not be read.
+        """
         ...
 
     async def save_paused_run(self, run: PausedRun) -> None:
         """Store a run waiting for approval (atomically), replacing one with the same
-        thread and trace id."""
+        thread and trace id.
+
+        Args:
+            run: The paused run; its `thread_id` and `trace_id` are its key.
+
+        Raises:
+            StorageError: The store could not be written.
+        """
         ...
 
     async def get_paused_runs(self, thread_id: str | None = None) -> list[PausedRun]:
-        """The runs waiting for approval on `thread_id` (all threads when None), oldest first."""
+        """The runs waiting for approval on `thread_id` (all threads when None), oldest first.
+
+        Args:
+            thread_id: The thread to look at; None for every thread.
+
+        Returns:
+            The paused runs, oldest first; a damaged row is left out with a warning.
+
+        Raises:
+            StorageError: The store could not be read.
+        """
         ...
 
     async def claim_paused_run(self, thread_id: str, trace_id: str) -> PausedRun | None:
         """Delete a paused run and return it in one atomic step (None when it is not there):
-        of two processes claiming one run, exactly one gets it."""
+        of two processes claiming one run, exactly one gets it.
+
+        Args:
+            thread_id: The thread of the run.
+            trace_id: The run's trace id.
+
+        Returns:
+            The run, now deleted from the store; None when there is no such run (or another
+            claim got it first).
+
+        Raises:
+            StorageError: The store could not be written, or the stored run is damaged.
+        """
         ...
 
-    async def list_threads(self) -> list[str]: ...
+    async def list_threads(self) -> list[str]:
+        """List every thread the store holds anything of.
 
-    async def delete_thread(self, thread_id: str) -> None: ...
+        Returns:
+            The ids of the threads with a config, state, message or observation, sorted.
 
-    def lock_thread(self, thread_id: str) -> AbstractAsyncContextManager[None]: ...
+        Raises:
+            StorageError: The store could not be read.
+        """
+        ...
 
-    async def aclose(self) -> None: ...
+    async def delete_thread(self, thread_id: str) -> None:
+        """Delete everything of a thread (config, state, messages, turns, observations) at once.
+
+        Args:
+            thread_id: The thread to delete; one that is not stored is no error.
+
+        Raises:
+            StorageError: The store could not be written; nothing was deleted.
+        """
+        ...
+
+    def lock_thread(self, thread_id: str) -> AbstractAsyncContextManager[None]:
+        """Hold `thread_id` for one run: `async with storage.lock_thread(thread_id): ...`.
+
+        Args:
+            thread_id: The thread to serialise runs on; other threads are never blocked.
+
+        Returns:
+            An async context manager that waits for the thread's lock on entry and releases
+            it on exit.
+
+        Raises:
+            UsageError: On entry, this task holds the thread's lock already (it is not
+                reentrant): do the work inside the existing block.
+            StorageError: On entry, a durable store could not take the lock.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release the store's connections and threads; safe to call twice.
+
+        Every later call (but `aclose`) raises a `UsageError`: open a new storage object.
+        """
+        ...
 
 
 @runtime_checkable

@@ -25,6 +25,24 @@ def open_storage(spec: str | Storage) -> Storage:
     `"postgresql://user@host/db"`, or an adapter, which is returned as it is.
 
     Nothing is connected yet: durable stores open (and create their schema) on first use.
+
+    Args:
+        spec: `"memory"`; `"sqlite:///relative/path.db"`, `"sqlite:////absolute/path.db"` or
+            `"sqlite:///:memory:"` (three slashes before the path); a
+            `"postgresql://user:password@host:5432/db"` (or `"postgres://..."`) URL; or an
+            object implementing `Storage`.
+
+    Returns:
+        An `InMemoryStorage`, `SQLiteStorage` or `PostgresStorage` (not yet connected), or
+        `spec` itself when it is an adapter already.
+
+    Raises:
+        UsageError: `spec` is neither a string nor a `Storage`, names an unknown scheme, or
+            is a SQLite URL without three slashes before the path, or a PostgreSQL URL's
+            `?schema=` is not a lower-case SQL identifier; the message says what is accepted
+            (and never repeats the URL's password).
+        ConfigurationError: A PostgreSQL URL was given but asyncpg is not installed
+            (`pip install 'pes-agent[postgres]'`).
     """
     if not isinstance(spec, str):
         if isinstance(spec, Storage):

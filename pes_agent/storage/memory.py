@@ -28,6 +28,7 @@ class InMemoryStorage(StorageBase):
     """Keeps every thread in this process's memory, behind the same contract as the durable
     stores: data is saved as the same JSON (so what cannot be persisted fails here too), every
     read returns a fresh copy, and `lock_thread` serialises runs on one thread within the process.
+    Its reads and writes are the `Storage` protocol's, documented there.
     """
 
     def __init__(self) -> None:

@@ -123,6 +123,7 @@ class SQLiteStorage(StorageBase):
 
     `SQLiteStorage("agent.db")` opens nothing until first use, then creates or migrates the
     schema. Close it with `await storage.aclose()` or `async with SQLiteStorage(...)`.
+    Its reads and writes are the `Storage` protocol's, documented there.
     """
 
     def __init__(
@@ -133,6 +134,23 @@ class SQLiteStorage(StorageBase):
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         lock_poll_max_s: float = 0.05,
     ) -> None:
+        """Name the database file; nothing is opened until first use.
+
+        Args:
+            path: The database file, created if missing (its directory must exist), or
+                `":memory:"` for a database that lives as long as this object.
+            busy_timeout_s: How long a write waits for another process's write to finish
+                before it fails with a transient `StorageError`.
+            synchronous: SQLite's `PRAGMA synchronous`: `"NORMAL"` (a committed turn
+                survives the process crashing; a power cut may lose the last few commits)
+                or `"FULL"` (every commit is fsynced).
+            lock_poll_max_s: The longest pause between two tries at a thread's lock file
+                held by another process (`lock_thread`).
+
+        Raises:
+            UsageError: `path` is empty, `busy_timeout_s` is not > 0, or `synchronous` is
+                neither `"NORMAL"` nor `"FULL"`.
+        """
         self._path = os.fspath(path)
         if not self._path:
             raise UsageError("SQLiteStorage needs a file path, or ':memory:'")

@@ -116,6 +116,7 @@ class PostgresStorage(StorageBase):
     (the schema may also be given as `?schema=NAME` in the URL; default `pes_agent`).
     `feed_queue_size` bounds what waits for each `subscribe_observations` subscriber.
     Close it with `await storage.aclose()` or `async with PostgresStorage(...)`.
+    Its reads and writes are the `Storage` protocol's, documented there.
     """
 
     def __init__(
@@ -129,6 +130,29 @@ class PostgresStorage(StorageBase):
         lock_poll_max_s: float = 0.05,
         feed_queue_size: int = 1000,
     ) -> None:
+        """Name the database; nothing is connected until first use.
+
+        Args:
+            url: `postgresql://user:password@host:5432/db` (or `postgres://...`), optionally
+                with `?schema=NAME`.
+            schema: The PostgreSQL schema the tables live in (created on first use); None
+                for the URL's `?schema=`, else `pes_agent`.
+            min_pool_size: Connections the pool keeps open.
+            max_pool_size: Connections the pool opens at the most.
+            connect_timeout_s: How long connecting may take before it fails with a transient
+                `StorageError`.
+            lock_poll_max_s: The longest pause between two tries at a thread's advisory lock
+                held by another process (`lock_thread`).
+            feed_queue_size: How many observations wait for each `subscribe_observations`
+                subscriber; past that the oldest are dropped.
+
+        Raises:
+            UsageError: The URL is not a PostgreSQL one, the schema is given twice
+                differently or is not a lower-case SQL identifier, the pool sizes break
+                `1 <= min_pool_size <= max_pool_size`, `connect_timeout_s` is not > 0, or
+                `feed_queue_size` is not an int >= 1.
+            ConfigurationError: asyncpg is not installed (`pip install 'pes-agent[postgres]'`).
+        """
         if urlsplit(url).scheme not in ("postgresql", "postgres"):
             raise UsageError(
                 "PostgresStorage needs a postgresql://user:password@host:port/db URL, "
