@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
 from uuid import uuid4
@@ -443,7 +443,19 @@ class PostgresStorage(StorageBase):
             raise self._db.query_error(exc, thread_id) from exc
 
     def _hold(self, thread_id: str) -> AbstractAsyncContextManager[None]:
-        return self._locks.hold(thread_id)
+        return self._hold_and_flush(thread_id)
+
+    @asynccontextmanager
+    async def _hold_and_flush(self, thread_id: str) -> AsyncIterator[None]:
+        """The thread's advisory lock, released only once the observations recorded under it
+        are stored. Otherwise the next run on the thread (in any process) inserts its own while
+        the last batch of this one is still being written, and the order of `seq` (listings,
+        Last-Event-ID) and the order of commits (the live feed) disagree."""
+        async with self._locks.hold(thread_id):
+            try:
+                yield
+            finally:
+                await self._flush_observations()
 
     # -- runs waiting for approval ---------------------------------------------------------
 
