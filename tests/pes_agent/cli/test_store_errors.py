@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ..unprivileged import as_unprivileged, shared_folder
+from ..unprivileged import as_unprivileged, shared_folder, unprivileged_env
 from .helpers import REPO, Completed, cli_command, cli_env, run_cli
 
 pytestmark = pytest.mark.slow  # each test runs the command in subprocesses
@@ -30,7 +30,7 @@ def run_unprivileged(*args: str, home: Path) -> Completed:
         [*as_unprivileged(), *cli_command(), *args],
         capture_output=True,
         text=True,
-        env=cli_env(home),
+        env=unprivileged_env(cli_env(home)),
         cwd=home,
         timeout=60,
         check=False,

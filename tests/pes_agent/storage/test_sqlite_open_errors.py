@@ -16,7 +16,7 @@ from pes_agent import AgentProps, ConfigurationError, create_agent
 from pes_agent.storage import SQLiteStorage
 from pes_agent.testing import ScriptedProvider
 
-from ..unprivileged import as_unprivileged, shared_folder
+from ..unprivileged import as_unprivileged, shared_folder, unprivileged_env
 
 
 @pytest.fixture
@@ -49,6 +49,7 @@ def open_as_unprivileged(path: Path) -> str:
     """The ConfigurationError a process without root's privileges gets opening `path`."""
     done = subprocess.run(
         [*as_unprivileged(), sys.executable, "-c", OPEN_SCRIPT, str(path)],
+        env=unprivileged_env(os.environ),
         capture_output=True,
         text=True,
         timeout=60,
