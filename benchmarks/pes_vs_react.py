@@ -1,32 +1,44 @@
 """PES against ReAct on the same tasks: model calls, prompt tokens and wall time.
 
-Each task needs 3-8 tool calls, some independent, some fed by earlier results. It runs
-through the PES agent (`create_agent` + `process`: one planning call with every tool call,
-then one synthesis call), through the PES agent with re-evaluation
+Each task needs 1-20 tool calls, some independent, some fed by earlier results, and some
+language steps (text work a model does between the tools). It runs through the PES agent
+(`create_agent` + `process`: one planning call with every call, one model call per language
+step, then one synthesis call), through the PES agent with re-evaluation
 (`create_agent(reevaluate="each_wave")`: one more call after every wave that leaves calls to
 run), and through a ReAct entity (`pes_agent.ecs` ReasoningSystem + ToolExecutionSystem ticked
 by `ecs_core.Runner`). The models are scripted and make the right moves; what differs is only
 how each architecture uses the model.
 
 Assumptions, printed with the results:
+- PES: the planner writes exactly what the planning prompt asks for (today's JSON protocol:
+  title, intent, a numbered plan and every call; a language step as a call with
+  `"instruction"` and no `"toolName"`), and answers each language step with a text that
+  depends on its filled-in instruction.
 - PES with re-evaluation: the model reads each re-evaluation prompt (goal, plan, the results
   so far, the calls not yet run) and keeps the plan (`{"keep": true}`), as it should when the
   plan was right; the row is the price of asking: extra calls, their prompts and their latency.
   How many waves a plan has depends on when its tools finish, so the count can vary per run.
 - ReAct at its best: each turn issues every call whose inputs are known, as parallel native
   tool calls, so it takes one turn per dependency level plus the final answer. It reads the
-  actual results from its conversation to fill dependent arguments.
-- Model time: a fixed time to first token per call plus a time per output token (tool-call
-  arguments included); prompt processing is taken as free, which favours ReAct's growing
-  prompts. Tools sleep 50-300 ms each.
+  actual results from its conversation to fill dependent arguments. ReAct has no language
+  steps: its model writes the same text itself, as the content of the first turn that has
+  what the text needs, and copies it literally into the arguments of the calls that use it.
+- Model time, for every call of both: the prompt's processing (`--prompt-ms-per-1k`, default
+  0, which favours ReAct's growing prompts), a fixed time to first token, then a time per
+  output token (tool-call arguments included), on a schedule counted from the call's start so
+  that timer lateness does not add up; text streams in chunks of about one token. Tools sleep
+  50 ms-2 s each.
 - Prompt tokens: every request's messages, tool calls and native tool schemas, counted with
   tiktoken o200k_base when installed, else about four characters a token (the output says
   which).
 
 Medians over `--repeats` interleaved repetitions (the order of the three rotates per run).
+The issue's targets over the whole task set are checked and printed: PES wall <= 0.75x ReAct,
+no task above 1.0x, prompt tokens <= 0.4x.
 
     python benchmarks/pes_vs_react.py [--repeats N] [--tasks N] [--ttft-ms MS]
-                                      [--ms-per-token MS] [--tool-scale X] [--react-sequential]
+                                      [--ms-per-token MS] [--prompt-ms-per-1k MS]
+                                      [--chunk-chars N] [--tool-scale X] [--react-sequential]
 """
 
 from __future__ import annotations
@@ -37,10 +49,11 @@ import asyncio
 import hashlib
 import json
 import operator
+import re
 import statistics
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from _table import print_table
@@ -61,8 +74,18 @@ from pes_agent.ecs import (
     close_services,
 )
 from pes_agent.ecs.compaction import estimate_tokens, tokenizer_name
-from pes_agent.execution.placeholders import find_references, resolve_placeholders
-from pes_agent.providers.base import LLMRequest, ProviderEvent, TokenDelta, ToolCallEvent
+from pes_agent.execution.placeholders import (
+    find_references,
+    resolve_placeholders,
+    resolve_text,
+)
+from pes_agent.providers.base import (
+    LLMRequest,
+    ProviderEvent,
+    StreamMetadata,
+    TokenDelta,
+    ToolCallEvent,
+)
 from pes_agent.testing import ScriptedProvider, ScriptedResponse, ScriptEntry
 from pes_agent.tools import FunctionTool, tool
 
@@ -220,6 +243,31 @@ async def calculator(expression: str) -> dict[str, Any]:
     }
 
 
+@tool
+async def query_database(sql: str) -> dict[str, Any]:
+    """Run a read-only SQL query on the analytics warehouse; returns the rows (slow: 1-2 s)."""
+    await _latency(_number(sql, 1000, 2000))
+    return {
+        "sql": sql,
+        "rows": [
+            {"region": region, "value": _number(sql + region, 100, 5000)}
+            for region in ("EMEA", "Americas", "APAC", "LATAM")
+        ],
+    }
+
+
+@tool
+async def generate_report(title: str, tables: list[dict[str, Any]]) -> dict[str, Any]:
+    """Render a PDF report with a chart per table; returns its URL and page count (takes 2 s)."""
+    await _latency(2000)
+    slug = title.lower().replace(" ", "-")
+    return {
+        "title": title,
+        "url": f"https://reports.example.com/{slug}.pdf",
+        "pages": 2 + 2 * len(tables),
+    }
+
+
 TOOLS: tuple[FunctionTool[..., Any], ...] = (
     web_search,
     fetch_page,
@@ -231,6 +279,8 @@ TOOLS: tuple[FunctionTool[..., Any], ...] = (
     convert_currency,
     hotel_search,
     calculator,
+    query_database,
+    generate_report,
 )
 
 # --- tasks ---------------------------------------------------------------------------------
@@ -238,10 +288,22 @@ TOOLS: tuple[FunctionTool[..., Any], ...] = (
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One tool call of a task; `{step_N_result...}` placeholders name the calls it needs."""
+    """One call of a task: a tool call, or a language step (`Step.language(instruction)`,
+    text work a model does). `{step_N_result...}` placeholders name the calls it needs."""
 
-    tool: str
-    arguments: dict[str, Any]
+    tool: str | None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    instruction: str | None = None
+
+    @classmethod
+    def language(cls, instruction: str) -> Step:
+        """A language step: the text a model writes on `instruction`, placeholders filled in."""
+        return cls(None, {}, instruction)
+
+    @property
+    def needs(self) -> set[int]:
+        """The step numbers whose results this step uses."""
+        return find_references(self.instruction if self.instruction is not None else self.arguments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,8 +317,7 @@ class Task:
     def __post_init__(self) -> None:
         levels: list[int] = []
         for step in self.steps:
-            needs = find_references(step.arguments)
-            levels.append(1 + max((levels[n - 1] for n in needs), default=0))
+            levels.append(1 + max((levels[n - 1] for n in step.needs), default=0))
         object.__setattr__(self, "levels", tuple(levels))
 
     @property
@@ -267,6 +328,38 @@ class Task:
 def _quotes(symbols: Sequence[str]) -> tuple[Step, ...]:
     return tuple(Step("stock_quote", {"symbol": s}) for s in symbols)
 
+
+_CITIES = (
+    "Paris",
+    "Tokyo",
+    "New York",
+    "London",
+    "Berlin",
+    "Madrid",
+    "Rome",
+    "Lisbon",
+    "Vienna",
+    "Prague",
+    "Warsaw",
+    "Stockholm",
+    "Oslo",
+    "Helsinki",
+    "Dublin",
+    "Athens",
+    "Istanbul",
+    "Cairo",
+    "Mumbai",
+    "Sydney",
+)
+_WARMEST = max(_CITIES, key=lambda city: _number(city, -5, 32))
+
+_REPORT_QUERIES = (
+    "SELECT region, SUM(amount) AS value FROM orders WHERE quarter = '2025-Q2' GROUP BY region",
+    "SELECT region, AVG(churned) * 100 AS value FROM accounts WHERE quarter = '2025-Q2' "
+    "GROUP BY region",
+    "SELECT region, AVG(score) AS value FROM nps_responses WHERE quarter = '2025-Q2' "
+    "GROUP BY region",
+)
 
 TASKS = (
     Task(
@@ -376,21 +469,145 @@ TASKS = (
         _quotes(["AAPL", "MSFT", "NVDA", "GOOG", "AMZN", "META", "TSLA", "AMD"]),
         "Quotes for the eight symbols are listed above with their daily change.",
     ),
+    Task(
+        "20-city fan-out",
+        "What's the weather right now in " + ", ".join(_CITIES[:-1]) + f" and {_CITIES[-1]}?",
+        tuple(Step("get_weather", {"city": city}) for city in _CITIES),
+        f"All 20 cities are partly cloudy; {_WARMEST} is the warmest "
+        f"({_number(_WARMEST, -5, 32)} °C). Each city's temperature, humidity and wind are "
+        "listed above.",
+    ),
+    Task(
+        "4-level chain",
+        "Find the most-read article on home batteries, read it, pull out its key facts and give "
+        "me the first one in German.",
+        (
+            Step("web_search", {"query": "home batteries"}),
+            Step("fetch_page", {"url": "{step_1_result.results[0].url}"}),
+            Step("extract_facts", {"texts": ["{step_2_result.text}"]}),
+            Step(
+                "translate",
+                {"text": "{step_3_result.facts[0]}", "target_language": "de"},
+            ),
+        ),
+        "Die wichtigste Tatsache: Heimspeicher haben in diesem Jahr Aufmerksamkeit erregt.",
+    ),
+    Task(
+        "language steps mix",
+        "Compare what reviewers say about e-bike range and about e-bike battery prices, give me "
+        "the comparison in Dutch, and draft a short note to the team about it.",
+        (
+            Step("web_search", {"query": "e-bike range tests"}),
+            Step("web_search", {"query": "e-bike battery prices"}),
+            Step("fetch_page", {"url": "{step_1_result.results[0].url}"}),
+            Step("fetch_page", {"url": "{step_2_result.results[0].url}"}),
+            Step.language(
+                "Compare the two articles on e-bike range and battery prices in three to five "
+                "sentences. Article 1: {step_3_result.text} Article 2: {step_4_result.text}"
+            ),
+            Step("translate", {"text": "{step_5_result}", "target_language": "nl"}),
+            Step.language(
+                "Draft a short note to the team that introduces this comparison of e-bike "
+                "range and battery prices: {step_5_result}"
+            ),
+        ),
+        "The comparison, its Dutch translation and the note to the team are above: range "
+        "keeps improving while battery prices fall unevenly.",
+    ),
+    Task(
+        "slow warehouse report",
+        "Pull Q2 revenue, churn and NPS by region from the warehouse and generate the board "
+        "report.",
+        (
+            *(Step("query_database", {"sql": sql}) for sql in _REPORT_QUERIES),
+            Step(
+                "generate_report",
+                {
+                    "title": "Board report 2025 Q2",
+                    "tables": [
+                        {"name": "revenue", "rows": "{step_1_result.rows}"},
+                        {"name": "churn %", "rows": "{step_2_result.rows}"},
+                        {"name": "NPS", "rows": "{step_3_result.rows}"},
+                    ],
+                },
+            ),
+        ),
+        "The Q2 board report (8 pages) is at https://reports.example.com/board-report-2025-q2.pdf "
+        "with revenue, churn and NPS by region.",
+    ),
+    Task(
+        "one call",
+        "What is NVDA trading at?",
+        _quotes(["NVDA"]),
+        f"NVDA trades at {_number('NVDA', 20, 900)} USD ({_number('NVDAc', -3, 3):+} % today).",
+    ),
 )
+
+
+_WORD = re.compile(r"[a-z][a-z-]{5,}")
+_SENTENCES = (
+    "Both sources agree that {a} has improved steadily this year, and neither expects the "
+    "trend to reverse soon.",
+    "The main difference lies in {b}: one source stresses falling costs, the other the "
+    "uneven adoption across regions.",
+    "Their figures on {a} and {c} are broadly consistent, though the newer source reports "
+    "slightly higher values.",
+    "The experts quoted on {c} expect prices to keep falling for at least two more years.",
+    "For a reader deciding now, {b} matters more than {a}, since it changes the total cost of "
+    "ownership.",
+    "Supply constraints around {c} remain the main risk the critics name.",
+)
+
+
+def language_text(instruction: str) -> str:
+    """The text a model writes for a (filled-in) instruction: three to five sentences, about
+    80-120 tokens, built from the instruction's words, so the same instruction gives the same
+    text in both architectures."""
+    digest = hashlib.sha256(instruction.encode()).digest()
+    words = sorted(set(_WORD.findall(instruction.lower()))) or ["the topic"]
+    a, b, c = (words[byte % len(words)] for byte in digest[2:5])
+    first = digest[1] % len(_SENTENCES)
+    count = 3 + digest[0] % 3
+    return " ".join(
+        _SENTENCES[(first + n) % len(_SENTENCES)].format(a=a, b=b, c=c) for n in range(count)
+    )
+
 
 # --- the model: scripted moves, paced like a real one ----------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """How fast the scripted model works: the prompt's processing (`prompt_s_per_1k` seconds
+    per 1000 prompt tokens), then `ttft_s` to the first token, then `s_per_token` per output
+    token; text streams in chunks of `chunk_chars` characters."""
+
+    ttft_s: float = 0.0
+    s_per_token: float = 0.0
+    prompt_s_per_1k: float = 0.0
+    chunk_chars: int = 4
+
+
+INSTANT = Pace()
+
+
 @dataclass(slots=True)
 class PacedModel:
-    """A scripted model that takes `ttft_s` before its first token and `s_per_token` for each
-    output token; it records every request for counting. Re-evaluation requests (phase
-    `reevaluation`) take their answers from `reevaluation`, the others from `script`."""
+    """A scripted model paced by `pace`; it records every request for counting.
+
+    Re-evaluation requests (phase `reevaluation`) take their answers from `reevaluation`,
+    language steps (phase `language_step`) from `language`, the others from `script`.
+
+    Each event is due at the call's start + prompt processing + time to first token + the
+    output tokens so far x the time per token, and the model sleeps until then: a schedule
+    rather than one sleep per chunk, whose wake-up lateness (about a millisecond each) would
+    add up over hundreds of chunks.
+    """
 
     script: ScriptedProvider
-    ttft_s: float
-    s_per_token: float
+    pace: Pace
     reevaluation: ScriptedProvider | None = None
+    language: ScriptedProvider | None = None
 
     @property
     def name(self) -> str:
@@ -402,22 +619,52 @@ class PacedModel:
 
     @property
     def requests(self) -> list[LLMRequest]:
-        extra = self.reevaluation.requests if self.reevaluation else []
-        return [*self.script.requests, *extra]
+        extra = [p.requests for p in (self.reevaluation, self.language) if p is not None]
+        return [*self.script.requests, *(r for requests in extra for r in requests)]
+
+    def _script_for(self, request: LLMRequest) -> ScriptedProvider:
+        phase_scripts = {"reevaluation": self.reevaluation, "language_step": self.language}
+        if request.phase not in phase_scripts:
+            return self.script
+        script = phase_scripts[request.phase]
+        if script is None:
+            raise RuntimeError(f"a {request.phase} request to a model scripted without one")
+        return script
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[ProviderEvent]:
-        script = self.script
-        if request.phase == "reevaluation":
-            if self.reevaluation is None:
-                raise RuntimeError("a re-evaluation request to a model scripted without one")
-            script = self.reevaluation
-        await asyncio.sleep(self.ttft_s)
-        async for event in script.stream(request):
-            if isinstance(event, TokenDelta):
-                await asyncio.sleep(estimate_tokens(event.text) * self.s_per_token)
-            elif isinstance(event, ToolCallEvent):
-                text = event.call.name + json.dumps(event.call.arguments)
-                await asyncio.sleep(estimate_tokens(text) * self.s_per_token)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        pace = self.pace
+        prompt_s = pace.prompt_s_per_1k * prompt_tokens([request]) / 1000
+        first_due = started + prompt_s + pace.ttft_s
+        # The scripted answer is ready at once; it is then released on the schedule.
+        events = [event async for event in self._script_for(request).stream(request)]
+        text = "".join(event.text for event in events if isinstance(event, TokenDelta))
+        text_tokens = estimate_tokens(text)
+        chars = call_tokens = 0
+        first_token_at: float | None = None
+        for event in events:
+            if isinstance(event, StreamMetadata):
+                now = loop.time()
+                event = replace(
+                    event,
+                    time_to_first_token_ms=None
+                    if first_token_at is None
+                    else (first_token_at - started) * 1000,
+                    total_ms=(now - started) * 1000,
+                )
+            else:
+                if isinstance(event, TokenDelta):
+                    chars += len(event.text)
+                elif isinstance(event, ToolCallEvent):
+                    # A native tool call arrives whole once its tokens are due.
+                    call = event.call
+                    call_tokens += estimate_tokens(call.name + json.dumps(call.arguments))
+                tokens = text_tokens * chars / max(len(text), 1) + call_tokens
+                delay = first_due + tokens * pace.s_per_token - loop.time()
+                await asyncio.sleep(max(delay, 0))
+                if first_token_at is None:
+                    first_token_at = loop.time()
             yield event
 
     async def aclose(self) -> None:
@@ -440,11 +687,22 @@ def prompt_tokens(requests: Sequence[LLMRequest]) -> int:
 
 
 def _plan_line(n: int, step: Step) -> str:
-    """A plan line as a model writes it: the tool, its literal inputs, the steps it needs."""
-    needs = sorted(find_references(step.arguments))
-    literals = [str(v) for v in step.arguments.values() if not find_references(v)]
-    line = f"{n}. {step.tool}" + (f" {', '.join(literals)}" if literals else "")
+    """A plan line as a model writes it: the tool (or the language step's first sentence), its
+    literal inputs, the steps it needs."""
+    needs = sorted(step.needs)
+    if step.instruction is not None:
+        line = f"{n}. {step.instruction.split('. ')[0]}"
+    else:
+        literals = [str(v) for v in step.arguments.values() if not find_references(v)]
+        line = f"{n}. {step.tool}" + (f" {', '.join(literals)}" if literals else "")
     return line + (f" using step {', '.join(map(str, needs))}" if needs else "")
+
+
+def _plan_call(n: int, step: Step) -> dict[str, Any]:
+    """A `toolCalls` entry: a language step has an instruction and no tool."""
+    if step.instruction is not None:
+        return {"callId": f"call_{n}", "instruction": step.instruction}
+    return {"callId": f"call_{n}", "toolName": step.tool, "arguments": step.arguments}
 
 
 def pes_script(task: Task) -> list[ScriptEntry]:
@@ -454,10 +712,7 @@ def pes_script(task: Task) -> list[ScriptEntry]:
         "intent": f"Answer: {task.query}",
         "plan": "\n".join(_plan_line(n, step) for n, step in enumerate(task.steps, 1))
         + f"\n{len(task.steps) + 1}. Answer from the results.",
-        "toolCalls": [
-            {"callId": f"call_{n}", "toolName": step.tool, "arguments": step.arguments}
-            for n, step in enumerate(task.steps, 1)
-        ],
+        "toolCalls": [_plan_call(n, step) for n, step in enumerate(task.steps, 1)],
     }
     return [json.dumps(plan), task.answer]
 
@@ -470,29 +725,70 @@ def keep_plan(request: LLMRequest) -> str:
     return '{"keep": true}'
 
 
+def do_language_step(request: LLMRequest) -> str:
+    """The PES model's move on a language step: the text for its filled-in instruction."""
+    instruction = request.messages[-1].content
+    if "{step_" in instruction:
+        raise RuntimeError(f"a language step's instruction was not filled in: {instruction!r}")
+    return language_text(instruction)
+
+
+def react_turns(task: Task, *, sequential: bool = False) -> tuple[int, ...]:
+    """The ReAct turn of each step. A tool call is issued in the first turn after the results
+    it needs came back (`sequential`: one tool call per turn, in order); a language step's text
+    is written in the first turn that has what it needs, and that same turn's calls can use it.
+    A text due after the last tool turn is written in the answer turn."""
+    turns: list[int] = []
+    known: list[int] = []  # the turn from which each step's result is in the conversation
+    tool_calls = 0
+    for step in task.steps:
+        earliest = max((known[n - 1] for n in step.needs), default=1)
+        if step.instruction is not None:
+            turns.append(earliest)
+            known.append(earliest)
+        else:
+            tool_calls += 1
+            turns.append(tool_calls if sequential else earliest)
+            known.append(turns[-1] + 1)
+    return tuple(turns)
+
+
 def react_script(task: Task, *, sequential: bool = False) -> list[ScriptEntry]:
     """The ReAct model's moves: per dependency level, every call whose inputs are known, with
-    arguments filled from the tool results it has read; then the answer. `sequential`: one
-    call per turn instead (the classic ReAct loop)."""
+    arguments filled from the tool results it has read and the texts it wrote (a language
+    step's text is written out as the turn's content, then copied into the calls that use
+    it); then the answer. `sequential`: one tool call per turn instead (the classic ReAct
+    loop)."""
+    turns = react_turns(task, sequential=sequential)
+    tool_turns = max(
+        (t for t, s in zip(turns, task.steps, strict=True) if s.tool is not None), default=0
+    )
 
-    def turn(level: int) -> Callable[[LLMRequest], ScriptedResponse]:
+    def turn(number: int) -> Callable[[LLMRequest], ScriptedResponse]:
         def move(request: LLMRequest) -> ScriptedResponse:
-            results = {
+            results: dict[int, Any] = {
                 int(message.tool_call_id.removeprefix("call_")): json.loads(message.content)
                 for message in request.messages
                 if message.role == "tool" and message.tool_call_id
             }
-            calls = [
-                ToolCall(f"call_{n}", step.tool, resolve_placeholders(step.arguments, results))
-                for n, step in enumerate(task.steps, 1)
-                if (n if sequential else task.levels[n - 1]) == level
-            ]
-            return ScriptedResponse(tool_calls=calls)
+            texts: list[str] = []
+            calls: list[ToolCall] = []
+            for n, (step, at) in enumerate(zip(task.steps, turns, strict=True), 1):
+                if step.instruction is not None and at <= number:
+                    # Its own text of an earlier turn: the same text, as the model wrote it.
+                    results[n] = language_text(resolve_text(step.instruction, results))
+                    if at == number:
+                        texts.append(results[n])
+                elif step.tool is not None and at == number:
+                    arguments = resolve_placeholders(step.arguments, results)
+                    calls.append(ToolCall(f"call_{n}", step.tool, arguments))
+            if number > tool_turns:
+                texts.append(task.answer)
+            return ScriptedResponse("\n\n".join(texts), tool_calls=calls)
 
         return move
 
-    turns = len(task.steps) if sequential else task.depth
-    return [*(turn(level) for level in range(1, turns + 1)), task.answer]
+    return [turn(number) for number in range(1, tool_turns + 2)]
 
 
 REACT_PROMPT = (
@@ -512,12 +808,12 @@ class Measure:
 REACT_SEQUENTIAL = False  # --react-sequential: one tool call per ReAct turn
 
 
-async def run_pes(
-    task: Task, ttft_s: float, s_per_token: float, *, reevaluate: bool = False
-) -> Measure:
-    keep = ScriptedProvider([keep_plan], repeat=True) if reevaluate else None
-    script = ScriptedProvider(pes_script(task), chunk_size=32)
-    model = PacedModel(script, ttft_s, s_per_token, keep)
+async def run_pes(task: Task, pace: Pace, *, reevaluate: bool = False) -> Measure:
+    size = pace.chunk_chars
+    keep = ScriptedProvider([keep_plan], repeat=True, chunk_size=size) if reevaluate else None
+    language = ScriptedProvider([do_language_step], repeat=True, chunk_size=size)
+    script = ScriptedProvider(pes_script(task), chunk_size=size)
+    model = PacedModel(script, pace, keep, language)
     mode: Reevaluate = "each_wave" if reevaluate else "never"
     async with create_agent(provider=model, tools=TOOLS, reevaluate=mode) as agent:
         started = time.perf_counter()
@@ -526,17 +822,19 @@ async def run_pes(
     meta = result.metadata
     if meta.status != "success" or meta.tool_calls != len(task.steps):
         raise RuntimeError(f"PES run of {task.name!r} failed: {meta.status} {meta.error}")
+    if result.response.content != task.answer:
+        raise RuntimeError(f"PES run of {task.name!r} answered {result.response.content!r}")
     reevaluations = len(keep.requests) if keep else 0
     return Measure(len(model.requests), prompt_tokens(model.requests), wall, reevaluations)
 
 
-async def run_pes_reevaluating(task: Task, ttft_s: float, s_per_token: float) -> Measure:
-    return await run_pes(task, ttft_s, s_per_token, reevaluate=True)
+async def run_pes_reevaluating(task: Task, pace: Pace) -> Measure:
+    return await run_pes(task, pace, reevaluate=True)
 
 
-async def run_react(task: Task, ttft_s: float, s_per_token: float) -> Measure:
+async def run_react(task: Task, pace: Pace) -> Measure:
     script = react_script(task, sequential=REACT_SEQUENTIAL)
-    model = PacedModel(ScriptedProvider(script, chunk_size=32), ttft_s, s_per_token)
+    model = PacedModel(ScriptedProvider(script, chunk_size=pace.chunk_chars), pace)
     world = World()
     world.register_system(ReasoningSystem(), priority=0)
     world.register_system(ToolExecutionSystem(), priority=5)
@@ -562,7 +860,19 @@ async def run_react(task: Task, ttft_s: float, s_per_token: float) -> Measure:
     terminal = run.terminals.get(entity)
     if terminal is None or terminal.reason != "reasoning_complete" or failed:
         raise RuntimeError(f"ReAct run of {task.name!r} failed: {terminal} {failed[:1]}")
+    calls = sum(len(m.tool_calls or ()) for m in conversation.messages)
+    answer = conversation.messages[-1].content
+    if calls != sum(1 for step in task.steps if step.tool is not None):
+        raise RuntimeError(f"ReAct run of {task.name!r} made {calls} tool calls")
+    if not answer.endswith(task.answer):
+        raise RuntimeError(f"ReAct run of {task.name!r} answered {answer!r}")
     return Measure(len(model.requests), prompt_tokens(model.requests), wall)
+
+
+#: The issue's targets over the whole task set: PES wall and prompt tokens against ReAct's.
+WALL_TARGET = 0.75
+TASK_WALL_TARGET = 1.0
+TOKENS_TARGET = 0.4
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -570,23 +880,26 @@ async def main(args: argparse.Namespace) -> None:
     TOOL_SCALE = args.tool_scale
     REACT_SEQUENTIAL = args.react_sequential
     configure_logging("WARNING")
-    ttft_s, s_per_token = args.ttft_ms / 1000, args.ms_per_token / 1000
+    pace = Pace(
+        ttft_s=args.ttft_ms / 1000,
+        s_per_token=args.ms_per_token / 1000,
+        prompt_s_per_1k=args.prompt_ms_per_1k / 1000,
+        chunk_chars=args.chunk_chars,
+    )
     tasks = TASKS[: args.tasks]
-    kinds: list[tuple[str, Callable[[Task, float, float], Awaitable[Measure]]]] = [
+    kinds: list[tuple[str, Callable[[Task, Pace], Awaitable[Measure]]]] = [
         ("pes", run_pes),
         ("pes_re", run_pes_reevaluating),
         ("react", run_react),
     ]
     for _, run in kinds:
-        await run(tasks[0], 0, 0)  # warm-up: imports, schema caches
+        await run(tasks[0], INSTANT)  # warm-up: imports, schema caches
     samples: dict[tuple[str, str], list[Measure]] = {}
     for repeat in range(args.repeats):
         for index, task in enumerate(tasks):
             shift = (repeat + index) % len(kinds)  # rotated: none always goes first
             for kind, run in kinds[shift:] + kinds[:shift]:
-                samples.setdefault((task.name, kind), []).append(
-                    await run(task, ttft_s, s_per_token)
-                )
+                samples.setdefault((task.name, kind), []).append(await run(task, pace))
 
     def median(task: Task, kind: str) -> Measure:
         runs = samples[(task.name, kind)]
@@ -599,6 +912,7 @@ async def main(args: argparse.Namespace) -> None:
 
     rows: list[list[object]] = []
     rows_re: list[list[object]] = []
+    above: list[str] = []  # tasks where PES is slower than ReAct
     totals = {kind: Measure(0, 0, 0.0) for kind, _ in kinds}
     for task in tasks:
         measures = {kind: median(task, kind) for kind, _ in kinds}
@@ -609,14 +923,19 @@ async def main(args: argparse.Namespace) -> None:
             total.wall_ms += measure.wall_ms
             total.reevaluations += measure.reevaluations
         shape = f"{len(task.steps)}/{task.depth}"
-        rows.append(_row(task.name, shape, measures["pes"], measures["react"]))
+        wall = measures["pes"].wall_ms / measures["react"].wall_ms
+        if wall > TASK_WALL_TARGET:
+            above.append(f"{task.name} ({wall:.2f})")
+        rows.append(_row(task.name, shape, measures["pes"], measures["react"], TASK_WALL_TARGET))
         rows_re.append(_row_re(task.name, shape, measures["pes_re"], measures))
-    rows.append(_row("all tasks", "", totals["pes"], totals["react"]))
-    rows_re.append(_row_re("all tasks", "", totals["pes_re"], totals))
+    pes, pes_re, react = totals["pes"], totals["pes_re"], totals["react"]
+    rows.append(_row("all tasks", "", pes, react, WALL_TARGET))
+    rows_re.append(_row_re("all tasks", "", pes_re, totals))
     print_table(
         f"PES vs ReAct on {len(tasks)} tasks (medians of {args.repeats} interleaved runs; "
-        f"model {args.ttft_ms:g} ms to first token + {args.ms_per_token:g} ms/output token; "
-        f"tools 50-300 ms x{args.tool_scale:g}; prompt tokens by {tokenizer_name()})",
+        f"model {args.prompt_ms_per_1k:g} ms/1k prompt tokens + {args.ttft_ms:g} ms to first "
+        f"token + {args.ms_per_token:g} ms/output token, text in {args.chunk_chars}-char "
+        f"chunks; tools 50 ms-2 s x{args.tool_scale:g}; prompt tokens by {tokenizer_name()})",
         [
             "task",
             "calls/levels",
@@ -628,6 +947,7 @@ async def main(args: argparse.Namespace) -> None:
             "PES wall ms",
             "ReAct wall ms",
             "wall PES/ReAct",
+            "wall target",
         ],
         rows,
     )
@@ -654,11 +974,26 @@ async def main(args: argparse.Namespace) -> None:
         else "at best, one turn per dependency level with that level's calls as parallel "
         "native tool calls, then the answer"
     )
-    print(
-        f"\nReAct assumption: {react_moves}; PES: one plan with every call, then the answer. "
-        "Prompt processing time is not modelled (it would add to ReAct's longer prompts)."
+    prompt_time = (
+        f"{args.prompt_ms_per_1k:g} ms per 1000 prompt tokens before the first token of every call"
+        if args.prompt_ms_per_1k
+        else "not modelled (it would add to ReAct's longer prompts)"
     )
-    pes, pes_re, react = totals["pes"], totals["pes_re"], totals["react"]
+    print(
+        f"\nReAct assumption: {react_moves}; it writes a language step's text itself and copies "
+        "it into the calls that use it. PES: one plan with every call, one model call per "
+        f"language step, then the answer. Prompt processing: {prompt_time}."
+    )
+    wall_ratio = pes.wall_ms / react.wall_ms
+    tokens_ratio = pes.prompt_tokens / react.prompt_tokens
+    print(
+        "targets: "
+        f"wall PES/ReAct {wall_ratio:.2f} <= {WALL_TARGET}: {_verdict(wall_ratio <= WALL_TARGET)}; "
+        f"no task above {TASK_WALL_TARGET}x: {_verdict(not above)}"
+        + (f" (above: {', '.join(above)})" if above else "")
+        + f"; prompt tokens PES/ReAct {tokens_ratio:.2f} <= {TOKENS_TARGET}: "
+        f"{_verdict(tokens_ratio <= TOKENS_TARGET)}"
+    )
     print(
         f"pes_reevaluate: re-evaluations {pes_re.reevaluations}, "
         f"model calls {pes_re.model_calls}/{pes.model_calls} = "
@@ -671,14 +1006,18 @@ async def main(args: argparse.Namespace) -> None:
         f"pes_vs_react: tasks {len(tasks)}, "
         f"model calls {pes.model_calls}/{react.model_calls} = "
         f"{pes.model_calls / react.model_calls:.2f}, "
-        f"prompt tokens {pes.prompt_tokens}/{react.prompt_tokens} = "
-        f"{pes.prompt_tokens / react.prompt_tokens:.2f}, "
-        f"wall ms {pes.wall_ms:.0f}/{react.wall_ms:.0f} = {pes.wall_ms / react.wall_ms:.2f} "
+        f"prompt tokens {pes.prompt_tokens}/{react.prompt_tokens} = {tokens_ratio:.2f}, "
+        f"wall ms {pes.wall_ms:.0f}/{react.wall_ms:.0f} = {wall_ratio:.2f} "
         f"(tokens: {tokenizer_name()})"
     )
 
 
-def _row(name: str, shape: str, pes: Measure, react: Measure) -> list[object]:
+def _verdict(met: bool) -> str:
+    return "met" if met else "MISSED"
+
+
+def _row(name: str, shape: str, pes: Measure, react: Measure, target: float) -> list[object]:
+    wall = pes.wall_ms / react.wall_ms
     return [
         name,
         shape,
@@ -689,7 +1028,8 @@ def _row(name: str, shape: str, pes: Measure, react: Measure) -> list[object]:
         pes.prompt_tokens / react.prompt_tokens,
         round(pes.wall_ms, 1),
         round(react.wall_ms, 1),
-        pes.wall_ms / react.wall_ms,
+        wall,
+        f"<= {target}: {_verdict(wall <= target)}",
     ]
 
 
@@ -715,6 +1055,15 @@ if __name__ == "__main__":
     parser.add_argument("--tasks", type=int, default=len(TASKS), help="run the first N tasks")
     parser.add_argument("--ttft-ms", type=float, default=150.0, help="model time to first token")
     parser.add_argument("--ms-per-token", type=float, default=4.0, help="model time per token")
+    parser.add_argument(
+        "--prompt-ms-per-1k",
+        type=float,
+        default=0.0,
+        help="model time per 1000 prompt tokens, before the first token",
+    )
+    parser.add_argument(
+        "--chunk-chars", type=int, default=4, help="characters per streamed text chunk"
+    )
     parser.add_argument("--tool-scale", type=float, default=1.0, help="tool latency multiplier")
     parser.add_argument(
         "--react-sequential",

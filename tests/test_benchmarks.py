@@ -82,6 +82,11 @@ TINY += ("--tool-scale", "0.05")
 
 
 def run_pes_vs_react(*args: str) -> tuple[re.Match[str], re.Match[str]]:
+    match, reevaluating, _ = run_pes_vs_react_output(*args)
+    return match, reevaluating
+
+
+def run_pes_vs_react_output(*args: str) -> tuple[re.Match[str], re.Match[str], str]:
     completed = subprocess.run(
         [sys.executable, str(PES_VS_REACT), *TINY, *args],
         capture_output=True,
@@ -96,7 +101,7 @@ def run_pes_vs_react(*args: str) -> tuple[re.Match[str], re.Match[str]]:
     assert match, f"unexpected last line {lines[-1]!r}"
     reevaluating = PES_REEVALUATE_LINE.fullmatch(lines[-2])
     assert reevaluating, f"unexpected line {lines[-2]!r}"
-    return match, reevaluating
+    return match, reevaluating, completed.stdout
 
 
 @pytest.mark.slow
@@ -119,3 +124,24 @@ def test_pes_vs_react_counts_reevaluation_calls() -> None:
     reevaluations, calls, pes_calls, tokens, pes_tokens = reevaluating.groups()
     assert (reevaluations, calls, pes_calls) == ("3", "7", "4")
     assert int(tokens) > int(pes_tokens)
+
+
+@pytest.mark.slow
+def test_pes_vs_react_runs_every_task_and_checks_the_targets() -> None:
+    """All twelve tasks run (a 20-call fan-out, a 4-level chain, language steps, slow tools, a
+    single call): PES makes two model calls per task plus one per language step, ReAct one
+    per turn; the prompt processing time is printed and each target gets a verdict."""
+    match, _, output = run_pes_vs_react_output("--tasks", "12", "--prompt-ms-per-1k", "1")
+    tasks, pes_calls, react_calls, pes_tokens, react_tokens, _ = match.groups()
+    assert (tasks, pes_calls) == ("12", "26")  # 2 per task + the mix's 2 language steps
+    # Turns: 3+4+3+3+4+3+2 (the first seven), 2 (fan-out), 5 (chain), 4 (the mix's texts are
+    # written in its third turn, beside the translation), 3 (slow report), 2 (one call).
+    assert react_calls == "38"
+    assert int(pes_tokens) < int(react_tokens)
+    assert "1 ms/1k prompt tokens" in output
+    targets = next(line for line in output.splitlines() if line.startswith("targets: "))
+    assert re.fullmatch(
+        r"targets: wall PES/ReAct [\d.]+ <= 0\.75: (met|MISSED); no task above 1\.0x: "
+        r"(met|MISSED( \(above: .+\))?); prompt tokens PES/ReAct [\d.]+ <= 0\.4: (met|MISSED)",
+        targets,
+    ), targets
