@@ -10,10 +10,11 @@ by `ecs_core.Runner`). The models are scripted and make the right moves; what di
 how each architecture uses the model.
 
 Assumptions, printed with the results:
-- PES: the planner writes exactly what the planning prompt asks for (today's JSON protocol:
-  title, intent, a numbered plan and every call; a language step as a call with
-  `"instruction"` and no `"toolName"`), and answers each language step with a text that
-  depends on its filled-in instruction.
+- PES: the planner writes exactly what the planning prompt asks for (the compact protocol:
+  every call on its own numbered line, `N. tool(param=value)`, a language step as
+  `N. language_step("instruction")`, then `Intent: ` and a few words), and answers each
+  language step with a text that depends on its filled-in instruction. Each call starts as
+  soon as its line is written (streaming dispatch).
 - PES with re-evaluation: the model reads each re-evaluation prompt (goal, plan, the results
   so far, the calls not yet run) and keeps the plan (`{"keep": true}`), as it should when the
   plan was right; the row is the price of asking: extra calls, their prompts and their latency.
@@ -686,35 +687,24 @@ def prompt_tokens(requests: Sequence[LLMRequest]) -> int:
     return total
 
 
-def _plan_line(n: int, step: Step) -> str:
-    """A plan line as a model writes it: the tool (or the language step's first sentence), its
-    literal inputs, the steps it needs."""
-    needs = sorted(step.needs)
+def _call_line(n: int, step: Step) -> str:
+    """A call line of the compact protocol, as the planning prompt asks a model to write it:
+    `N. tool(param=value, ...)` with JSON values, or `N. language_step("...")`."""
     if step.instruction is not None:
-        line = f"{n}. {step.instruction.split('. ')[0]}"
-    else:
-        literals = [str(v) for v in step.arguments.values() if not find_references(v)]
-        line = f"{n}. {step.tool}" + (f" {', '.join(literals)}" if literals else "")
-    return line + (f" using step {', '.join(map(str, needs))}" if needs else "")
-
-
-def _plan_call(n: int, step: Step) -> dict[str, Any]:
-    """A `toolCalls` entry: a language step has an instruction and no tool."""
-    if step.instruction is not None:
-        return {"callId": f"call_{n}", "instruction": step.instruction}
-    return {"callId": f"call_{n}", "toolName": step.tool, "arguments": step.arguments}
+        return f"{n}. language_step({json.dumps(step.instruction, ensure_ascii=False)})"
+    params = ", ".join(
+        f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in step.arguments.items()
+    )
+    return f"{n}. {step.tool}({params})"
 
 
 def pes_script(task: Task) -> list[ScriptEntry]:
-    """The PES model's moves: one plan with every call (placeholders for results), an answer."""
-    plan = {
-        "title": task.name.capitalize(),
-        "intent": f"Answer: {task.query}",
-        "plan": "\n".join(_plan_line(n, step) for n, step in enumerate(task.steps, 1))
-        + f"\n{len(task.steps) + 1}. Answer from the results.",
-        "toolCalls": [_plan_call(n, step) for n, step in enumerate(task.steps, 1)],
-    }
-    return [json.dumps(plan), task.answer]
+    """The PES model's moves: the plan in the compact protocol the planning prompt asks for
+    (every call, one per line; no reason where the call says it; then one line of intent,
+    in a few words), then the answer."""
+    lines = [_call_line(n, step) for n, step in enumerate(task.steps, 1)]
+    plan = "\n".join([*lines, f"Intent: {task.name}"])
+    return [plan, task.answer]
 
 
 def keep_plan(request: LLMRequest) -> str:

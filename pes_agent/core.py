@@ -41,6 +41,7 @@ from pes_agent.pes.components import (
     RunSpec,
     RunTimings,
 )
+from pes_agent.pes.execution import Execution
 from pes_agent.pes.finalization import FinalizationSystem, run_status
 from pes_agent.pes.llm_call import RunModelCaller
 from pes_agent.pes.pausing import PauseSystem
@@ -785,10 +786,11 @@ def _phase_systems(
     retriever: Retriever | None,
 ) -> list[tuple[Any, int]]:
     """The PES systems every run world registers, each with its priority."""
+    execution = Execution(executor, tools.as_mapping())
     return [
         *([(RetrievalSystem(resources, retriever), -10)] if retriever is not None else []),
-        (PlanPhaseSystem(resources, planner), 0),
-        (ToolSystem(resources, executor, tools.as_mapping()), 5),
+        (PlanPhaseSystem(resources, planner, execution), 0),
+        (ToolSystem(resources, execution), 5),
         (SynthesisSystem(resources, synthesizer), 10),
         (FinalizationSystem(resources, storage, defaults.state_saving), 20),
         (PauseSystem(resources, storage, defaults.approval_timeout_s), 15),

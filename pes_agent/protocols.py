@@ -22,6 +22,7 @@ import typing_extensions
 
 from pes_agent.approvals.gate import ApprovalGate
 from pes_agent.config import AgentState, LLMParams, Reevaluate
+from pes_agent.execution.feed import PlanFeed
 from pes_agent.execution.revision import PlanProgress, PlanRevision
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
@@ -41,6 +42,7 @@ from pes_agent.tools.invoker import IN_PROCESS, ToolInvoker
 from pes_agent.usage import Usage
 
 __all__ = [
+    "CallDispatch",
     "ExecutionContext",
     "ExecutionHooks",
     "Executor",
@@ -53,7 +55,9 @@ __all__ = [
     "PlanningContext",
     "RecordObservation",
     "Reevaluation",
+    "StreamListener",
     "SupportsApprovals",
+    "SupportsStreaming",
     "SynthesisContext",
     "Synthesizer",
 ]
@@ -71,9 +75,23 @@ class LLMResponse:
     metadata: StreamMetadata | None = None
 
 
+class StreamListener(Protocol):
+    """Told a model call's answer text as it streams (a planner parsing its plan early)."""
+
+    def on_text(self, text: str) -> None:
+        """The next piece of the answer's text."""
+
+    def on_restart(self) -> None:
+        """The provider retries after having streamed: the text so far is void; the answer
+        starts over."""
+
+
 @runtime_checkable
 class ModelCaller(Protocol):
-    """Streams one model call for a phase, recording stream observations and usage."""
+    """Streams one model call for a phase, recording stream observations and usage.
+
+    With a `listener`, the answer's text is also handed to it as it streams.
+    """
 
     async def __call__(
         self,
@@ -83,7 +101,26 @@ class ModelCaller(Protocol):
         tools: Sequence[ToolSchema] = (),
         tool_choice: ToolChoice | None = None,
         response_format: dict[str, Any] | None = None,
+        listener: StreamListener | None = None,
     ) -> LLMResponse: ...
+
+
+@runtime_checkable
+class CallDispatch(Protocol):
+    """Starts a plan's calls while the planner still streams it (`PlanningContext.dispatch`).
+
+    A planner `submit`s each call of its answer the moment the call is complete (in plan
+    order, step 1 first); the agent may start it at once. When the answer turns out unusable,
+    the planner `discard`s what it submitted before asking again: the calls started are
+    cancelled and recorded, and the next `submit` begins a new plan. The plan the planner
+    returns is the authority: submitted calls it does not start with are discarded too.
+    """
+
+    def submit(self, call: ParsedToolCall) -> None:
+        """The next call of the plan being streamed, complete."""
+
+    async def discard(self, reason: str) -> None:
+        """Cancel and forget the calls submitted so far; `reason` is recorded."""
 
 
 #: Records one observation of the run: `await record(ObservationType.PLAN, "title", {...})`.
@@ -114,6 +151,9 @@ class PlanningContext:
     #: Retrieved text is data: show it to a model only inside a delimited data block
     #: (`pes_agent.retrieval.passages.render_passages`), never as instructions.
     passages: Sequence[ScoredDocument] = ()
+    #: Where to submit each call as soon as it is streamed, so it can start before the plan
+    #: is complete; None when the run executes the plan only once it is whole.
+    dispatch: CallDispatch | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +173,9 @@ class SynthesisContext:
     steps: Sequence[int] = ()
     #: Passages the agent's retriever found for the query, as in `PlanningContext.passages`.
     passages: Sequence[ScoredDocument] = ()
+    #: The call each result answers (a revision's calls included); empty: the results answer
+    #: `planning.tool_calls`, looked up by call id.
+    calls: Sequence[ParsedToolCall] = ()
 
 
 @runtime_checkable
@@ -259,6 +302,17 @@ class Executor(Protocol):
             One result per call of the final plan (revisions included), in call order; a
             failed call is an error result, not an exception.
         """
+        ...
+
+
+@typing_extensions.runtime_checkable  # as the tools' capabilities (pes_agent.tools.base)
+class SupportsStreaming(typing_extensions.Protocol):
+    """An executor that can run a plan while it streams (`ConcurrentExecutor` can): the agent
+    then starts each call as soon as the planner has written it."""
+
+    async def execute_stream(self, feed: PlanFeed, ctx: ExecutionContext) -> list[ToolResult]:
+        """Run the calls of `feed` as they come; the results of the final plan, as `execute`
+        returns them."""
         ...
 
 

@@ -123,6 +123,8 @@ class ScriptedProvider:
             or a function of the `LLMRequest` returning either (`plan_json` writes a plan).
         latency_s: Seconds to wait before each response streams.
         chunk_size: The characters of text in each streamed token delta.
+        chunk_latency_s: Seconds to wait between two chunks (thinking and text alike): a
+            model that writes at a finite speed, so a planner's calls arrive over time.
         repeat: Start the script again once it is used up, instead of raising.
         name: The provider's name, as observations and usage report it.
         model: The model's name, as observations and usage report it.
@@ -136,6 +138,7 @@ class ScriptedProvider:
     _: KW_ONLY
     latency_s: float = 0.0
     chunk_size: int = 16
+    chunk_latency_s: float = 0.0
     repeat: bool = False
     name: str = "scripted"
     model: str = "scripted-model"
@@ -153,6 +156,8 @@ class ScriptedProvider:
             raise UsageError("chunk_size must be >= 1 character")
         if self.latency_s < 0:
             raise UsageError("latency_s must be >= 0 seconds")
+        if self.chunk_latency_s < 0:
+            raise UsageError("chunk_latency_s must be >= 0 seconds")
 
     @property
     def calls(self) -> int:
@@ -201,16 +206,21 @@ class ScriptedProvider:
             await asyncio.sleep(self.latency_s)
         first_token_ms: float | None = None
         size = self.chunk_size
+        pause = self.chunk_latency_s
         for block in response.thinking:
             for start in range(0, len(block), size):
                 if first_token_ms is None:
                     first_token_ms = (time.perf_counter() - started) * 1000
+                elif pause:
+                    await asyncio.sleep(pause)
                 yield TokenDelta(block[start : start + size], "thinking")
             yield ThinkingBlock(block)
         text = response.text
         for start in range(0, len(text), size):
             if first_token_ms is None:
                 first_token_ms = (time.perf_counter() - started) * 1000
+            elif pause:
+                await asyncio.sleep(pause)
             yield TokenDelta(text[start : start + size])
         for call in response.tool_calls:
             # A copy: the consumer may keep or change the call it gets.

@@ -17,7 +17,6 @@ the whole run takes about two seconds. No API key, no network.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -89,28 +88,15 @@ _THINKING = (
     "at once. The comparison needs both results; the events lookup needs only the winner."
 )
 
-_PLAN = {
-    "title": "Lisbon or Porto",
-    "intent": "Compare this weekend's weather in Lisbon and Porto, pick the warmer city and "
-    "list what is on there.",
-    "plan": "1. Look up the weather in Lisbon and in Porto at the same time.\n"
-    "2. Pick the warmer city from both forecasts.\n"
-    "3. Find this weekend's events in the winner.",
-    "toolCalls": [
-        {"callId": "call_1", "toolName": "get_weather", "arguments": {"city": "Lisbon"}},
-        {"callId": "call_2", "toolName": "get_weather", "arguments": {"city": "Porto"}},
-        {
-            "callId": "call_3",
-            "toolName": "pick_warmest",
-            "arguments": {"forecasts": ["{step_1_result}", "{step_2_result}"]},
-        },
-        {
-            "callId": "call_4",
-            "toolName": "find_events",
-            "arguments": {"city": "{step_3_result.city}"},
-        },
-    ],
-}
+# The compact planning protocol: the calls, one per line, then the intent. The two lookups start
+# while the rest of the plan is still being written (streaming dispatch).
+_PLAN = (
+    '1. get_weather(city="Lisbon")\n'
+    '2. get_weather(city="Porto")\n'
+    '3. pick_warmest(forecasts=["{step_1_result}", "{step_2_result}"])\n'
+    '4. find_events(city="{step_3_result.city}")\n'
+    "Intent: the warmer of Lisbon and Porto this weekend, and what is on there\n"
+)
 
 _ANSWER = (
     "Go to **Lisbon**: it is sunny and 24 °C there, 5 °C warmer than cloudy Porto (19 °C). "
@@ -156,7 +142,7 @@ class PacedProvider:
 def _demo_response(request: LLMRequest) -> ScriptedResponse | str:
     # By phase, not by position: the server runs many demo runs at once on one model.
     if request.phase == "planning":
-        return ScriptedResponse(json.dumps(_PLAN), thinking=[_THINKING])
+        return ScriptedResponse(_PLAN, thinking=[_THINKING])
     return _ANSWER
 
 

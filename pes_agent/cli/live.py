@@ -9,7 +9,10 @@ Both views are fed the run's observations and stream events and keep a `RunState
   status, tokens and time at the end. A language step shows as a call whose tool is
   "language step" and whose argument is its instruction; a revision of the plan
   (`create_agent(reevaluate=...)`) adds a "plan revised (N)" row above its new calls and marks
-  the calls it replaced, and a re-evaluation that kept the plan is a line saying so.
+  the calls it replaced, and a re-evaluation that kept the plan is a line saying so. Calls
+  start while the plan streams, so their rows may come before the plan: the plan then fills
+  in their dependencies; a plan discarded while its calls ran (to be repaired) leaves its rows
+  struck out as "discarded" above the repaired plan's.
 - `PlainView` (a pipe or file): the same run as plain lines, one per event, with the answer
   streamed as text — readable in a log and in CI.
 
@@ -59,7 +62,9 @@ __all__ = [
 ]
 
 # "approval": the call waits for a person's decision (`@tool(requires_approval=True)`).
-RowStatus = Literal["waiting", "running", "approval", "success", "error", "cancelled", "replaced"]
+RowStatus = Literal[
+    "waiting", "running", "approval", "success", "error", "cancelled", "replaced", "discarded"
+]
 Stage = Literal["starting", "planning", "executing", "synthesizing", "finishing", "done"]
 
 _REFRESH_S = 1 / 12
@@ -83,6 +88,7 @@ _ROW_STYLE: dict[RowStatus, str] = {
     "error": "red",
     "cancelled": "dim red",
     "replaced": "dim strike",
+    "discarded": "dim strike",
 }
 # Phases whose streamed tokens are the plan being written (shown while planning).
 _PLAN_PHASES = frozenset({"planning", "repair"})
@@ -218,6 +224,9 @@ class RunState:
         self.planned_at: float | None = None
         self.retrieval: dict[str, Any] | None = None
         self.rows: list[ToolRow] = []
+        # Where the rows of the plan being written begin: calls start while it streams (their
+        # rows come first), and a discarded plan's rows stay above its repair's.
+        self.plan_rows = 0
         # Call ids by step number (index + 1): placeholders name steps, rows are found by id.
         self.steps: list[str] = []
         self.revisions: list[RevisionNote] = []
@@ -275,6 +284,8 @@ class RunState:
             self.planned_at = self.now()
             self.stage = "executing"
             self._add_rows(list(content.get("toolCalls") or ()), revision=0)
+        elif kind is ObservationType.PLAN and content.get("status") == "discarded":
+            self._discard(content)
         elif kind is ObservationType.PLAN and content.get("status") in (
             "revised",
             "kept",
@@ -319,8 +330,19 @@ class RunState:
             self.stage = "finishing"
         return None
 
+    def _discard(self, content: dict[str, Any]) -> None:
+        """A plan was discarded while its calls ran (it is being repaired): its rows stay,
+        struck out, and the next plan's rows start below them."""
+        discarded = {str(call_id) for call_id in content.get("calls") or ()}
+        for row in self.rows[self.plan_rows :]:
+            if row.call_id in discarded or row.status in _OPEN:
+                row.status = "discarded"
+        self.plan_rows = len(self.rows)
+        self.errors.append(f"plan discarded: {content.get('reason')}")
+
     def _add_rows(self, calls: list[dict[str, Any]], *, revision: int) -> None:
-        """Rows for planned calls (as PLAN observations dump them), numbered on as steps."""
+        """Rows for planned calls (as PLAN observations dump them), numbered on as steps; a
+        call that started while the plan streamed keeps the row it has."""
         first = len(self.steps)
         self.steps.extend(str(call.get("call_id", "?")) for call in calls)
         for offset, call in enumerate(calls):
@@ -334,13 +356,21 @@ class RunState:
                 known = 0 <= index < len(self.steps) and index != first + offset
                 if known and self.steps[index] not in after:
                     after.append(self.steps[index])
+            call_id = self.steps[first + offset]
+            kind: Literal["tool", "language"] = "language" if instruction is not None else "tool"
+            started = next(
+                (row for row in self.rows[self.plan_rows :] if row.call_id == call_id), None
+            )
+            if started is not None and revision == 0:
+                started.depends_on, started.kind = after, kind
+                continue
             self.rows.append(
                 ToolRow(
-                    call_id=self.steps[first + offset],
+                    call_id=call_id,
                     tool_name=str(call.get("tool_name", "?")),
                     arguments=arguments,
                     depends_on=after,
-                    kind="language" if instruction is not None else "tool",
+                    kind=kind,
                     revision=revision,
                 )
             )
@@ -626,7 +656,7 @@ class LiveView(_ViewBase):
         parts.append(line)
         for thought in state.thoughts:
             parts.append(Text(f"  thinking: {_cut(thought, 400)}", style="italic dim"))
-        if state.intent:
+        if state.intent and state.intent != state.title:
             parts.append(Text(f"  intent: {state.intent}"))
         for plan_line in (state.plan or "").splitlines():
             if plan_line.strip():
@@ -681,8 +711,8 @@ class LiveView(_ViewBase):
             elif row.status == "waiting":
                 after = ", ".join(row.depends_on)
                 status = Text(f"after {after}" if after else "waiting", style="dim")
-            elif row.status == "replaced":
-                status = Text("⊘ replaced", style="dim")
+            elif row.status in ("replaced", "discarded"):
+                status = Text(f"⊘ {row.status}", style="dim")
             else:
                 mark = {"success": "✓", "error": "✗"}.get(row.status, "⊘")
                 status = Text(f"{mark} {row.status}", style=_ROW_STYLE[row.status])
@@ -823,17 +853,22 @@ class PlainView(_ViewBase):
             self._line(f"thinking: {_cut(str(content.get('text', '')), 400)}", "italic")
         elif kind is ObservationType.PLAN and content.get("status") == "ready":
             self._line(Text(f"plan: {state.title or ''}".rstrip(), style="bold"))
-            if state.intent:
+            if state.intent and state.intent != state.title:
                 self._print(f"         intent: {state.intent}")
             for plan_line in (state.plan or "").splitlines():
                 if plan_line.strip():
                     self._print(f"         {plan_line.strip()}")
-            for planned in state.rows:
+            for planned in state.rows[state.plan_rows :]:
                 after = f"  (after {', '.join(planned.depends_on)})" if planned.depends_on else ""
                 self._print(
                     f"         · {planned.call_id} {planned.label} "
                     f"{compact_json(planned.arguments, 200)}{after}"
                 )
+        elif kind is ObservationType.PLAN and content.get("status") == "discarded":
+            cancelled = ", ".join(map(str, content.get("cancelled") or ())) or "none"
+            self._line(
+                f"plan discarded ({content.get('reason')}); cancelled: {cancelled}", "yellow"
+            )
         elif kind is ObservationType.PLAN and content.get("status") == "revised":
             note = state.revisions[-1]
             replaced = f"; replaced {', '.join(note.replaced)}" if note.replaced else ""

@@ -17,6 +17,7 @@ from pes_agent.approvals.gate import ApprovalGate, denial_message
 from pes_agent.approvals.models import Deny
 from pes_agent.errors import RunError, ToolExecutionError
 from pes_agent.execution.dag import CallGraph
+from pes_agent.execution.feed import PlanFeed
 from pes_agent.execution.language import build_language_step_messages
 from pes_agent.execution.placeholders import resolve_placeholders, resolve_text
 from pes_agent.execution.revision import PlanProgress, PlanRevision
@@ -43,6 +44,7 @@ class PlanLedger:
 
     __slots__ = (
         "_outputs",
+        "_provisional",
         "_results",
         "calls",
         "graph",
@@ -57,6 +59,9 @@ class PlanLedger:
         self.graph = CallGraph.build(calls)
         self.calls = list(self.graph.calls)
         self.planned = len(self.calls)  # the calls of the plan itself, before any revision
+        # A streaming plan's calls before it is final (`add`), each with the earlier steps it
+        # needs; `settle` replaces them with the final plan's graph.
+        self._provisional: list[frozenset[int]] = []
         self.replaced: set[int] = set()  # indices of calls a revision replaced: never run
         self.skipped: set[int] = set()  # indices not run because a dependency failed
         self.held: set[int] = set()  # indices waiting for approval, or for a call that does
@@ -69,6 +74,37 @@ class PlanLedger:
                 if 0 < step <= self.planned:
                     self.prior.add(step - 1)
                     self.set_result(step - 1, result)
+
+    def add(self, call: ParsedToolCall, dependencies: frozenset[int]) -> int:
+        """Add the next call of a plan still streaming, needing `dependencies` (indices of
+        earlier calls); returns its index. Only calls that can run before the plan is final
+        are given their dependencies; the others wait for `settle`."""
+        self.calls.append(call)
+        self._results.append(None)
+        self._provisional.append(dependencies)
+        return len(self.calls) - 1
+
+    def settle(self, calls: Sequence[ParsedToolCall]) -> CallGraph:
+        """The streamed plan is final: `calls`, starting with those added. Returns its graph,
+        which from now on says what each call needs and why one cannot run."""
+        self.graph = CallGraph.build(calls)
+        self.calls = list(self.graph.calls)
+        self.planned = len(self.calls)
+        self._results.extend([None] * (self.planned - len(self._results)))
+        self._provisional = []
+        return self.graph
+
+    def dependencies_of(self, index: int) -> frozenset[int]:
+        """The calls `index` waits for (before a streamed plan is final: those it was added
+        with)."""
+        if index < len(self.graph.dependencies):
+            return self.graph.dependencies[index]
+        return self._provisional[index]
+
+    def problems_of(self, index: int) -> tuple[str, ...]:
+        """Why call `index` cannot run (none known before a streamed plan is final)."""
+        problems = self.graph.problems
+        return problems[index] if index < len(problems) else ()
 
     @property
     def size(self) -> int:
@@ -130,11 +166,15 @@ class CallRunner:
     """Runs each call of one `execute` when its executor asks, by the rules both executors
     share, and tells the hooks; the executor keeps each result in the `PlanLedger`."""
 
-    __slots__ = ("ctx", "ledger", "thread_pool")
+    __slots__ = ("ctx", "feed", "ledger", "thread_pool")
 
-    def __init__(self, ledger: PlanLedger, ctx: ExecutionContext) -> None:
+    def __init__(
+        self, ledger: PlanLedger, ctx: ExecutionContext, feed: PlanFeed | None = None
+    ) -> None:
         self.ctx = ctx
         self.ledger = ledger
+        #: The feed of a plan still streaming (calls needing approval wait for it to close).
+        self.feed = feed
         # A `ToolRegistry.as_mapping()` view names the registry's pool for sync tools; with
         # another mapping they run on asyncio's default executor.
         pool = ctx.tools.thread_pool if isinstance(ctx.tools, PooledTools) else None
@@ -159,7 +199,7 @@ class CallRunner:
                 f"Not run: the plan has {ledger.planned} tool calls, more than the limit of "
                 f"{ctx.max_tool_calls} per plan.",
             )
-        problems = ledger.graph.problems[index]
+        problems = ledger.problems_of(index)
         if problems:
             return error_result(call, "Not run: " + " ".join(problems))
         if call.instruction is not None:
@@ -238,7 +278,7 @@ class CallRunner:
     ) -> ToolResult:
         """Check a call's dependencies, arguments and approval, then run it under `limiter`."""
         ledger = self.ledger
-        dependencies = sorted(ledger.graph.dependencies[index])
+        dependencies = sorted(ledger.dependencies_of(index))
         waiting = [dep for dep in dependencies if dep in ledger.held]
         failed = [
             dep
@@ -287,6 +327,10 @@ class CallRunner:
             )
         gate = self.ctx.approvals
         if gate is not None and gate.requires(call.model_copy(update={"arguments": arguments})):
+            if self.feed is not None:
+                # A person (or the handler) is asked only about the final plan: a streaming
+                # plan may still turn out unusable, and then none of its calls runs.
+                await self.feed.final()
             decision = await gate.decide(call, arguments, index + 1)
             if decision is None:
                 return self._hold(index, call, [])

@@ -1,5 +1,7 @@
 """Run a plan's tool calls: `ConcurrentExecutor` (the default DAG) and `SequentialExecutor`.
 
+`ConcurrentExecutor.execute_stream` also runs a plan while it streams (`PlanFeed`).
+
 Both run every call by the same rules (`CallRunner`: refusals, dependencies, placeholders,
 argument checks, approvals, timeouts, hooks; every failure an error `ToolResult`) and differ
 only in when each call starts. The rules are written out in docs/execution.md.
@@ -12,7 +14,9 @@ from collections.abc import Sequence
 
 from pes_agent.errors import UsageError
 from pes_agent.execution._runner import CallRunner, PlanLedger
+from pes_agent.execution._streaming import StreamSchedule
 from pes_agent.execution._waves import WaveSchedule
+from pes_agent.execution.feed import PlanFeed
 from pes_agent.planning.plan import ParsedToolCall
 from pes_agent.protocols import ExecutionContext, Reevaluation
 from pes_agent.tools.base import ToolResult
@@ -95,6 +99,56 @@ class ConcurrentExecutor:
             for index in range(ledger.size):
                 if waiting[index] == 0:
                     start(index)
+        return runner.final_results()
+
+    async def execute_stream(self, feed: PlanFeed, ctx: ExecutionContext) -> list[ToolResult]:
+        """Run the calls of `feed` as they are submitted, then the rest once it is closed.
+
+        Each submitted call starts as soon as its inputs are known and nothing later in the
+        plan can change it (`pes_agent.execution._streaming`); the results are those
+        `execute(feed.calls, ctx)` would give for the final plan. With re-evaluation, the
+        calls wait for the final plan (a wave needs the whole plan to be judged).
+
+        Args:
+            feed: The plan as it streams; closed once it is final.
+            ctx: As for `execute`.
+
+        Returns:
+            One result per call of the final plan, in step order.
+
+        Raises:
+            UsageError: `ctx.max_concurrency` is below 1, or `ctx.reevaluation.mode` is unknown.
+        """
+        if feed.closed or _reevaluation(ctx) is not None:
+            await feed.final()
+            return await self.execute(feed.calls, ctx)
+        if ctx.max_concurrency < 1:
+            raise UsageError(f"max_concurrency must be at least 1, got {ctx.max_concurrency}.")
+        runner = CallRunner(PlanLedger((), ctx.approvals), ctx, feed)
+        ledger = runner.ledger
+        limiter = asyncio.Semaphore(ctx.max_concurrency)
+
+        async with asyncio.TaskGroup() as group:
+
+            def start(index: int) -> None:
+                group.create_task(step(index), name=f"pes-tool-call:{ledger.calls[index].call_id}")
+
+            async def step(index: int) -> None:
+                result = runner.refusal(index) or await runner.run_call(index, limiter)
+                ledger.set_result(index, result)
+                schedule.finish(index)
+                await runner.report_end(index, result)
+
+            schedule = StreamSchedule(runner, start)
+            seen = 0
+            while True:
+                await feed.wait(seen)
+                if feed.closed:
+                    schedule.settle(feed.calls)
+                    break
+                for call in feed.calls[seen:]:
+                    schedule.add(call)
+                seen = len(feed.calls)
         return runner.final_results()
 
     async def _in_waves(

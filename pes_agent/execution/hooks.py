@@ -47,7 +47,7 @@ class ObservingHooks:
         # Keyed by the call object itself: a bad plan may repeat a call id.
         self.finished: dict[int, ToolResult] = {}
         self.revisions: list[PlanRevision] = []
-        self._started: dict[int, Observation] = {}
+        self._started: dict[int, tuple[ParsedToolCall, Observation]] = {}
 
     async def on_call_start(self, call: ParsedToolCall, arguments: dict[str, Any]) -> None:
         content: dict[str, Any] = {
@@ -59,11 +59,35 @@ class ObservingHooks:
         if call.instruction is not None:
             content["instruction"] = arguments.get("instruction", call.instruction)
         title = "Language step" if call.instruction is not None else f"Calling {call.tool_name}"
-        self._started[id(call)] = await self._sink.record(ObservationType.TOOL_CALL, title, content)
+        observation = await self._sink.record(ObservationType.TOOL_CALL, title, content)
+        self._started[id(call)] = (call, observation)
 
     async def on_call_end(self, call: ParsedToolCall, result: ToolResult) -> None:
         self.finished[id(call)] = result
         started = self._started.get(id(call))
+        await self._record_end(call, result, started[1] if started is not None else None)
+
+    async def on_discard(self, reason: str) -> list[str]:
+        """The calls were cancelled before they ended (their plan was discarded): record a
+        TOOL_EXECUTION error for each call that started and has not ended; their call ids."""
+        cancelled: list[str] = []
+        for key, (call, observation) in list(self._started.items()):
+            if key in self.finished:
+                continue
+            cancelled.append(call.call_id)
+            result = ToolResult(
+                call_id=call.call_id,
+                tool_name=call.tool_name,
+                status="error",
+                error="Cancelled: " + reason,
+            )
+            self.finished[key] = result
+            await self._record_end(call, result, observation)
+        return cancelled
+
+    async def _record_end(
+        self, call: ParsedToolCall, result: ToolResult, started: Observation | None
+    ) -> None:
         await self._sink.record(
             ObservationType.TOOL_EXECUTION,
             f"{call.tool_name} {result.status}",

@@ -11,6 +11,8 @@ web console. It needs nothing beyond the library itself.
   call refused or skipped before it started has only its `TOOL_EXECUTION`). A language step is
   such a span too, labelled "language step" with its instruction in the details; the model call
   it made is its own LLM span (phase `language_step`).
+- a plan discarded while its calls were running (streaming dispatch: the answer turned out
+  unusable and is repaired) is a `discarded` marker; the calls it cancelled end as errors.
 - each re-evaluation of the plan (`create_agent(reevaluate=...)`) is a `revision` marker on the
   axis and an entry of `Timeline.revisions`: the page lists each revision with the calls it
   replaced (struck through: they never ran) and the calls it added, and each plan kept.
@@ -83,10 +85,11 @@ class Span:
 @dataclass(slots=True)
 class Marker:
     """A moment of the run worth a mark on the axis: an error, a re-evaluation of the plan, a
-    call asked about or decided, the run's pause for approval, or the final response."""
+    plan discarded while its calls ran, a call asked about or decided, the run's pause for
+    approval, or the final response."""
 
     at_ms: float
-    kind: Literal["error", "final", "revision", "approval", "decision", "pause"]
+    kind: Literal["error", "final", "revision", "discarded", "approval", "decision", "pause"]
     label: str
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -245,6 +248,10 @@ def build_timeline(
             markers.append(Marker(at, "revision", revision.label, dict(content)))
             if "reevaluation" in last_llm:
                 last_llm["reevaluation"].details["outcome"] = revision.label
+        elif kind is ObservationType.PLAN and content.get("status") == "discarded":
+            cancelled = ", ".join(map(str, content.get("cancelled") or ())) or "none"
+            label = f"plan discarded ({content.get('reason')}); cancelled: {cancelled}"
+            markers.append(Marker(at, "discarded", label, dict(content)))
         elif kind in (ObservationType.TITLE, ObservationType.INTENT):
             target = last_llm.get("repair") or last_llm.get("planning")
             if target is not None:
@@ -482,6 +489,7 @@ h1 { font-size: 20px; margin: 0 0 4px; }
 .marker { position: absolute; top: 0; bottom: 0; width: 2px; }
 .marker.error { background: var(--err); } .marker.final { background: var(--fg); }
 .marker.revision { background: var(--rev); }
+.marker.discarded { background: var(--err); opacity: .55; }
 .marker.approval { background: var(--appr); } .marker.decision { background: var(--appr);
   opacity: .55; } .marker.pause { background: repeating-linear-gradient(180deg, var(--appr) 0 4px,
   transparent 4px 8px); width: 3px; }

@@ -46,6 +46,7 @@ class PhaseRun:
     entity: EntityId
     spec: RunSpec
     resources: RunResources
+    timings: RunTimings
 
     @property
     def llm(self) -> RunModelCaller:
@@ -105,7 +106,7 @@ class PhaseSystem(ABC, Generic[*Inputs]):
             spec, timings = components[0], components[1]
             started = time.perf_counter()
             try:
-                run = PhaseRun(world, entity, spec, self._resources.of(world, entity))
+                run = PhaseRun(world, entity, spec, self._resources.of(world, entity), timings)
                 await self.run(run, *components[2:])
             except Exception as error:
                 message = str(error)
@@ -127,8 +128,9 @@ class PhaseSystem(ABC, Generic[*Inputs]):
                     ),
                 )
             finally:
-                elapsed = (time.perf_counter() - started) * 1000
-                setattr(timings.phases, self.phase + "_ms", elapsed)
+                field = self.phase + "_ms"
+                if not getattr(timings.phases, field):  # a phase that timed itself keeps it
+                    setattr(timings.phases, field, (time.perf_counter() - started) * 1000)
 
     @abstractmethod
     async def run(self, run: PhaseRun, *inputs: *Inputs) -> None:

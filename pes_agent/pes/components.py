@@ -6,7 +6,7 @@ recorder) are resources, looked up by the run entity in `pes.resources.ResourceT
 ```
 RunSpec + RunTimings        spawned by AgentCore.process
   -> Retrieved              RetrievalSystem (only for an agent with a retriever)
-  -> Planned                PlanPhaseSystem
+  -> Planned                PlanPhaseSystem (+ Dispatched: calls started while it streamed)
   -> Executed               ToolSystem (or Paused: calls wait for approval)
   -> (Paused) Terminal      PauseSystem stores the paused run
   -> Synthesized            SynthesisSystem
@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pes_agent.approvals.models import Decision, PendingApproval
 from pes_agent.config import LLMParams, Reevaluate
+from pes_agent.execution.hooks import ObservingHooks
 from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
 from pes_agent.retrieval.base import ScoredDocument
 from pes_agent.run import AgentProps, PhaseDurations
@@ -30,6 +31,7 @@ from pes_agent.threads.state import ThreadContext
 from pes_agent.tools.base import ToolResult, ToolSchema
 
 __all__ = [
+    "Dispatched",
     "Executed",
     "Finalized",
     "Paused",
@@ -96,11 +98,23 @@ class Planned:
 
 
 @dataclass(slots=True)
+class Dispatched:
+    """The plan's calls started while it streamed and have run: the executor's results, the
+    hooks that recorded them, the final plan's calls (`ToolSystem` concludes from these)."""
+
+    results: list[ToolResult]
+    hooks: ObservingHooks
+    calls: list[ParsedToolCall]
+
+
+@dataclass(slots=True)
 class Executed:
     results: list[ToolResult]
     #: The step number of each result (1-based, as `{step_N_result}` counts); after a
     #: re-evaluation replaced calls, numbers skip the replaced steps. Empty: 1, 2, 3, …
     steps: list[int] = field(default_factory=list)
+    #: The call each result answers (empty: those of the plan, by call id).
+    calls: list[ParsedToolCall] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from pes_agent.observing.logs import get_logger
 from pes_agent.observing.streams import StreamEvent, StreamEventKind, StreamSocket
 from pes_agent.observing.types import ObservationType
 from pes_agent.pes.recorder import RunRecorder
-from pes_agent.protocols import LLMResponse
+from pes_agent.protocols import LLMResponse, StreamListener
 from pes_agent.providers.base import (
     LLMPhase,
     LLMProvider,
@@ -111,9 +111,10 @@ class RunModelCaller:
         tools: Sequence[ToolSchema] = (),
         tool_choice: ToolChoice | None = None,
         response_format: dict[str, Any] | None = None,
+        listener: StreamListener | None = None,
     ) -> LLMResponse:
         """Stream one call to the run's provider and return its text, thoughts, native tool
-        calls and usage."""
+        calls and usage; the answer's text also goes to `listener` as it streams."""
         request = LLMRequest(
             messages=tuple(messages),
             phase=phase,
@@ -147,6 +148,8 @@ class RunModelCaller:
                 if isinstance(event, TokenDelta):
                     if event.kind == "content":
                         text.append(event.text)
+                        if listener is not None:
+                            listener.on_text(event.text)
                         await self._publish(phase, "token", event.text)
                     else:
                         await self._publish(phase, "thinking", event.text)
@@ -160,6 +163,8 @@ class RunModelCaller:
                     text.clear()
                     thoughts.clear()
                     calls.clear()
+                    if listener is not None:
+                        listener.on_restart()
                     await self._record(
                         ObservationType.LLM_STREAM_ERROR,
                         f"{phase} stream interrupted; retrying",

@@ -1,13 +1,25 @@
-"""PlanPhaseSystem [0]: the query becomes intent, title, plan and tool calls."""
+"""PlanPhaseSystem [0]: the query becomes intent, title, plan and tool calls.
+
+When the executor can run a plan while it streams (streaming dispatch, DESIGN §13), the
+planner gets a `CallDispatch` and submits each call the moment the model has written it: the
+calls start before the plan is complete. This phase then records the plan, waits for the calls
+started and leaves their results (`Dispatched`) with `Planned`, so the execution phase only
+concludes. A planner that submits nothing (a custom one, or an answer the reader does not
+stream) leaves the whole plan to the execution phase, as before.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import ClassVar
 
 from pes_agent.observing.types import ObservationType
 from pes_agent.pes.base import PhaseRun, PhaseSystem, passages_of, returned
 from pes_agent.pes.components import Phase, Planned
+from pes_agent.pes.dispatch import RunDispatch
+from pes_agent.pes.execution import Execution
 from pes_agent.pes.resources import ResourceTable
+from pes_agent.planning.call_lines import render_calls
 from pes_agent.planning.plan import PlanningOutput
 from pes_agent.protocols import Planner, PlanningContext
 
@@ -20,9 +32,10 @@ class PlanPhaseSystem(PhaseSystem[()]):
     phase: ClassVar[Phase] = "planning"
     done_when = (Planned,)
 
-    def __init__(self, resources: ResourceTable, planner: Planner) -> None:
+    def __init__(self, resources: ResourceTable, planner: Planner, execution: Execution) -> None:
         super().__init__(resources)
         self._planner = planner
+        self._execution = execution
 
     async def run(self, run: PhaseRun) -> None:
         spec = run.spec
@@ -31,6 +44,33 @@ class PlanPhaseSystem(PhaseSystem[()]):
             "Preparing a plan",
             {"status": "preparing", "tools": [schema.name for schema in spec.tool_schemas]},
         )
+        started = time.perf_counter()
+        dispatch = self._execution.dispatch(run)
+        try:
+            try:
+                output = await self._plan(run, dispatch)
+            except Exception as error:
+                if dispatch is not None:
+                    await dispatch.discard(f"planning failed: {error}")
+                raise
+            planning_ms = (time.perf_counter() - started) * 1000
+            planned = Planned(output=output, raw=_raw_output(run))
+            await _record_plan(run, planned)
+            dispatched = (
+                await dispatch.finish(output.tool_calls or []) if dispatch is not None else None
+            )
+        finally:
+            if dispatch is not None:
+                await dispatch.close()  # failed or cancelled: stop what still runs
+        if dispatched is not None:
+            # The calls ran while the plan streamed: the two phases overlap.
+            run.timings.phases.planning_ms = planning_ms
+            run.timings.phases.execution_ms = (time.perf_counter() - started) * 1000 - planning_ms
+            run.add(dispatched)
+        run.add(planned)
+
+    async def _plan(self, run: PhaseRun, dispatch: RunDispatch | None) -> PlanningOutput:
+        spec = run.spec
         planned = await self._planner.plan(
             PlanningContext(
                 props=spec.props,
@@ -45,30 +85,40 @@ class PlanPhaseSystem(PhaseSystem[()]):
                 provider=run.llm.provider,
                 record=run.recorder.record,
                 passages=passages_of(run),
+                dispatch=dispatch,
             )
         )
-        output = returned(planned, PlanningOutput, self._planner, "plan")
-        raw = next(
-            (text for phase, text in reversed(run.llm.outputs) if phase != "synthesis"),
-            None,
-        )
-        if output.title:
-            await run.recorder.record(ObservationType.TITLE, "Title", {"title": output.title})
-        if output.intent:
-            await run.recorder.record(ObservationType.INTENT, "Intent", {"intent": output.intent})
-        for thought in output.thoughts or ():
-            await run.recorder.record(
-                ObservationType.THOUGHTS, "Thinking", {"phase": "planning", "text": thought}
-            )
-        calls = output.tool_calls or []
+        return returned(planned, PlanningOutput, self._planner, "plan")
+
+
+def _raw_output(run: PhaseRun) -> str | None:
+    """The model's last planning (or repair) answer, as the PLAN observation shows it."""
+    return next(
+        (text for phase, text in reversed(run.llm.outputs) if phase != "synthesis"),
+        None,
+    )
+
+
+async def _record_plan(run: PhaseRun, planned: Planned) -> None:
+    """TITLE, INTENT, THOUGHTS, then PLAN ready — its text rendered from the calls when the
+    plan came as calls alone (the compact protocol says each thing once)."""
+    output = planned.output
+    if output.title:
+        await run.recorder.record(ObservationType.TITLE, "Title", {"title": output.title})
+    if output.intent:
+        await run.recorder.record(ObservationType.INTENT, "Intent", {"intent": output.intent})
+    for thought in output.thoughts or ():
         await run.recorder.record(
-            ObservationType.PLAN,
-            "Plan ready",
-            {
-                "status": "ready",
-                "plan": output.plan,
-                "toolCalls": [call.model_dump() for call in calls],
-                "raw": raw,
-            },
+            ObservationType.THOUGHTS, "Thinking", {"phase": "planning", "text": thought}
         )
-        run.add(Planned(output=output, raw=raw))
+    calls = output.tool_calls or []
+    await run.recorder.record(
+        ObservationType.PLAN,
+        "Plan ready",
+        {
+            "status": "ready",
+            "plan": output.plan if output.plan is not None else render_calls(calls),
+            "toolCalls": [call.model_dump() for call in calls],
+            "raw": planned.raw,
+        },
+    )

@@ -36,6 +36,7 @@ class SynthesisSystem(PhaseSystem[Planned, Executed]):
                 results=executed.results,
                 llm=run.llm,
                 steps=executed.steps,
+                calls=executed.calls,
                 passages=passages_of(run),
             )
         )

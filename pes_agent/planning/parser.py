@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from pes_agent.observing.logs import get_logger
+from pes_agent.planning.call_lines import CALL_LINE_START, CallLine, LineProblem, read_call_line
 from pes_agent.planning.model_text import (
     SECTION_LABEL,
     Decoded,
@@ -47,13 +48,13 @@ from pes_agent.planning.model_text import (
 )
 from pes_agent.planning.plan import LANGUAGE_STEP, ParsedToolCall, PlanningOutput
 
-__all__ = ["OutputParser"]
+__all__ = ["OutputParser", "tool_call_from_json"]
 
 _log = get_logger("pes_agent.planning.parser")
 
 _STEP_NUMBER: Final = re.compile(r"[ \t]*(?:\d{1,4}[.)]|[-*])[ \t]+")
 
-_PLAN_KEYS: Final = frozenset({"title", "intent", "plan", "toolcalls"})
+_PLAN_KEYS: Final = frozenset({"title", "intent", "plan", "toolcalls", "calls"})
 # What a model writes in a Tool Calls section when it needs no tool (compared lowercased).
 _NO_TOOL_CALLS: Final = frozenset(
     {
@@ -122,39 +123,134 @@ def _parse_planning(text: str) -> PlanningOutput:
     thoughts, body = split_thoughts(text, plan_aware=True)
     errors: list[str] = []
     labels = list(SECTION_LABEL.finditer(body))
-    scan = scan_json(body)
-    found = find_json(body, scan, _is_plan_object, objects_only=True)
-    plan_object = found.value if found is not None else None
-    if (
-        found is not None
-        and isinstance(plan_object, dict)
-        and (not labels or found.start < labels[0].start())
-    ):
-        output = _from_plan_object(plan_object, errors)
-    elif labels:
-        output = _from_sections(body, labels, errors)
+    if _opens_with_call(body):
+        output = _from_call_lines(body, errors)
     else:
-        output = PlanningOutput()
-        broken = _broken_plan_object(body, scan)
-        if broken is not None:
-            errors.append(broken)
+        scan = scan_json(body)
+        found = find_json(body, scan, _is_plan_object, objects_only=True)
+        plan_object = found.value if found is not None else None
+        if (
+            found is not None
+            and isinstance(plan_object, dict)
+            and (not labels or found.start < labels[0].start())
+        ):
+            output = _from_plan_object(plan_object, errors)
+        elif labels and _calls_may_follow(labels) and _has_call_line(body):
+            output = _from_call_lines(body, errors)  # "Intent: ..." written before the calls
+        elif labels:
+            output = _from_sections(body, labels, errors)
+        else:
+            output = PlanningOutput()
+            broken = _broken_plan_object(body, scan)
+            if broken is not None:
+                errors.append(broken)
     all_thoughts = thoughts + (output.thoughts or [])
     return output.model_copy(update={"thoughts": all_thoughts or None, "errors": errors})
+
+
+# --------------------------------------------------------------------------------------------
+# The compact protocol: one call per line (pes_agent.planning.call_lines)
+# --------------------------------------------------------------------------------------------
+
+_FENCE_OR_BLANK: Final = re.compile(r"[ \t]*(?:```[A-Za-z]*[ \t]*)?\r?")
+_NUMBERED_CALL: Final = re.compile(r"[ \t]*\d{1,4}[.)][ \t]*[A-Za-z0-9_][A-Za-z0-9_.-]*\(")
+_LINE_LABEL: Final = re.compile(
+    r"[ \t]*(?:[#*]+[ \t]*)?(title|intent)[ \t]*(?:\*\*)?:(?:\*\*)?", re.I
+)
+
+
+def _lines(body: str) -> Iterable[tuple[int, str]]:
+    """Each line of `body` with where it starts."""
+    start = 0
+    for line in body.split("\n"):
+        yield start, line
+        start += len(line) + 1
+
+
+def _opens_with_call(body: str) -> bool:
+    """Whether the first line that says anything (code fences aside) is a call: readable, or
+    numbered like one (`1. name(`), so that a mistake in it is reported, not skipped."""
+    for start, line in _lines(body):
+        if _FENCE_OR_BLANK.fullmatch(line):
+            continue
+        return _NUMBERED_CALL.match(line) is not None or isinstance(
+            read_call_line(body, start), CallLine
+        )
+    return False
+
+
+def _has_call_line(body: str) -> bool:
+    return any(
+        _NUMBERED_CALL.match(line) or CALL_LINE_START.match(line) for line in body.split("\n")
+    )
+
+
+def _calls_may_follow(labels: list[re.Match[str]]) -> bool:
+    """Whether labelled text may hold call lines: ART's sections put calls under a "Tool
+    Calls" label and number the steps of a "Plan", so neither is read as calls."""
+    names = {_normalised_key(label.group(1)) for label in labels}
+    return not any(name.startswith("tool") or name == "plan" for name in names)
+
+
+def _from_call_lines(body: str, errors: list[str]) -> PlanningOutput:
+    """A plan in the compact protocol: call lines, then `Intent:` (and `Title:`) lines.
+
+    A line that starts like a call but cannot be read is an error for the model to fix; it
+    still counts as a step, so the steps after it keep the numbers the model gave them.
+    """
+    calls: list[ParsedToolCall] = []
+    texts: dict[str, str] = {}
+    step = 0
+    for line in body.split("\n"):
+        label = _LINE_LABEL.match(line)
+        if label is not None:
+            texts.setdefault(label.group(1).lower(), line[label.end() :].strip())
+            continue
+        if CALL_LINE_START.match(line) is None:
+            continue  # prose around the calls
+        read = read_call_line(line)
+        if read is None:
+            continue
+        step += 1
+        if isinstance(read, LineProblem):
+            errors.append(f"Call {step}: {read.message}")
+            continue
+        try:
+            calls.append(read.call(step))
+        except ValueError as error:  # pydantic: the call's shape (e.g. a reserved name)
+            errors.append(f"Call {step} ({read.name}): {_validation_message(error)}")
+    intent = texts.get("intent") or None
+    return PlanningOutput(
+        title=texts.get("title") or intent, intent=intent, plan=None, tool_calls=calls
+    )
+
+
+def _validation_message(error: ValueError) -> str:
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        messages = [str(item.get("msg", "")).removeprefix("Value error, ") for item in errors()]
+        return "; ".join(message for message in messages if message) or str(error)
+    return str(error)
 
 
 def _from_plan_object(obj: dict[str, Any], errors: list[str]) -> PlanningOutput:
     fields = _normalised(obj)
     tool_calls: list[ParsedToolCall] | None = None
-    if "toolcalls" in fields:
-        where = 'The "toolCalls" field'
-        value = fields["toolcalls"]
+    key = next((name for name in ("toolcalls", "calls") if name in fields), None)
+    if key is not None:
+        where = 'The "toolCalls" field' if key == "toolcalls" else 'The "calls" field'
+        value = fields[key]
         if isinstance(value, str):
             tool_calls = _tool_calls_from_text(value, where, errors, single_object_ok=True)
         else:
             tool_calls = _tool_calls_from_value(value, where, errors, single_object_ok=True)
+    intent = _as_text(fields.get("intent"))
+    title = _as_text(fields.get("title"))
+    if key == "calls" and title is None:
+        title = intent  # the compact protocol's one line of intent is also the title
     return PlanningOutput(
-        title=_as_text(fields.get("title")),
-        intent=_as_text(fields.get("intent")),
+        title=title,
+        intent=intent,
         plan=_plan_text(fields.get("plan")),
         tool_calls=tool_calls,
         thoughts=_thought_list(fields.get("thoughts", fields.get("thought"))),
@@ -278,6 +374,12 @@ def _tool_calls_from_value(
     return calls
 
 
+def tool_call_from_json(entry: object, position: int) -> ParsedToolCall | str:
+    """One entry of a JSON plan's calls (step `position`) as a call, read as the parser reads
+    it; or the sentence, for the model, that says why it cannot be one."""
+    return _tool_call(entry, position)
+
+
 def _tool_call(entry: object, position: int) -> ParsedToolCall | str:
     """Build one call, or return the sentence that says why this entry cannot be one."""
     if not isinstance(entry, dict):
@@ -304,6 +406,11 @@ def _tool_call(entry: object, position: int) -> ParsedToolCall | str:
     tool_name = name.strip()
     label = f'Tool call {position} ("{tool_name}")'
     if tool_name == LANGUAGE_STEP:
+        # The structured protocol writes a language step as this tool with an instruction.
+        arguments = _arguments(_first(inner, fields, keys=_ARGUMENT_KEYS), label)
+        if isinstance(arguments, dict) and set(arguments) == {"instruction"}:
+            fields = {**fields, "arguments": {}}
+            return _language_step(entry, fields, inner, name, arguments["instruction"], position)
         return (
             f'{label} is a language step without an "instruction": {_quote(entry)}. Give it '
             'an "instruction", or name a tool from the list.'
@@ -317,6 +424,7 @@ def _tool_call(entry: object, position: int) -> ParsedToolCall | str:
         tool_name=tool_name,
         arguments=parts.arguments,
         depends_on=parts.depends_on,
+        why=parts.why,
     )
 
 
@@ -350,7 +458,10 @@ def _language_step(
             "{step_1_result}."
         )
     return ParsedToolCall(
-        call_id=parts.call_id, instruction=instruction.strip(), depends_on=parts.depends_on
+        call_id=parts.call_id,
+        instruction=instruction.strip(),
+        depends_on=parts.depends_on,
+        why=parts.why,
     )
 
 
@@ -361,6 +472,7 @@ class _Parts:
     call_id: str
     arguments: dict[str, Any] | list[Any]
     depends_on: list[str]
+    why: str | None = None
 
 
 def _parts(
@@ -376,7 +488,10 @@ def _parts(
     depends_on = _depends_on_or_error(inner, fields, label)
     if isinstance(depends_on, str):
         return depends_on
-    return _Parts(call_id, arguments, depends_on)
+    why = _first(inner, fields, keys=("why", "reason"))
+    return _Parts(
+        call_id, arguments, depends_on, why.strip() or None if isinstance(why, str) else None
+    )
 
 
 @dataclass(slots=True, frozen=True)
@@ -404,6 +519,12 @@ def _depends_on_or_error(
     inner: dict[str, object], fields: dict[str, object], label: str
 ) -> list[str] | str:
     raw_depends_on = _first(inner, fields, keys=("dependson", "depends", "dependencies"))
+    if raw_depends_on is _MISSING:
+        # The compact protocols' "after": the step numbers a call waits for.
+        after = _first(inner, fields, keys=("after",))
+        if isinstance(after, list) and all(_is_step(step) for step in after):
+            return [f"call_{step}" for step in after]
+        raw_depends_on = after
     depends_on = _depends_on(raw_depends_on)
     if depends_on is None:
         return f"{label} has dependsOn that is not a list of callIds: {_quote(raw_depends_on)}."
@@ -432,6 +553,10 @@ def _arguments(raw: object, label: str) -> dict[str, Any] | list[Any] | str:
         f"{label} has arguments that are not a JSON object of named parameters "
         f'(got {_kind(raw)}: {_quote(raw)}); write them as {{"name": value, ...}}.'
     )
+
+
+def _is_step(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _depends_on(raw: object) -> list[str] | None:

@@ -30,6 +30,8 @@ class ParsedToolCall(BaseModel):
     working; tell the two kinds apart with `kind` (or `instruction is not None`). The name is
     reserved: a call with it and no instruction is refused, so no tool can be called that.
     Placeholders in the instruction are filled in as text; a language step takes no arguments.
+
+    `why` is the model's short reason for the call, when it gave one (shown with the plan).
     """
 
     call_id: str
@@ -37,6 +39,7 @@ class ParsedToolCall(BaseModel):
     arguments: dict[str, Any] | list[Any] = Field(default_factory=dict)
     depends_on: list[str] = Field(default_factory=list)
     instruction: str | None = None
+    why: str | None = None
 
     @model_validator(mode="before")
     @classmethod

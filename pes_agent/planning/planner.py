@@ -10,6 +10,7 @@ from pes_agent.observing.types import ObservationType
 from pes_agent.planning.parser import OutputParser
 from pes_agent.planning.plan import PlanningOutput
 from pes_agent.planning.prompts import build_planning_messages
+from pes_agent.planning.streaming import PlanStreamReader
 from pes_agent.planning.structured import (
     PlanChannel,
     StructuredRefusals,
@@ -29,12 +30,18 @@ _log = get_logger("pes_agent.planning")
 def _problems(output: PlanningOutput) -> list[str]:
     problems = list(output.errors)
     if output.intent is None and output.plan is None and output.tool_calls is None and not problems:
-        problems.append(
-            'no "intent", "plan" or "toolCalls" found; reply with the JSON object described above'
-        )
+        problems.append('no calls and no "Intent:" line found; reply in the format described above')
     if output.tool_calls:
         problems.extend(plan_errors(output.tool_calls))
     return problems
+
+
+def _reader(ctx: PlanningContext, parser: OutputParser) -> PlanStreamReader | None:
+    """A reader submitting each call of the answer as it streams, when the run dispatches
+    calls early and the answer is read by the default parser (whose reading it mirrors)."""
+    if ctx.dispatch is None or type(parser) is not OutputParser:
+        return None
+    return PlanStreamReader(ctx.dispatch.submit)
 
 
 class LLMPlanner:
@@ -114,20 +121,31 @@ class LLMPlanner:
         )
         messages = channel.prompt(base)
         try:
-            reply = await channel.ask(ctx.llm, messages, phase="planning")
+            reply = await channel.ask(
+                ctx.llm, messages, phase="planning", listener=_reader(ctx, self._parser)
+            )
         except ProviderError as error:
             if not (mode == "auto" and channel.structured and refused_structured_output(error)):
                 raise
             await self._fall_back(ctx, channel, error)
+            if ctx.dispatch is not None:
+                await ctx.dispatch.discard("structured planning was refused")
             channel = PlanChannel()
             messages = base
-            reply = await channel.ask(ctx.llm, messages, phase="planning")
+            reply = await channel.ask(
+                ctx.llm, messages, phase="planning", listener=_reader(ctx, self._parser)
+            )
         output = self._parser.parse_planning_output(reply.text)
         problems = _problems(output)
         if not problems:
             return output
+        if ctx.dispatch is not None:
+            # Calls of the unusable answer may have started: the repair starts from scratch.
+            await ctx.dispatch.discard("the plan could not be used: " + "; ".join(problems))
         repair = channel.repair(messages, reply, problems)
-        reply = await channel.ask(ctx.llm, repair, phase="repair")
+        reply = await channel.ask(
+            ctx.llm, repair, phase="repair", listener=_reader(ctx, self._parser)
+        )
         output = self._parser.parse_planning_output(reply.text)
         problems = _problems(output)
         if problems:

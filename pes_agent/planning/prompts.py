@@ -6,7 +6,6 @@ or templates that could interpret braces in them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from pes_agent.providers.base import PromptMessage
@@ -14,6 +13,7 @@ from pes_agent.retrieval.base import ScoredDocument
 from pes_agent.retrieval.passages import PROMPT_MAX_CHARS, render_passages
 from pes_agent.threads.messages import ConversationMessage, history_prompt
 from pes_agent.tools.base import ToolSchema
+from pes_agent.tools.signatures import tool_signature
 
 __all__ = [
     "build_planning_messages",
@@ -23,46 +23,30 @@ __all__ = [
 
 _PLANNING_PROTOCOL = """\
 # How to answer
-First decide what the user wants and how to get it. Reply with ONE JSON object and nothing else:
+Reply with the calls that get what the query needs, one per line, then a line with its intent:
 
-{"title": "<a short title for this conversation turn>",
- "intent": "<what the user wants, in one sentence>",
- "plan": "1. <first step>\\n2. <second step>",
- "toolCalls": [
-   {"callId": "call_1", "toolName": "<tool name>", "arguments": {<arguments matching its schema>}},
-   {"callId": "call_2", "toolName": "<tool name>", "arguments": {"text": "{step_1_result}"},
-    "dependsOn": ["call_1"]},
-   {"callId": "call_3", "instruction": "Compare {step_1_result} and {step_2_result} briefly."}
- ]}
+1. tool_name(param="text", count=3)
+2. tool_name(text="{step_1_result}")  # why, only if not obvious
+3. language_step("Compare {step_1_result} and {step_2_result} in two sentences.")
+Intent: <the user's goal, in a few words>
 
-Rules:
-- Use only the tools listed below, with arguments that match their JSON schema.
-- "toolCalls" is [] when no tool is needed; the answer is written in a later step.
-- To pass the result of an earlier call into a later one, write the placeholder
-  {step_N_result}, where N is the 1-based position of that earlier call in "toolCalls".
-  {step_N_result.field} or {step_N_result.items[0]} reach into a structured result.
-  An argument that is exactly one placeholder receives the raw value; inside a longer text
-  the value is inserted as text. A call may only refer to calls listed before it.
-- Calls that do not depend on each other run at the same time; add "dependsOn" only for an
-  ordering the placeholders do not already imply.
-- A call with "instruction" instead of "toolName" and "arguments" is a language step: a
-  model carries out the instruction (summarise, compare, translate, extract, draft) and
-  its text is that step's result, which later calls can use like any other. Placeholders in
-  the instruction are filled in as text. Make the instruction self-contained. Use language
-  steps for intermediate text work only: the final answer is written in a later step.
-"""
+- Call only the tools below, with name=value arguments; values are JSON.
+- Line N is step N. {step_N_result} passes step N's result into a later call;
+  {step_N_result.field} and {step_N_result.items[0]} reach inside it. Alone it is the raw
+  value; inside text it becomes text. Refer only to earlier steps.
+- Calls run at the same time unless placeholders link them; end a line with "after N" to
+  wait for step N without using its result.
+- language_step("...") has a model do text work (summarise, compare, extract, draft): its
+  text is the step's result. Write no call for the final answer: it is written later, from
+  the results.
+- No tool needed: write the Intent line only."""
 
 
 def render_tools(tools: Sequence[ToolSchema]) -> str:
-    """The "# Tools" section of a prompt: each tool's name, description and argument schema."""
+    """The "# Tools" section of a prompt: one signature per tool (`pes_agent.tools.signatures`)."""
     if not tools:
-        return '# Tools\nNo tools are available: answer with "toolCalls": [].'
-    lines = ["# Tools"]
-    for schema in tools:
-        lines.append(f"## {schema.name}")
-        lines.append(schema.description or "(no description)")
-        lines.append("Arguments (JSON Schema): " + json.dumps(schema.input_schema, sort_keys=True))
-    return "\n".join(lines)
+        return "# Tools\nNo tools are available: write the Intent line only."
+    return "# Tools\n" + "\n".join(tool_signature(schema) for schema in tools)
 
 
 def build_planning_messages(
@@ -96,7 +80,7 @@ def build_repair_messages(
     request = (
         "Your previous reply could not be used:\n"
         + problems
-        + "\nReply again with the corrected JSON object only, following the rules above."
+        + "\nReply again with the whole corrected plan, in the format described above."
     )
     return [
         *planning_messages,

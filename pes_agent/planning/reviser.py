@@ -64,7 +64,7 @@ Rules:
 - Give your calls new callIds.
 - A call that failed is not retried unless you call it again; do not repeat a call that
   failed the same way, choose another route.
-- Use only the tools listed below, with arguments that match their JSON schema.
+- Use only the tools listed below, with the arguments their signatures name.
 """
 
 

@@ -3,7 +3,8 @@
 `create_agent(planning_mode=...)` (per call: `RunOptions.planning_mode`) chooses how the default
 planner asks for the plan:
 
-- `"text"`: the planning prompt's JSON protocol, read by `OutputParser`; nothing else is sent.
+- `"text"`: the planning prompt's compact protocol (one call per line, then the intent), read
+  by `OutputParser`; nothing else is sent.
 - `"structured"`: the same prompt, and the plan's schema through the provider's structured
   output; on a provider without one, `create_agent` (or the run) raises a `UsageError`.
 - `"auto"` (the default): `"structured"` where the provider has structured output, else
@@ -13,14 +14,17 @@ planner asks for the plan:
 A provider says how it takes a schema in its `structured_output` attribute
 (`pes_agent.providers.base.StructuredOutput`):
 
+The schema is the compact protocol as JSON, calls first (`{"calls": [{"tool", "args",
+"after"}], "intent"}`), so that each call can start while the rest streams.
+
 - `"response_format"` (OpenAI, OpenAI-compatible servers): `response_format` is the plan's schema
   as a strict `json_schema`. OpenAI's strict mode allows no free-form object, and a call's
-  `arguments` is one (each tool has its own), so there each call's `arguments` is a *string*
+  `args` is one (each tool has its own), so there each call's `args` is a *string*
   holding the JSON object — the form OpenAI models already use for function-call arguments.
   Sending the schema non-strict instead would make it a mere hint and give up the guarantee for
   every other field. The parser decodes the string; one that is not JSON is repaired like any
   other mistake.
-- `"forced_tool"` (Anthropic): one tool, `submit_plan`, whose input is the plan (`arguments` a
+- `"forced_tool"` (Anthropic): one tool, `submit_plan`, whose input is the plan (`args` a
   real object there), forced with `tool_choice`; the plan is read from the tool call, not from
   the text. Anthropic refuses a forced tool while extended thinking is on, so then `submit_plan`
   is offered with `tool_choice="auto"` and the prompt asks for it; a plan written as text
@@ -30,7 +34,7 @@ A provider says how it takes a schema in its `structured_output` attribute
 Every reply — text, the JSON of a `response_format`, the input of `submit_plan` — is read by the
 same `OutputParser`, checked the same way and repaired at most once the same way: a
 schema-valid plan can still be unusable (a placeholder pointing at a later step, a dependency
-cycle, a repeated callId). In a structured repair the problems go back as the answer to the
+cycle). In a structured repair the problems go back as the answer to the
 `submit_plan` call (a tool result), and the schema is sent again.
 
 Tool names are an `enum` in the schema, so a strict server cannot name a tool that is not
@@ -51,8 +55,9 @@ from typing import Any, Final, Literal, get_args
 
 from pes_agent.config import PlanningMode, ProviderConfig
 from pes_agent.errors import ProviderError, UsageError
+from pes_agent.planning.plan import LANGUAGE_STEP
 from pes_agent.planning.prompts import build_repair_messages
-from pes_agent.protocols import LLMResponse, ModelCaller
+from pes_agent.protocols import LLMResponse, ModelCaller, StreamListener
 from pes_agent.providers.base import LLMPhase, PromptMessage, StructuredOutput
 from pes_agent.tools.base import ToolSchema
 from pes_agent.tools.calls import ToolCall
@@ -77,21 +82,24 @@ __all__ = [
 SUBMIT_PLAN: Final = "submit_plan"
 
 _SUBMIT_PLAN_DESCRIPTION: Final = (
-    "Submit the plan for the user's request: a title, the intent, the numbered plan and the "
-    "calls to run, following the rules of the system prompt."
+    "Submit the plan for the user's request: the calls to run, in order, then the intent, "
+    "following the rules of the system prompt."
 )
 # Appended to the planning prompt's system message (by concatenation, never formatting).
 _RESPONSE_FORMAT_NOTE: Final = (
     "# Structured reply\n"
-    'Your reply follows a JSON Schema. In it, every call\'s "arguments" is a string holding '
-    'the JSON object of its arguments, e.g. "arguments": "{\\"city\\": \\"Paris\\"}" ("{}" '
-    'when there are none), and a field that does not apply is null: "toolName" for a '
-    'language step, "instruction" for a tool call.'
+    'Your reply follows a JSON Schema: {"calls": [...], "intent": "..."}, one object per call '
+    'line, in order: {"tool": "<name>", "args": "<its arguments as one JSON object in a '
+    'string>", "after": [<steps it waits for>]}, e.g. {"tool": "get_weather", "args": '
+    '"{\\"city\\": \\"Paris\\"}", "after": []}. A language step is {"tool": '
+    '"language_step", "args": "{\\"instruction\\": \\"...\\"}", "after": []}.'
 )
 _FORCED_TOOL_NOTE: Final = (
     "# Structured reply\n"
-    "Submit the plan by calling the submit_plan tool; its input is the JSON object described "
-    "above."
+    'Submit the plan by calling the submit_plan tool: {"calls": [...], "intent": "..."}, one '
+    'object per call line, in order: {"tool": "<name>", "args": {<its arguments>}}, with '
+    '"after": [<steps>] when it waits for steps and "why" when useful. A language step is '
+    '{"tool": "language_step", "args": {"instruction": "..."}}.'
 )
 _TOOL_REPAIR_REQUEST: Final = (
     "\nCall submit_plan again with the corrected plan, following the rules above."
@@ -100,79 +108,63 @@ _TOOL_REPAIR_REQUEST: Final = (
 
 def _call_schema(tool_names: tuple[str, ...], *, strict: bool) -> dict[str, Any]:
     names: dict[str, Any] = (
-        {"type": "string", "enum": list(tool_names)} if tool_names else {"type": "string"}
+        {"type": "string", "enum": [*tool_names, LANGUAGE_STEP]}
+        if tool_names
+        else {"type": "string"}
     )
-    call_id = {"type": "string", "description": 'A unique id for the call, e.g. "call_1".'}
-    depends_on = {
+    tool = {**names, "description": f'The tool to run, or "{LANGUAGE_STEP}".'}
+    after = {
         "type": "array",
-        "items": {"type": "string"},
-        "description": "callIds that must finish first, beyond those the placeholders imply.",
+        "items": {"type": "integer"},
+        "description": "Steps this call waits for beyond those its placeholders name.",
     }
-    instruction_text = (
-        "For a language step instead of a tool: what to write, with {step_N_result} "
-        "placeholders for earlier results."
-    )
     if strict:
         return {
             "type": "object",
             "properties": {
-                "callId": call_id,
-                "toolName": {
-                    "anyOf": [names, {"type": "null"}],
-                    "description": "The tool to run; null for a language step.",
-                },
-                "instruction": {
-                    "type": ["string", "null"],
-                    "description": instruction_text + " null for a tool call.",
-                },
-                "arguments": {
+                "tool": tool,
+                "args": {
                     "type": "string",
                     "description": (
-                        "The tool's arguments as one JSON object in a string, matching its "
-                        'schema; may hold {step_N_result} placeholders; "{}" for none.'
+                        "The arguments as one JSON object in a string; may hold "
+                        '{step_N_result} placeholders; "{}" for none.'
                     ),
                 },
-                "dependsOn": depends_on,
+                "after": after,
             },
-            "required": ["callId", "toolName", "instruction", "arguments", "dependsOn"],
+            "required": ["tool", "args", "after"],
             "additionalProperties": False,
         }
     return {
         "type": "object",
         "properties": {
-            "callId": call_id,
-            "toolName": {**names, "description": "The tool to run; left out for a language step."},
-            "instruction": {"type": "string", "description": instruction_text},
-            "arguments": {
+            "tool": tool,
+            "args": {
                 "type": "object",
-                "description": (
-                    "The tool's arguments, matching its schema; may hold {step_N_result} "
-                    "placeholders."
-                ),
+                "description": "The arguments; may hold {step_N_result} placeholders.",
             },
-            "dependsOn": depends_on,
+            "after": after,
+            "why": {"type": "string", "description": "Why, in a few words, if not obvious."},
         },
-        "required": ["callId"],
+        "required": ["tool"],
     }
 
 
 @lru_cache(maxsize=64)
 def _cached_schema(tool_names: tuple[str, ...], strict: bool) -> dict[str, Any]:
-    text = {"type": "string"}
+    # The calls come first, so that each can start while the rest of the answer streams.
     schema: dict[str, Any] = {
         "title": "plan",
         "type": "object",
         "properties": {
-            "title": {**text, "description": "A short title for this conversation turn."},
-            "intent": {**text, "description": "What the user wants, in one sentence."},
-            "plan": {**text, "description": 'The numbered steps: "1. ...\\n2. ...".'},
-            "toolCalls": {
+            "calls": {
                 "type": "array",
                 "items": _call_schema(tool_names, strict=strict),
-                "description": "The calls to run, in order; [] when no tool is needed.",
+                "description": "The calls to run, in order (step 1 first); [] for none.",
             },
+            "intent": {"type": "string", "description": "The user's goal, in a few words."},
         },
-        "required": ["title", "intent", "plan", "toolCalls"] if strict else ["intent", "toolCalls"],
+        "required": ["calls", "intent"],
     }
     if strict:
         schema["additionalProperties"] = False
@@ -180,11 +172,14 @@ def _cached_schema(tool_names: tuple[str, ...], strict: bool) -> dict[str, Any]:
 
 
 def plan_schema(tool_names: Sequence[str] = (), *, strict: bool = False) -> dict[str, Any]:
-    """The JSON Schema of a plan (`title`, `intent`, `plan`, `toolCalls`), a fresh copy.
+    """The JSON Schema of a plan (`calls`, then `intent`), a fresh copy.
 
-    With `tool_names`, `toolName` must be one of them. `strict=True` gives the form OpenAI's
-    strict structured outputs accept: every field required (`null` where it does not apply)
-    and each call's `arguments` a JSON string; otherwise `arguments` is a free-form object.
+    Each call is `{"tool", "args", "after"}` (plus an optional `"why"`), the compact
+    protocol's call line as JSON; a language step is the tool `"language_step"` with args
+    `{"instruction": ...}`. With `tool_names`, `tool` must be one of them (or
+    `"language_step"`). `strict=True` gives the form OpenAI's strict structured outputs
+    accept: every field required and each call's `args` a JSON string; otherwise `args` is a
+    free-form object.
     """
     return copy.deepcopy(_cached_schema(tuple(tool_names), strict))
 
@@ -341,17 +336,27 @@ class PlanChannel:
         return [PromptMessage(role="system", content=note), *result]
 
     async def ask(
-        self, llm: ModelCaller, messages: Sequence[PromptMessage], *, phase: LLMPhase
+        self,
+        llm: ModelCaller,
+        messages: Sequence[PromptMessage],
+        *,
+        phase: LLMPhase,
+        listener: StreamListener | None = None,
     ) -> PlanReply:
-        """Make one planning (or repair) call and take the plan out of its answer."""
+        """Make one planning (or repair) call and take the plan out of its answer; the
+        answer's text goes to `listener` as it streams (the JSON of a `response_format`
+        plan too; a `submit_plan` call arrives whole)."""
+        # Passed only when given, so a model caller written before listeners keeps working.
+        streaming: dict[str, Any] = {} if listener is None else {"listener": listener}
         if self.kind == "text":
-            response = await llm(messages, phase=phase)
+            response = await llm(messages, phase=phase, **streaming)
             return PlanReply(response.text, response)
         if self.kind == "response_format":
             response = await llm(
                 messages,
                 phase=phase,
                 response_format=plan_schema(self.tool_names, strict=True),
+                **streaming,
             )
             return PlanReply(response.text, response)
         response = await llm(
@@ -359,6 +364,7 @@ class PlanChannel:
             phase=phase,
             tools=(submit_plan_tool(self.tool_names),),
             tool_choice="auto" if self.optional_tool else SUBMIT_PLAN,
+            **streaming,
         )
         for event in response.tool_calls:
             if event.call.name == SUBMIT_PLAN:

@@ -1,4 +1,4 @@
-"""The prompt of the synthesis call: the query, intent, plan and every tool result.
+"""The prompt of the synthesis call: the query and every tool result under its call.
 
 Model text and tool output are inserted by concatenation only — never through `str.format`
 or templates that could interpret braces in them.
@@ -10,11 +10,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pes_agent.planning.plan import PlanningOutput
+from pes_agent.planning.call_lines import render_call
+from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
 from pes_agent.providers.base import PromptMessage
 from pes_agent.retrieval.base import ScoredDocument
 from pes_agent.retrieval.passages import PROMPT_MAX_CHARS, render_passages
-from pes_agent.threads.messages import ConversationMessage, history_prompt
+from pes_agent.threads.messages import ConversationMessage
 from pes_agent.tools.base import ToolResult
 
 __all__ = ["MAX_RESULT_CHARS", "build_synthesis_messages", "render_tool_output"]
@@ -25,18 +26,18 @@ MAX_RESULT_CHARS = 4000
 
 _SYNTHESIS_INSTRUCTIONS = """\
 # How to answer
-Write the final answer to the user's query from the intent, the plan and the tool results
-below. Use the results; if a tool failed, say what could not be done instead of inventing
-its result. Reply with the answer only."""
+Answer the user's query from the results of the calls below. If a call failed, say what could
+not be done instead of inventing its result. Reply with the answer only."""
 
 
 def render_tool_output(output: Any, *, limit: int = MAX_RESULT_CHARS) -> str:
-    """Tool output as prompt text: JSON when it can be, `str()` otherwise, cut at `limit`."""
+    """Tool output as prompt text: compact JSON when it can be, `str()` otherwise, cut at
+    `limit`."""
     if isinstance(output, str):
         text = output
     else:
         try:
-            text = json.dumps(output, ensure_ascii=False)
+            text = json.dumps(output, ensure_ascii=False, separators=(",", ":"))
         except (TypeError, ValueError):
             text = str(output)
     if len(text) > limit:
@@ -45,18 +46,23 @@ def render_tool_output(output: Any, *, limit: int = MAX_RESULT_CHARS) -> str:
     return text
 
 
-def _render_results(results: Sequence[ToolResult], steps: Sequence[int]) -> str:
+def _render_results(
+    results: Sequence[ToolResult], steps: Sequence[int], calls: Sequence[ParsedToolCall]
+) -> str:
+    """Each result under the call that made it (`2. search(query="x")`), once."""
     if not results:
-        return "# Tool results\nNo tools were called."
+        return "# Results\nNo tools were called."
     numbers = list(steps) if len(steps) == len(results) else range(1, len(results) + 1)
-    lines = ["# Tool results"]
+    planned = {call.call_id: call for call in calls}
+    lines = ["# Results"]
     for step, result in zip(numbers, results, strict=True):
-        head = f"## step {step}: {result.tool_name} ({result.call_id}) — {result.status}"
-        lines.append(head)
+        call = planned.get(result.call_id)
+        head = render_call(call, why=False) if call is not None else result.tool_name
         if result.status == "success":
+            lines.append(f"{step}. {head} →")
             lines.append(render_tool_output(result.output))
         else:
-            lines.append("Error: " + (result.error or "unknown error"))
+            lines.append(f"{step}. {head} → error: " + (result.error or "unknown error"))
     return "\n".join(lines)
 
 
@@ -69,25 +75,28 @@ def build_synthesis_messages(
     results: Sequence[ToolResult],
     steps: Sequence[int] = (),
     passages: Sequence[ScoredDocument] = (),
+    calls: Sequence[ParsedToolCall] = (),
 ) -> list[PromptMessage]:
-    """The messages of the synthesis call: the query, intent, plan and every tool result,
-    each labelled with its step number (`steps`, when a plan revision made them skip).
+    """The messages of the synthesis call: the query and each result under its call (`calls`,
+    else the plan's, by call id), labelled with its step number (`steps`, when a plan
+    revision made them skip).
+
+    Each thing is said once in a run: the tool schemas and the thread's history went to the
+    planning call, which read the history into its intent, so the intent comes here in the
+    history's place (only then: without history the intent only restates the query). The
+    plan is the calls, shown with their results.
 
     Retrieved `passages` go into the user message as a delimited data block after the tool
     results, never into the system message (see `pes_agent.retrieval.passages`).
     """
-    sections = [
-        "# User query\n" + query,
-        "# Intent\n" + (planning.intent or "(not stated)"),
-        "# Plan\n" + (planning.plan or "(no plan)"),
-        _render_results(results, steps),
-    ]
+    sections = ["# Query\n" + query]
+    if history and planning.intent:
+        sections.append("# Intent, with the conversation so far\n" + planning.intent)
+    sections.append(_render_results(results, steps, calls or planning.tool_calls or ()))
     data = render_passages(passages, max_chars=PROMPT_MAX_CHARS)
     if data:
         sections.append(data)
-    body = "\n\n".join(sections)
     return [
         PromptMessage(role="system", content=system_prompt + "\n\n" + _SYNTHESIS_INSTRUCTIONS),
-        *history_prompt(history),
-        PromptMessage(role="user", content=body),
+        PromptMessage(role="user", content="\n\n".join(sections)),
     ]

@@ -39,6 +39,7 @@ class LLMSynthesizer:
             planning=ctx.planning,
             results=ctx.results,
             steps=ctx.steps,
+            calls=ctx.calls,
             passages=ctx.passages,
         )
         response = await ctx.llm(messages, phase="synthesis")

@@ -11,7 +11,9 @@
 //   TITLE, INTENT              the plan's heading and intent
 //   PLAN ready                 the plan's steps; a "planned" row per call, placeholders shown
 //   PLAN revised/kept/...      a revision: replaced rows struck out, new rows added
-//   TOOL_CALL                  the row runs: resolved arguments, its bar starts
+//   PLAN discarded             an unusable plan whose calls had started: rows struck out
+//   TOOL_CALL                  the row runs: resolved arguments, its bar starts (it may come
+//                              before PLAN ready: calls start while the plan streams)
 //   TOOL_EXECUTION             the row is done, failed or skipped: result, duration, bar ends
 //   APPROVAL_REQUESTED         the row waits for a person (a watched run pauses here)
 //   APPROVAL_DECIDED           the row is approved or denied
@@ -42,6 +44,7 @@ const STATUS_TEXT = {
   error: "error",
   skipped: "skipped",
   replaced: "replaced",
+  discarded: "discarded",
   cancelled: "cancelled",
 };
 const STAGE_TEXT = {
@@ -136,6 +139,9 @@ class RunView {
     this.events = 0;
     this.stage = "starting";
     this.rows = []; // one per planned call, in plan order (revisions appended)
+    // Where the rows of the plan being written begin: its calls start while it streams (their
+    // rows come before the plan), and a discarded plan's rows stay above its repair's.
+    this.planRows = 0;
     this.steps = []; // call ids by step number - 1: placeholders name steps
     this.answer = "";
     this.usage = { input: 0, output: 0, total: 0, llmCalls: 0 };
@@ -324,10 +330,13 @@ class RunView {
     } else if (type === "TITLE") {
       this.planTitle.textContent = content.title || "Plan";
     } else if (type === "INTENT") {
-      this.intent.hidden = !content.intent;
+      // The compact plan's one line of intent is its title too: shown once.
+      this.intent.hidden = !content.intent || content.intent === this.planTitle.textContent;
       this.intent.textContent = content.intent ? "intent: " + content.intent : "";
     } else if (type === "PLAN" && content.status === "ready") {
       this.showPlan(content);
+    } else if (type === "PLAN" && content.status === "discarded") {
+      this.discard(content);
     } else if (type === "PLAN" && REEVALUATED.has(content.status)) {
       this.revise(content);
     } else if (type === "TOOL_CALL") {
@@ -400,6 +409,19 @@ class RunView {
     this.addRows(content.toolCalls || [], 0);
   }
 
+  /** A plan was discarded while its calls ran (it is being repaired): its rows struck out,
+   *  the repaired plan's rows below them. */
+  discard(content) {
+    const calls = new Set((content.calls || []).map(String));
+    for (const row of this.rows.slice(this.planRows)) {
+      if (calls.has(row.callId) || OPEN.has(row.status)) {
+        this.setRowStatus(row, "discarded");
+      }
+    }
+    this.planRows = this.rows.length;
+    this.note("✗ plan discarded: " + (content.reason || "unusable"));
+  }
+
   /** A re-evaluation ended: replaced rows struck out and new ones added, or a note. */
   revise(content) {
     this.stage = "executing";
@@ -470,7 +492,17 @@ class RunView {
         }
       }
       const label = instruction ? "language step" : call.tool_name;
-      const row = this.newRow(this.steps[first + offset], label);
+      const callId = this.steps[first + offset];
+      // A call that started while the plan streamed has its row already: keep its state.
+      const started =
+        revision === 0 && this.rows.slice(this.planRows).find((row) => row.callId === callId);
+      if (started) {
+        started.planned = args;
+        started.after = after;
+        this.showArguments(started);
+        return;
+      }
+      const row = this.newRow(callId, label);
       row.planned = args;
       row.arguments = args;
       row.after = after;

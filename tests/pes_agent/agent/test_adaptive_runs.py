@@ -135,8 +135,8 @@ async def test_reevaluation_replaces_the_call_that_would_have_used_a_failed_resu
     assert plans[0].content["replaced"] == ["call_3"]
     assert [c["call_id"] for c in plans[0].content["toolCalls"]] == ["call_4"]
     synthesis = model.requests[-1].messages[-1].content
-    assert "## step 4: add (call_4) — success\n103" in synthesis  # its real step number
-    assert "## step 2: explode (call_2) — error" in synthesis
+    assert '\n4. add(a="{step_1_result}", b=100) →\n103' in synthesis  # its real step number
+    assert '\n2. explode(reason="backend down") → error' in synthesis
     assert "call_3" not in synthesis
     await agent.aclose()
 

@@ -53,7 +53,7 @@ async def test_successful_run_plans_executes_and_synthesizes(tools: list[Any]) -
     assert meta.usage.output_tokens > 0
     assert meta.usage.total_tokens == meta.usage.input_tokens + meta.usage.output_tokens
     assert meta.total_duration_ms >= meta.phases.execution_ms > 0
-    assert "step 3: add (call_3) — success\n35" in _synthesis_prompt(model)
+    assert '3. add(a="{step_1_result}", b="<step_2_result>") →\n35' in _synthesis_prompt(model)
     await agent.aclose()
 
 
@@ -73,7 +73,8 @@ async def test_planning_prompt_lists_enabled_tools_with_schemas_and_protocol(
     build_agent: AgentBuilder,
     tools: list[Any],
 ) -> None:
-    """The planning prompt names each enabled tool with its description, schema and the rules."""
+    """The planning prompt names each enabled tool with its signature and description, and
+    the rules."""
     model = ScriptedProvider([plan_json(), "ok"])
     agent = build_agent(provider=model, tools=tools, system_prompt="You are Ada.")
     await agent.state.set_thread_config("t1", ThreadConfig(enabled_tools=["add"]))
@@ -81,8 +82,7 @@ async def test_planning_prompt_lists_enabled_tools_with_schemas_and_protocol(
     system = model.requests[0].messages[0]
     assert system.role == "system"
     assert system.content.startswith("You are Ada.")
-    assert "## add\nAdd two integers." in system.content
-    assert '"required": ["a", "b"]' in system.content
+    assert "# Tools\nadd(a: int, b: int) — Add two integers." in system.content
     assert "{step_N_result}" in system.content
     assert "slow_echo" not in system.content
     assert model.requests[0].messages[-1].content == "2+2?"
@@ -154,7 +154,7 @@ async def test_run_options_cannot_enable_a_tool_the_thread_disables(
     result = await agent.process(AgentProps("1+2", "t", options=options))
     assert result.metadata.status == "partial"
     assert events.log == []
-    assert "## add" not in model.requests[0].messages[0].content
+    assert "\nadd(" not in model.requests[0].messages[0].content
 
 
 async def test_unknown_tool_is_an_error_result(build_agent: AgentBuilder, tools: list[Any]) -> None:
@@ -175,7 +175,7 @@ async def test_invalid_arguments_are_an_error_result(
     result = await agent.process(AgentProps("2+3", "t"))
     assert result.metadata.status == "partial"
     assert events.log == []
-    assert "step 1: add (call_1) — error" in _synthesis_prompt(model)
+    assert '1. add(a="two", b=3) → error' in _synthesis_prompt(model)
 
 
 async def test_raising_tool_gives_partial_status_and_the_error_reaches_synthesis(
@@ -238,7 +238,7 @@ async def test_whole_value_placeholder_keeps_the_result_type(
     agent = build_agent(provider=model, tools=[*tools, size])
     result = await agent.process(AgentProps("districts?", "t"))
     assert result.metadata.status == "success"
-    assert "step 2: size (call_2) — success\n2" in seen[0]
+    assert '2. size(items="{step_1_result.districts}") →\n2' in seen[0]
     assert 'Paris has ["north", "south"] districts' in seen[0]
 
 
@@ -374,18 +374,47 @@ async def test_llm_params_reach_the_provider(build_agent: AgentBuilder, tools: l
     ]
 
 
-async def test_synthesis_prompt_contains_query_intent_plan_and_results(
+async def test_synthesis_prompt_says_the_query_and_each_result_under_its_call_once(
     build_agent: AgentBuilder, tools: list[Any]
 ) -> None:
-    """The synthesis call sees the query, the intent, the plan and every result."""
+    """The synthesis call sees the query and every result under the call that made it, and
+    nothing the planning call already carried: no tool schema, no plan prose, no intent that
+    only restates the query (the thread has no history)."""
     model = ScriptedProvider(
-        [plan_json(call(1, "add", a=1, b=2), intent="sum it", plan="1. add"), "3"]
+        [plan_json(call(1, "add", a=1, b=2), intent="sum it", plan="1. add the numbers"), "3"]
     )
     agent = build_agent(provider=model, tools=tools)
     await agent.process(AgentProps("what is 1+2", "t"))
+    synthesis = model.requests[1]
     prompt = _synthesis_prompt(model)
-    for expected in ("what is 1+2", "sum it", "1. add", "step 1: add (call_1) — success\n3"):
-        assert expected in prompt
+    assert prompt == "# Query\nwhat is 1+2\n\n# Results\n1. add(a=1, b=2) →\n3"
+    assert synthesis.tools == ()
+    assert "Add two integers" not in synthesis.messages[0].content
+
+
+async def test_with_history_the_synthesis_gets_the_intent_instead_of_the_history(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
+    """The history goes to the planning call only; the synthesis gets the intent the planner
+    read from it ("in euros" from an earlier turn) in its place."""
+    model = ScriptedProvider(
+        [
+            plan_json(intent="greet"),
+            "Hello.",
+            plan_json(call(1, "add", a=1, b=2), intent="1+2, answered in euros as asked"),
+            "3 euros",
+        ]
+    )
+    agent = build_agent(provider=model, tools=tools)
+    await agent.process(AgentProps("hi, answer in euros from now on", "t"))
+    await agent.process(AgentProps("what is 1+2", "t"))
+    planning, synthesis = model.requests[2], model.requests[3]
+    assert any("answer in euros" in m.content for m in planning.messages[1:-1])
+    assert [m.role for m in synthesis.messages] == ["system", "user"]
+    assert "Hello." not in synthesis.messages[-1].content
+    assert "# Intent, with the conversation so far\n1+2, answered in euros as asked" in (
+        synthesis.messages[-1].content
+    )
 
 
 async def test_model_text_with_braces_is_never_formatted(
@@ -437,7 +466,7 @@ async def test_enabled_tool_names_that_are_not_registered_are_dropped_with_a_war
     warning = next(e for e in logs if e["event"] == "enabled_tools_not_registered")
     assert warning["tools"] == ["ad"]
     assert "## ad\n" not in model.requests[0].messages[0].content
-    assert "## add\n" in model.requests[0].messages[0].content
+    assert "\nadd(a: int, b: int)" in model.requests[0].messages[0].content
 
 
 async def test_implicit_saving_keeps_a_state_saved_elsewhere_during_the_run(
@@ -474,7 +503,7 @@ async def test_tools_registered_after_create_agent_can_run(
     agent.tools.register(tools[0])
     result = await agent.process(AgentProps("1+2", "t"))
     assert result.metadata.status == "success"
-    assert "## add\n" in model.requests[0].messages[0].content
+    assert "\nadd(a: int, b: int)" in model.requests[0].messages[0].content
 
 
 async def test_explicit_state_saves_are_observed_with_the_run_they_belong_to(

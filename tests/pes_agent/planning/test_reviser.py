@@ -55,7 +55,7 @@ def _prompt(**options: Any) -> str:
     )
     assert [m.role for m in messages] == ["system", "user"]
     assert messages[0].content.startswith("Be careful.\n\n# Re-evaluating the plan")
-    assert "## search" in messages[0].content
+    assert "# Tools\nsearch() — Search." in messages[0].content
     return messages[1].content
 
 

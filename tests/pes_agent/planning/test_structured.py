@@ -31,7 +31,7 @@ KEY = "sk-test-0000000000000000"
 
 
 def _call_items(schema: dict[str, Any]) -> dict[str, Any]:
-    items: dict[str, Any] = schema["properties"]["toolCalls"]["items"]
+    items: dict[str, Any] = schema["properties"]["calls"]["items"]
     return items
 
 
@@ -48,40 +48,47 @@ def test_free_form_arguments_would_not_be_strict() -> None:
     assert openai_response_format(PLAN_SCHEMA)["json_schema"]["strict"] is False
 
 
-def test_strict_schema_encodes_arguments_as_a_string_and_allows_nulls() -> None:
-    """In strict form every call field is required, arguments is a string, unused fields null."""
+def test_strict_schema_encodes_arguments_as_a_string_and_requires_every_field() -> None:
+    """In strict form every call field is required and the arguments are a JSON string."""
     items = _call_items(STRICT_PLAN_SCHEMA)
-    assert items["properties"]["arguments"] == {
+    assert items["properties"]["args"] == {
         "type": "string",
-        "description": items["properties"]["arguments"]["description"],
+        "description": items["properties"]["args"]["description"],
     }
-    assert set(items["required"]) == set(items["properties"])
+    assert set(items["required"]) == set(items["properties"]) == {"tool", "args", "after"}
     assert items["additionalProperties"] is False
-    assert {"type": "null"} in items["properties"]["toolName"]["anyOf"]
-    assert items["properties"]["instruction"]["type"] == ["string", "null"]
+    assert items["properties"]["after"]["items"] == {"type": "integer"}
+
+
+def test_the_calls_come_before_the_intent_and_nothing_repeats_them() -> None:
+    """The schema asks for the calls first (they start while the rest streams), then the
+    intent; no title, plan prose or call ids that would repeat what the calls say."""
+    for schema in (STRICT_PLAN_SCHEMA, PLAN_SCHEMA):
+        assert list(schema["properties"]) == ["calls", "intent"]
+        assert schema["required"] == ["calls", "intent"]
 
 
 def test_tool_names_become_an_enum_in_both_forms() -> None:
-    """Only the offered tools can be named: an enum in the strict and the free-form schema."""
-    strict = _call_items(plan_schema(["a", "b"], strict=True))["properties"]["toolName"]
-    assert strict["anyOf"][0] == {"type": "string", "enum": ["a", "b"]}
-    loose = _call_items(plan_schema(["a", "b"]))["properties"]["toolName"]
-    assert loose["enum"] == ["a", "b"]
-    assert "enum" not in _call_items(PLAN_SCHEMA)["properties"]["toolName"]
+    """Only the offered tools (and language steps) can be named, strict or free-form."""
+    strict = _call_items(plan_schema(["a", "b"], strict=True))["properties"]["tool"]
+    assert strict["enum"] == ["a", "b", "language_step"]
+    loose = _call_items(plan_schema(["a", "b"]))["properties"]["tool"]
+    assert loose["enum"] == ["a", "b", "language_step"]
+    assert "enum" not in _call_items(PLAN_SCHEMA)["properties"]["tool"]
 
 
-def test_free_form_schema_takes_arguments_as_an_object_and_language_steps() -> None:
-    """The submit_plan input takes arguments as an object and a call may be an instruction."""
+def test_free_form_schema_takes_arguments_as_an_object_and_a_reason() -> None:
+    """The submit_plan input takes arguments as an object, an optional why and after."""
     items = _call_items(PLAN_SCHEMA)
-    assert items["properties"]["arguments"]["type"] == "object"
-    assert "instruction" in items["properties"]
-    assert "toolName" not in items["required"]
+    assert items["properties"]["args"]["type"] == "object"
+    assert items["required"] == ["tool"]
+    assert {"why", "after"} <= set(items["properties"])
 
 
 def test_plan_schema_returns_a_fresh_copy() -> None:
     """Changing a returned schema never changes the next one (the schemas are cached)."""
     first = plan_schema(["x"], strict=True)
-    first["properties"]["toolCalls"]["items"]["properties"].clear()
+    first["properties"]["calls"]["items"]["properties"].clear()
     assert _call_items(plan_schema(["x"], strict=True))["properties"]
 
 
@@ -123,6 +130,38 @@ def test_a_strict_reply_parses_like_the_text_protocol() -> None:
             call_id="call_2", instruction="Say {step_1_result} in French.", depends_on=["call_1"]
         ),
     ]
+
+
+def test_a_compact_structured_reply_parses_like_the_text_protocol() -> None:
+    """The schema's own form — args as a JSON string, after as steps, a language step as a
+    tool — gives the same calls as the compact text protocol."""
+    reply = {
+        "calls": [
+            {"tool": "get_weather", "args": '{"city": "Paris"}', "after": []},
+            {
+                "tool": "language_step",
+                "args": '{"instruction": "Say {step_1_result} in French."}',
+                "after": [1],
+            },
+        ],
+        "intent": "weather in Paris, in French",
+    }
+    text = (
+        '1. get_weather(city="Paris")\n'
+        '2. language_step("Say {step_1_result} in French.") after 1\n'
+        "Intent: weather in Paris, in French"
+    )
+    parser = OutputParser()
+    structured = parser.parse_planning_output(json.dumps(reply))
+    lines = parser.parse_planning_output(text)
+    assert structured.errors == lines.errors == []
+    assert structured.tool_calls == lines.tool_calls == [
+        ParsedToolCall(call_id="call_1", tool_name="get_weather", arguments={"city": "Paris"}),
+        ParsedToolCall(
+            call_id="call_2", instruction="Say {step_1_result} in French.", depends_on=["call_1"]
+        ),
+    ]
+    assert structured.intent == lines.intent == "weather in Paris, in French"
 
 
 async def test_providers_declare_their_structured_output() -> None:

@@ -194,7 +194,7 @@ async def test_response_format_sends_the_strict_plan_schema_and_executes_the_rep
     planning, synthesis = model.requests
     assert planning.response_format == plan_schema(["get_weather"], strict=True)
     assert planning.tools == ()
-    assert '"arguments" is a string' in planning.messages[0].content
+    assert "its arguments as one JSON object in a string" in planning.messages[0].content
     assert synthesis.response_format is None
     assert ran == ["Paris"]
 

@@ -1,0 +1,187 @@
+"""The compact planning protocol: a call per line, then a line of intent."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pes_agent.planning.call_lines import (
+    CallLine,
+    LineProblem,
+    read_call_line,
+    render_call,
+    render_calls,
+)
+from pes_agent.planning.parser import OutputParser
+from pes_agent.planning.plan import ParsedToolCall
+
+PARSER = OutputParser()
+
+
+def test_a_plan_is_its_calls_then_an_intent_that_is_also_the_title() -> None:
+    """Numbered call lines become the calls (ids by position), the Intent line the intent
+    and the title; no plan prose is needed."""
+    output = PARSER.parse_planning_output(
+        '1. get_weather(city="Paris")\n'
+        '2. get_weather(city="Tokyo")  # the second city\n'
+        '3. calculator(expression="{step_1_result.temp_c} - {step_2_result.temp_c}")\n'
+        "Intent: how much warmer Tokyo is\n"
+    )
+    assert output.errors == []
+    assert output.intent == output.title == "how much warmer Tokyo is"
+    assert output.plan is None
+    assert output.tool_calls == [
+        ParsedToolCall(call_id="call_1", tool_name="get_weather", arguments={"city": "Paris"}),
+        ParsedToolCall(
+            call_id="call_2",
+            tool_name="get_weather",
+            arguments={"city": "Tokyo"},
+            why="the second city",
+        ),
+        ParsedToolCall(
+            call_id="call_3",
+            tool_name="calculator",
+            arguments={"expression": "{step_1_result.temp_c} - {step_2_result.temp_c}"},
+        ),
+    ]
+
+
+def test_values_are_json_and_python_literals_are_read_too() -> None:
+    """Strings, numbers, booleans, null, arrays and objects are JSON; True/False/None too."""
+    (call,) = (
+        PARSER.parse_planning_output(
+            'search(q="a, b", n=3, x=1.5, on=true, off=False, none=None, tags=["a", "b"], '
+            'where={"lang": "en"})\n'
+        ).tool_calls
+        or []
+    )
+    assert call.arguments == {
+        "q": "a, b",
+        "n": 3,
+        "x": 1.5,
+        "on": True,
+        "off": False,
+        "none": None,
+        "tags": ["a", "b"],
+        "where": {"lang": "en"},
+    }
+
+
+def test_after_adds_dependencies_by_step_and_language_steps_take_an_instruction() -> None:
+    """`after N, M` waits for those steps; `language_step("...")` is a language step."""
+    output = PARSER.parse_planning_output(
+        "1. a()\n2. b()\n"
+        '3. language_step("Compare {step_1_result} and {step_2_result}.") after 1, 2\n'
+        '4. language_step(instruction="Shorten {step_3_result}.")\n'
+        "Intent: compare\n"
+    )
+    calls = output.tool_calls or []
+    assert output.errors == []
+    assert calls[2].instruction == "Compare {step_1_result} and {step_2_result}."
+    assert calls[2].depends_on == ["call_1", "call_2"]
+    assert calls[3].kind == "language"
+    assert [call.call_id for call in calls] == ["call_1", "call_2", "call_3", "call_4"]
+
+
+def test_no_calls_is_an_intent_line_alone() -> None:
+    """An answer with only the Intent line plans no call."""
+    output = PARSER.parse_planning_output("Intent: just chat\n")
+    assert output.errors == []
+    assert output.intent == "just chat"
+    assert not output.tool_calls
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        ("1. search(query='a')", "strings need double quotes"),
+        ('1. search("a")', "argument without a name"),
+        ('1. search(query="a", query="b")', "given twice"),
+        ('1. search(query="a" limit=3)', "Expected ',' or ')'"),
+        ('1. search(query="a"', "not closed"),
+        ('1. search(query="a") please', "Unexpected text after the call"),
+        ("1. language_step()", "exactly one instruction"),
+    ],
+)
+def test_a_call_that_cannot_be_read_is_an_error_for_the_model(line: str, fragment: str) -> None:
+    """A line that starts like a call but cannot be read is reported, with what to fix."""
+    output = PARSER.parse_planning_output(line + "\nIntent: x\n")
+    assert len(output.errors) == 1
+    assert output.errors[0].startswith("Call 1:")
+    assert fragment in output.errors[0]
+
+
+def test_a_broken_call_keeps_the_later_steps_numbered() -> None:
+    """A bad line still counts as a step, so the steps after it keep their numbers."""
+    output = PARSER.parse_planning_output("1. a(x=')\n2. b(y=1)\nIntent: x\n")
+    assert [call.call_id for call in output.tool_calls or []] == ["call_2"]
+
+
+def test_prose_fences_and_thinking_around_the_calls_are_ignored() -> None:
+    """Code fences, a <think> block and lines of prose do not change the calls."""
+    output = PARSER.parse_planning_output(
+        '<think>two lookups</think>\n```\nweb_search(query="x")\n```\nThat is all.\n'
+        "Intent: look it up\n"
+    )
+    assert output.thoughts == ["two lookups"]
+    assert [call.tool_name for call in output.tool_calls or []] == ["web_search"]
+
+
+def test_json_plans_and_art_sections_are_still_read() -> None:
+    """Today's JSON plan and ART's section format stay accepted beside the compact one."""
+    json_plan = PARSER.parse_planning_output(
+        '{"intent": "x", "toolCalls": [{"callId": "c1", "toolName": "a", "arguments": {}}]}'
+    )
+    sections = PARSER.parse_planning_output(
+        'Intent: x\nPlan: 1. do(it)\nTool Calls: [{"callId": "c1", "toolName": "a"}]'
+    )
+    assert [c.call_id for c in json_plan.tool_calls or []] == ["c1"]
+    assert [c.call_id for c in sections.tool_calls or []] == ["c1"]
+    assert sections.plan == "1. do(it)"
+
+
+def test_read_call_line_waits_for_the_end_of_a_line_while_streaming() -> None:
+    """Mid-stream a call is complete only at its line's end ("after" or "# why" may come)."""
+    assert read_call_line("a(x=1", final=False) is None
+    assert read_call_line('a(x="Par', final=False) is None
+    assert read_call_line("a(x=1)", final=False) is None
+    assert read_call_line("a(x=1) aft", final=False) is None
+    read = read_call_line("a(x=1) after 2\n", final=False)
+    assert isinstance(read, CallLine)
+    assert read.after == (2,)
+    assert isinstance(read_call_line("a(x=')\n", final=False), LineProblem)
+
+
+def test_render_call_writes_the_protocol_back() -> None:
+    """Rendered calls read back as the same calls (the PLAN observation's text)."""
+    calls = [
+        ParsedToolCall(call_id="call_1", tool_name="a", arguments={"q": 'say "hi"', "n": 2}),
+        ParsedToolCall(
+            call_id="call_2", instruction="Shorten {step_1_result}.", depends_on=["call_1"]
+        ),
+        ParsedToolCall(call_id="call_3", tool_name="b", why="to check"),
+    ]
+    text = render_calls(calls)
+    assert text.splitlines()[2] == "3. b()  # to check"
+    assert render_call(calls[2], why=False) == "b()"
+    assert PARSER.parse_planning_output(text).tool_calls == calls
+
+
+_KEYS = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(st.dictionaries(_KEYS, _VALUES, max_size=4))
+def test_any_arguments_survive_a_round_trip(arguments: dict[str, object]) -> None:
+    """Whatever JSON arguments a call has, its rendered line reads back to the same call."""
+    call = ParsedToolCall(call_id="call_1", tool_name="tool", arguments=arguments)
+    output = PARSER.parse_planning_output(render_calls([call]) + "\nIntent: x")
+    assert output.errors == []
+    assert output.tool_calls == [call]
