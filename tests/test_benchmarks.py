@@ -119,3 +119,40 @@ def test_pes_vs_react_counts_reevaluation_calls() -> None:
     reevaluations, calls, pes_calls, tokens, pes_tokens = reevaluating.groups()
     assert (reevaluations, calls, pes_calls) == ("3", "7", "4")
     assert int(tokens) > int(pes_tokens)
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def run_last_line(script: str, pattern: re.Pattern[str], *args: str) -> re.Match[str]:
+    """Run a benchmark script; it must exit 0 and print a last line matching `pattern`."""
+    completed = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert "Traceback" not in completed.stderr
+    lines = completed.stdout.strip().splitlines()
+    assert lines, completed.stderr[-3000:]
+    match = pattern.fullmatch(lines[-1])
+    assert match, f"unexpected last line {lines[-1]!r}"
+    return match
+
+
+CONCURRENCY_PART = re.compile(
+    r"(memory|sqlite) (\d+) runs ok (\d+) wall [\d.]+ s cpu [\d.]+ s rss \d+ MiB "
+    r"gc [\d.]+ s gen2 [\d.]+ s"
+)
+
+
+@pytest.mark.slow
+def test_concurrency_runs_every_configuration_and_each_run_succeeds() -> None:
+    """50 runs on memory and on SQLite, each in a child process: every run succeeded."""
+    args = ("--runs", "50", "--storage", "memory,sqlite", "--latency-ms", "5", "--repeats", "1")
+    match = run_last_line("concurrency.py", re.compile(r"concurrency: (.+)"), *args)
+    parts = [CONCURRENCY_PART.fullmatch(part) for part in match.group(1).split("; ")]
+    assert all(parts), f"unexpected summary {match.group(1)!r}"
+    assert [p.groups() for p in parts if p] == [("memory", "50", "50"), ("sqlite", "50", "50")]
