@@ -156,3 +156,24 @@ def test_concurrency_runs_every_configuration_and_each_run_succeeds() -> None:
     parts = [CONCURRENCY_PART.fullmatch(part) for part in match.group(1).split("; ")]
     assert all(parts), f"unexpected summary {match.group(1)!r}"
     assert [p.groups() for p in parts if p] == [("memory", "50", "50"), ("sqlite", "50", "50")]
+
+
+OVERHEAD_LINE = re.compile(
+    r"overhead: ratio 3 calls ([\d.]+) \(async\) ([\d.]+) \(sync\), "
+    r"30 calls ([\d.]+) \(async\) ([\d.]+) \(sync\), "
+    r"300 calls ([\d.]+) \(async\) ([\d.]+) \(sync\); "
+    r"µs per extra call (-?\d+) \(async\) (-?\d+) \(sync\); "
+    r"observations (\d+); KiB in flight (\d+) \(planning\) (\d+) \(synthesis\)"
+)
+
+
+@pytest.mark.slow
+def test_overhead_compares_every_size_and_mode_with_pydantic_ai() -> None:
+    """A few runs at 3, 30 and 300 calls, sync and async: six ratios and the diagnostics."""
+    args = ("--runs", "3", "--runs-30", "2", "--runs-300", "1", "--in-flight", "10")
+    match = run_last_line("overhead.py", OVERHEAD_LINE, *args)
+    assert all(float(ratio) > 0 for ratio in match.groups()[:6])
+    observations, planning, synthesis = (int(value) for value in match.groups()[8:])
+    assert observations > 3, "at least one observation per tool call"
+    assert planning > 0
+    assert synthesis > 0
