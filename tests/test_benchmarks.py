@@ -177,3 +177,23 @@ def test_overhead_compares_every_size_and_mode_with_pydantic_ai() -> None:
     assert observations > 3, "at least one observation per tool call"
     assert planning > 0
     assert synthesis > 0
+
+
+CRITICAL_PATH_LINE = re.compile(
+    r"critical_path: (\d+) calls wall/critical path ([\d.]+) \(by hand ([\d.]+)\), "
+    r"executor CPU (-?[\d.]+) µs/call \(ConcurrentExecutor ([\d.]+), by hand ([\d.]+)\)"
+)
+
+
+@pytest.mark.slow
+def test_critical_path_measures_the_chains_beside_the_hand_written_dag() -> None:
+    """10 chains of 3 calls: both take at least the critical path, and CPU time is counted."""
+    args = ("--repeats", "1", "--sequential-repeats", "1", "--dag-chains", "10")
+    args += ("--dag-layers", "3", "--dag-repeats", "1", "--runs", "20")
+    match = run_last_line("critical_path.py", CRITICAL_PATH_LINE, *args)
+    calls, ratio, by_hand, _, cpu, by_hand_cpu = match.groups()
+    assert calls == "30"
+    assert float(ratio) >= 1.0
+    assert float(by_hand) >= 1.0
+    assert float(cpu) > 0
+    assert float(by_hand_cpu) > 0
