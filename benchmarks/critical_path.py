@@ -8,7 +8,18 @@ results), interleaved with each measured run: the floor the event loop's timer a
 load allow, so wall minus that floor is what the executor itself costs.
 Target: ConcurrentExecutor wall / critical path <= 1.03.
 
-    python benchmarks/critical_path.py [--repeats N]
+A large plan follows: 1,000 calls, 100 independent chains of 10 (`--dag-chains`,
+`--dag-layers`), each call after the first of its chain taking the previous one's result as a
+`{step_N_result}` argument, every call sleeping 20 ms (critical path 200 ms), with
+`max_concurrency` as wide as the chains. `ConcurrentExecutor` and the same DAG by hand run
+interleaved; for both the table gives the median wall time over the critical path and the
+median process CPU time per call. The executor's own CPU per call is the difference of the two
+divided by the calls. Targets: wall / critical path <= 1.03 and <= 8 µs CPU per call.
+
+Last, many whole agent runs at once (`--runs`, 0 to skip).
+
+    python benchmarks/critical_path.py [--repeats N] [--dag-chains 100] [--dag-layers 10]
+                                       [--dag-repeats 21] [--runs 1000]
 """
 
 from __future__ import annotations
@@ -36,7 +47,9 @@ from pes_agent.testing import ScriptedProvider
 from pes_agent.tools import ToolRegistry, tool
 
 CALL_S = 0.1
+CHAIN_CALL_S = 0.02
 TARGET_RATIO = 1.03
+TARGET_CPU_US = 8.0
 
 
 @tool
@@ -53,6 +66,13 @@ async def combine(left: Any, right: Any = None) -> dict[str, Any]:
     return {"left": left, "right": right}
 
 
+@tool
+async def step(chain: int, previous: Any = None) -> int:
+    """Take one 20 ms step of a chain, after the previous one."""
+    await asyncio.sleep(CHAIN_CALL_S)
+    return chain
+
+
 @dataclass(frozen=True, slots=True)
 class Scenario:
     """A plan to execute and the best wall time any executor could reach on it."""
@@ -60,10 +80,11 @@ class Scenario:
     name: str
     calls: tuple[ParsedToolCall, ...]
     critical_path_ms: float
+    call_s: float = CALL_S
 
     @property
     def sequential_ms(self) -> float:
-        return len(self.calls) * CALL_S * 1000
+        return len(self.calls) * self.call_s * 1000
 
 
 def _call(call_id: str, tool_name: str, **arguments: Any) -> ParsedToolCall:
@@ -94,56 +115,95 @@ SCENARIOS = (
 )
 
 
-def _context() -> ExecutionContext:
-    registry = ToolRegistry([fetch, combine])
+def chains_scenario(chains: int, layers: int) -> Scenario:
+    """`chains` independent chains of `layers` calls, written layer by layer: call k of a chain
+    takes call k-1 of the same chain as its `previous` argument."""
+    calls = []
+    for layer in range(layers):
+        for chain in range(chains):
+            arguments: dict[str, Any] = {"chain": chain}
+            if layer:
+                arguments["previous"] = f"{{step_{(layer - 1) * chains + chain + 1}_result}}"
+            calls.append(_call(f"call_{layer * chains + chain + 1}", "step", **arguments))
+    return Scenario(
+        name=f"{len(calls):,} calls: {layers} layers x {chains} chains of "
+        f"{CHAIN_CALL_S * 1000:.0f} ms",
+        calls=tuple(calls),
+        critical_path_ms=layers * CHAIN_CALL_S * 1000,
+        call_s=CHAIN_CALL_S,
+    )
+
+
+def _context(max_concurrency: int = 8, max_tool_calls: int = 32) -> ExecutionContext:
+    registry = ToolRegistry([fetch, combine, step])
     return ExecutionContext(
         thread_id="bench",
         trace_id="bench",
         tools=registry.as_mapping(),
         enabled_tools=frozenset(registry.names),
-        max_concurrency=8,
+        max_concurrency=max_concurrency,
+        max_tool_calls=max_tool_calls,
     )
 
 
-async def _by_hand(calls: Sequence[ParsedToolCall]) -> None:
-    """The same DAG written directly in asyncio (an Event per call): the floor to compare with."""
-    graph = CallGraph.build(calls)
-    done = [asyncio.Event() for _ in calls]
+async def _by_hand(dependencies: Sequence[Sequence[int]], call_s: float) -> None:
+    """The same DAG written directly in asyncio (an Event per call): the floor to compare with.
+
+    `dependencies[i]` lists the indices call i waits for, known when the DAG is written, so
+    none of the executor's work (parsing placeholders, building the graph) is in the floor."""
+    done = [asyncio.Event() for _ in dependencies]
 
     async def node(index: int) -> None:
-        for dependency in graph.dependencies[index]:
+        for dependency in dependencies[index]:
             await done[dependency].wait()
-        await asyncio.sleep(CALL_S)
+        await asyncio.sleep(call_s)
         done[index].set()
 
-    await asyncio.gather(*(node(index) for index in range(len(calls))))
+    await asyncio.gather(*(node(index) for index in range(len(dependencies))))
 
 
-async def _timed(run: Callable[[], Awaitable[object]]) -> int:
+@dataclass(slots=True)
+class Samples:
+    """Wall and process CPU times (ns) of repeated runs of one contender."""
+
+    wall: list[int]
+    cpu: list[int]
+
+
+async def _timed(run: Callable[[], Awaitable[object]], samples: Samples) -> None:
     gc.collect()
+    cpu_started = time.process_time_ns()
     started = time.perf_counter_ns()
     await run()
-    return time.perf_counter_ns() - started
+    samples.wall.append(time.perf_counter_ns() - started)
+    samples.cpu.append(time.process_time_ns() - cpu_started)
 
 
 async def _measure(
-    executor: Executor, calls: Sequence[ParsedToolCall], ctx: ExecutionContext, repeats: int
-) -> tuple[list[int], list[int]]:
-    """Wall times (ns) of the executor and of the hand-written DAG, interleaved so machine
-    noise hits both alike; one warm-up run first."""
+    executor: Executor, scenario: Scenario, ctx: ExecutionContext, repeats: int
+) -> tuple[Samples, Samples]:
+    """Wall and CPU times of the executor and of the hand-written DAG, interleaved so machine
+    noise hits both alike; one warm-up run of each first."""
+    calls = scenario.calls
 
     async def execute() -> None:
         results = await executor.execute(calls, ctx)
         failed = [r for r in results if r.status != "success"]
-        if failed:
-            raise RuntimeError(f"benchmark plan failed: {failed[0].error}")
+        if failed or len(results) != len(calls):
+            reason = failed[0].error if failed else f"{len(results)} results"
+            raise RuntimeError(f"benchmark plan failed: {reason}")
+
+    dependencies = CallGraph.build(calls).dependencies
+
+    async def by_hand() -> None:
+        await _by_hand(dependencies, scenario.call_s)
 
     await execute()
-    ours: list[int] = []
-    bare: list[int] = []
+    await by_hand()
+    ours, bare = Samples([], []), Samples([], [])
     for _ in range(repeats):
-        ours.append(await _timed(execute))
-        bare.append(await _timed(lambda: _by_hand(calls)))
+        await _timed(execute, ours)
+        await _timed(by_hand, bare)
     return ours, bare
 
 
@@ -159,8 +219,8 @@ async def critical_path_section(repeats: int, sequential_repeats: int) -> None:
             (ConcurrentExecutor(), repeats),
             (SequentialExecutor(), sequential_repeats),
         ):
-            ours, bare = await _measure(executor, scenario.calls, ctx, runs)
-            wall = median_ms(ours)
+            ours, bare = await _measure(executor, scenario, ctx, runs)
+            wall = median_ms(ours.wall)
             ratio = wall / scenario.critical_path_ms
             is_dag = isinstance(executor, ConcurrentExecutor)
             rows.append(
@@ -170,7 +230,7 @@ async def critical_path_section(repeats: int, sequential_repeats: int) -> None:
                     runs,
                     wall,
                     scenario.critical_path_ms,
-                    median_ms(bare),
+                    median_ms(bare.wall),
                     scenario.sequential_ms,
                     ratio,
                     ("ok" if ratio <= TARGET_RATIO else "MISSED") if is_dag else "-",
@@ -192,6 +252,70 @@ async def critical_path_section(repeats: int, sequential_repeats: int) -> None:
         ],
         rows,
     )
+
+
+# --- section: a large DAG: many chains side by side ------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LargeDagResult:
+    """Medians of the large scenario: wall over critical path and CPU µs per call, each."""
+
+    calls: int
+    ratio: float
+    by_hand_ratio: float
+    cpu_us_per_call: float
+    by_hand_cpu_us_per_call: float
+
+    @property
+    def executor_cpu_us_per_call(self) -> float:
+        return self.cpu_us_per_call - self.by_hand_cpu_us_per_call
+
+
+async def large_dag_section(chains: int, layers: int, repeats: int) -> LargeDagResult:
+    """Print ConcurrentExecutor beside the hand-written DAG on `chains` x `layers` calls."""
+    scenario = chains_scenario(chains, layers)
+    count = len(scenario.calls)
+    ctx = _context(max_concurrency=chains, max_tool_calls=count)
+    ours, bare = await _measure(ConcurrentExecutor(), scenario, ctx, repeats)
+    critical = scenario.critical_path_ms
+    result = LargeDagResult(
+        calls=count,
+        ratio=median_ms(ours.wall) / critical,
+        by_hand_ratio=median_ms(bare.wall) / critical,
+        cpu_us_per_call=median_ms(ours.cpu) * 1000 / count,
+        by_hand_cpu_us_per_call=median_ms(bare.cpu) * 1000 / count,
+    )
+    ratio_met = "met" if result.ratio <= TARGET_RATIO else "NOT met"
+    print_table(
+        f"{scenario.name} (critical path {critical:.0f} ms, max_concurrency {chains}; "
+        f"{repeats} runs each, interleaved)",
+        ["executor", "median wall ms", "wall/critical path", "CPU µs/call", "target", "met?"],
+        [
+            [
+                "ConcurrentExecutor",
+                median_ms(ours.wall),
+                result.ratio,
+                f"{result.cpu_us_per_call:.1f}",
+                f"wall/critical path <= {TARGET_RATIO}",
+                ratio_met,
+            ],
+            [
+                "same DAG by hand",
+                median_ms(bare.wall),
+                result.by_hand_ratio,
+                f"{result.by_hand_cpu_us_per_call:.1f}",
+                "-",
+                "-",
+            ],
+        ],
+    )
+    extra = result.executor_cpu_us_per_call
+    print(
+        f"executor CPU per call (ConcurrentExecutor - by hand): {extra:.1f} µs; "
+        f"target <= {TARGET_CPU_US:g} µs -> {'met' if extra <= TARGET_CPU_US else 'NOT met'}"
+    )
+    return result
 
 
 # --- section: many agent runs at once ------------------------------------------------------
@@ -270,12 +394,27 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--sequential-repeats", type=int, default=3, help="timed runs per sequential measurement"
     )
-    parser.add_argument("--runs", type=int, default=1000, help="concurrent agent runs")
+    parser.add_argument("--dag-chains", type=int, default=100, help="chains of the large DAG")
+    parser.add_argument("--dag-layers", type=int, default=10, help="calls in each chain")
+    parser.add_argument(
+        "--dag-repeats", type=int, default=21, help="timed runs of the large DAG, each"
+    )
+    parser.add_argument(
+        "--runs", type=int, default=1000, help="concurrent agent runs (0 skips them)"
+    )
     parser.add_argument("--latency", type=float, default=0.05, help="model latency, seconds")
     args = parser.parse_args(argv)
     configure_logging("WARNING")
     asyncio.run(critical_path_section(args.repeats, args.sequential_repeats))
-    asyncio.run(agent_runs_section(args.runs, args.latency))
+    large = asyncio.run(large_dag_section(args.dag_chains, args.dag_layers, args.dag_repeats))
+    if args.runs:
+        asyncio.run(agent_runs_section(args.runs, args.latency))
+    print(
+        f"critical_path: {large.calls} calls wall/critical path {large.ratio:.3f} "
+        f"(by hand {large.by_hand_ratio:.3f}), executor CPU {large.executor_cpu_us_per_call:.1f} "
+        f"µs/call (ConcurrentExecutor {large.cpu_us_per_call:.1f}, "
+        f"by hand {large.by_hand_cpu_us_per_call:.1f})"
+    )
 
 
 if __name__ == "__main__":

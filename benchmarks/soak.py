@@ -216,7 +216,8 @@ class ChaosModel:
 
     def __init__(self, scripts: dict[str, RunScript]) -> None:
         self._scripts = scripts
-        self._inner = ScriptedProvider([self._respond], repeat=True, chunk_size=24)
+        # keep_requests=0: the soak reads no request back, and 10,000 runs would pile them up.
+        self._inner = ScriptedProvider([self._respond], repeat=True, chunk_size=24, keep_requests=0)
         # The run markers in each run's planning prompt: the history it loaded.
         self.histories: dict[str, set[str]] = {}
 
@@ -236,7 +237,6 @@ class ChaosModel:
             history = request.messages[1:-1]  # between the system prompt and the query
             found = (MARKER.search(message.content) for message in history)
             self.histories[request.trace_id] = {match[0] for match in found if match}
-        self._inner.requests.clear()  # it keeps every request; a soak must not
         if script.latency_s:
             await asyncio.sleep(script.latency_s)
         if fault == "before":

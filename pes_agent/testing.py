@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pes_agent.errors import ScriptExhaustedError, UsageError
 from pes_agent.providers.base import (
@@ -32,7 +32,16 @@ from pes_agent.providers.base import (
 from pes_agent.tools.calls import ToolCall
 from pes_agent.usage import Usage
 
-__all__ = ["ScriptedProvider", "ScriptedResponse", "plan_call", "plan_json"]
+__all__ = [
+    "REPEAT_KEEPS_REQUESTS",
+    "ScriptedProvider",
+    "ScriptedResponse",
+    "plan_call",
+    "plan_json",
+]
+
+REPEAT_KEEPS_REQUESTS = 1000
+"""How many of the latest requests a `ScriptedProvider(repeat=True)` keeps unless told."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +124,12 @@ class ScriptedProvider:
     function of the `LLMRequest` returning either (so one entry can serve many calls only if
     you pass it repeatedly — or pass `repeat=True` to cycle the script). Text streams in chunks
     of `chunk_size` characters after `latency_s` seconds, with estimated usage. Running out of
-    responses raises `ScriptExhaustedError`, which a run reports as status `error`. `requests`
-    keeps every request it was sent, for assertions.
+    responses raises `ScriptExhaustedError`, which a run reports as status `error`.
+
+    `requests` keeps the requests it was sent, oldest first, for assertions: every one for a
+    finite script; with `repeat=True` only the latest 1,000 (`REPEAT_KEEPS_REQUESTS`), so a
+    long benchmark or demo does not grow without end. `keep_requests` sets that window (`None`
+    keeps every request, `0` none). `calls` counts every request made, kept or not.
 
     Args:
         responses: One entry for each model call, in order: a string, a `ScriptedResponse`,
@@ -126,12 +139,15 @@ class ScriptedProvider:
         chunk_latency_s: Seconds to wait between two chunks (thinking and text alike): a
             model that writes at a finite speed, so a planner's calls arrive over time.
         repeat: Start the script again once it is used up, instead of raising.
+        keep_requests: How many of the latest requests `requests` keeps: `"auto"` keeps every
+            one of a finite script and the latest `REPEAT_KEEPS_REQUESTS` with `repeat=True`;
+            an int keeps that many; `None` keeps all.
         name: The provider's name, as observations and usage report it.
         model: The model's name, as observations and usage report it.
 
     Raises:
         UsageError: `responses` is one response rather than a list, or a number is out of
-            range.
+            range (`keep_requests` must be `"auto"`, `None` or an int >= 0).
     """
 
     responses: Sequence[ScriptEntry]
@@ -140,10 +156,13 @@ class ScriptedProvider:
     chunk_size: int = 16
     chunk_latency_s: float = 0.0
     repeat: bool = False
+    keep_requests: int | Literal["auto"] | None = "auto"
     name: str = "scripted"
     model: str = "scripted-model"
     requests: list[LLMRequest] = field(default_factory=list, repr=False)
     _position: int = field(default=0, repr=False)
+    _kept: int | None = field(default=None, init=False, repr=False)
+    _calls: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.responses, str | ScriptedResponse) or callable(self.responses):
@@ -158,11 +177,23 @@ class ScriptedProvider:
             raise UsageError("latency_s must be >= 0 seconds")
         if self.chunk_latency_s < 0:
             raise UsageError("chunk_latency_s must be >= 0 seconds")
+        self._kept = self._resolve_keep_requests()
+
+    def _resolve_keep_requests(self) -> int | None:
+        keep = self.keep_requests
+        if keep == "auto":
+            return REPEAT_KEEPS_REQUESTS if self.repeat else None
+        if keep is None or (type(keep) is int and keep >= 0):
+            return keep
+        raise UsageError(
+            f"keep_requests must be an int >= 0, None (keep every request) or 'auto', "
+            f"got {keep!r}; e.g. ScriptedProvider([...], repeat=True, keep_requests=100)"
+        )
 
     @property
     def calls(self) -> int:
-        """How many model calls were made so far."""
-        return len(self.requests)
+        """How many model calls were made so far, including those `requests` no longer keeps."""
+        return self._calls
 
     def _next_entry(self) -> ScriptEntry:
         if self._position >= len(self.responses):
@@ -181,7 +212,8 @@ class ScriptedProvider:
         """Stream the next scripted response for `request`.
 
         Args:
-            request: The model call; kept in `requests`, and passed to a function entry.
+            request: The model call; kept in `requests` (within its window), and passed to a
+                function entry.
 
         Yields:
             Thinking deltas and blocks, text deltas, tool calls, then the stream metadata.
@@ -192,7 +224,12 @@ class ScriptedProvider:
                 `ScriptedResponse`.
         """
         started = time.perf_counter()
+        self._calls += 1
         self.requests.append(request)
+        if self._kept is not None and len(self.requests) > self._kept:
+            # A list, as the attribute always was (users compare, slice and clear it):
+            # dropping the front of a list of 1,000 moves 8 KB, well under a microsecond.
+            del self.requests[: len(self.requests) - self._kept]
         entry = self._next_entry()
         response = entry(request) if callable(entry) else entry
         if isinstance(response, str):

@@ -145,3 +145,81 @@ def test_pes_vs_react_runs_every_task_and_checks_the_targets() -> None:
         r"(met|MISSED( \(above: .+\))?); prompt tokens PES/ReAct [\d.]+ <= 0\.4: (met|MISSED)",
         targets,
     ), targets
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def run_last_line(script: str, pattern: re.Pattern[str], *args: str) -> re.Match[str]:
+    """Run a benchmark script; it must exit 0 and print a last line matching `pattern`."""
+    completed = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert "Traceback" not in completed.stderr
+    lines = completed.stdout.strip().splitlines()
+    assert lines, completed.stderr[-3000:]
+    match = pattern.fullmatch(lines[-1])
+    assert match, f"unexpected last line {lines[-1]!r}"
+    return match
+
+
+CONCURRENCY_PART = re.compile(
+    r"(memory|sqlite) (\d+) runs ok (\d+) wall [\d.]+ s cpu [\d.]+ s rss \d+ MiB "
+    r"gc [\d.]+ s gen2 [\d.]+ s"
+)
+
+
+@pytest.mark.slow
+def test_concurrency_runs_every_configuration_and_each_run_succeeds() -> None:
+    """50 runs on memory and on SQLite, each in a child process: every run succeeded."""
+    args = ("--runs", "50", "--storage", "memory,sqlite", "--latency-ms", "5", "--repeats", "1")
+    match = run_last_line("concurrency.py", re.compile(r"concurrency: (.+)"), *args)
+    parts = [CONCURRENCY_PART.fullmatch(part) for part in match.group(1).split("; ")]
+    assert all(parts), f"unexpected summary {match.group(1)!r}"
+    assert [p.groups() for p in parts if p] == [("memory", "50", "50"), ("sqlite", "50", "50")]
+
+
+OVERHEAD_LINE = re.compile(
+    r"overhead: ratio 3 calls ([\d.]+) \(async\) ([\d.]+) \(sync\), "
+    r"30 calls ([\d.]+) \(async\) ([\d.]+) \(sync\), "
+    r"300 calls ([\d.]+) \(async\) ([\d.]+) \(sync\); "
+    r"µs per extra call (-?\d+) \(async\) (-?\d+) \(sync\); "
+    r"observations (\d+); KiB in flight (\d+) \(planning\) (\d+) \(synthesis\)"
+)
+
+
+@pytest.mark.slow
+def test_overhead_compares_every_size_and_mode_with_pydantic_ai() -> None:
+    """A few runs at 3, 30 and 300 calls, sync and async: six ratios and the diagnostics."""
+    args = ("--runs", "3", "--runs-30", "2", "--runs-300", "1", "--in-flight", "10")
+    match = run_last_line("overhead.py", OVERHEAD_LINE, *args)
+    assert all(float(ratio) > 0 for ratio in match.groups()[:6])
+    observations, planning, synthesis = (int(value) for value in match.groups()[8:])
+    assert observations > 3, "at least one observation per tool call"
+    assert planning > 0
+    assert synthesis > 0
+
+
+CRITICAL_PATH_LINE = re.compile(
+    r"critical_path: (\d+) calls wall/critical path ([\d.]+) \(by hand ([\d.]+)\), "
+    r"executor CPU (-?[\d.]+) µs/call \(ConcurrentExecutor ([\d.]+), by hand ([\d.]+)\)"
+)
+
+
+@pytest.mark.slow
+def test_critical_path_measures_the_chains_beside_the_hand_written_dag() -> None:
+    """10 chains of 3 calls: both take at least the critical path, and CPU time is counted."""
+    args = ("--repeats", "1", "--sequential-repeats", "1", "--dag-chains", "10")
+    args += ("--dag-layers", "3", "--dag-repeats", "1", "--runs", "20")
+    match = run_last_line("critical_path.py", CRITICAL_PATH_LINE, *args)
+    calls, ratio, by_hand, _, cpu, by_hand_cpu = match.groups()
+    assert calls == "30"
+    assert float(ratio) >= 1.0
+    assert float(by_hand) >= 1.0
+    assert float(cpu) > 0
+    assert float(by_hand_cpu) > 0

@@ -25,7 +25,13 @@ from pes_agent.providers.base import (
     TokenDelta,
     ToolCallEvent,
 )
-from pes_agent.testing import ScriptedProvider, ScriptedResponse, plan_call, plan_json
+from pes_agent.testing import (
+    REPEAT_KEEPS_REQUESTS,
+    ScriptedProvider,
+    ScriptedResponse,
+    plan_call,
+    plan_json,
+)
 from pes_agent.tools.base import ToolSchema
 from pes_agent.tools.calls import ToolCall
 from pes_agent.usage import Usage
@@ -116,18 +122,84 @@ async def test_repeat_cycles_the_script() -> None:
     assert texts == ["a", "b", "a"]
 
 
+async def _call_times(provider: ScriptedProvider, count: int) -> list[str]:
+    """Make `count` calls, each with a distinct prompt, and return the prompts in order."""
+    prompts = [f"prompt {i}" for i in range(count)]
+    for prompt in prompts:
+        await _collect(provider, _request(prompt))
+    return prompts
+
+
+async def test_repeat_keeps_only_the_latest_requests_by_default() -> None:
+    """With repeat=True, requests holds the latest REPEAT_KEEPS_REQUESTS, oldest first."""
+    provider = ScriptedProvider(["a"], repeat=True)
+    prompts = await _call_times(provider, REPEAT_KEEPS_REQUESTS + 5)
+    kept = [r.messages[0].content for r in provider.requests]
+    assert kept == prompts[5:]
+
+
+async def test_calls_counts_requests_the_window_dropped() -> None:
+    """calls counts every model call, also those no longer kept in requests."""
+    provider = ScriptedProvider(["a"], repeat=True, keep_requests=2)
+    await _call_times(provider, 5)
+    assert (provider.calls, len(provider.requests)) == (5, 2)
+
+
+async def test_keep_requests_sets_the_window() -> None:
+    """keep_requests=N keeps the latest N requests, in the order they came."""
+    provider = ScriptedProvider(["a"], repeat=True, keep_requests=3)
+    prompts = await _call_times(provider, 7)
+    assert [r.messages[0].content for r in provider.requests] == prompts[-3:]
+
+
+async def test_keep_requests_none_keeps_every_request_of_a_repeating_script() -> None:
+    """keep_requests=None keeps every request even when the script repeats."""
+    provider = ScriptedProvider(["a"], repeat=True, keep_requests=None)
+    prompts = await _call_times(provider, REPEAT_KEEPS_REQUESTS + 5)
+    assert [r.messages[0].content for r in provider.requests] == prompts
+
+
+async def test_keep_requests_zero_keeps_none() -> None:
+    """keep_requests=0 keeps no request while still answering and counting calls."""
+    provider = ScriptedProvider(["a"], repeat=True, keep_requests=0)
+    events = await _collect(provider, _request())
+    assert events[0] == TokenDelta("a")
+    assert (provider.calls, provider.requests) == (1, [])
+
+
+async def test_a_finite_script_keeps_every_request_by_default() -> None:
+    """Without repeat, requests keeps all of them, as many as the script is long."""
+    count = REPEAT_KEEPS_REQUESTS + 5
+    provider = ScriptedProvider(["a"] * count)
+    prompts = await _call_times(provider, count)
+    assert [r.messages[0].content for r in provider.requests] == prompts
+
+
+async def test_a_finite_script_keeps_a_window_when_asked() -> None:
+    """keep_requests applies to a finite script too."""
+    provider = ScriptedProvider(["a", "b", "c"], keep_requests=1)
+    prompts = await _call_times(provider, 3)
+    assert [r.messages[0].content for r in provider.requests] == prompts[-1:]
+    assert provider.calls == 3
+
+
 @pytest.mark.parametrize(
     ("args", "kwargs", "message"),
     [
         (("just a string",), {}, "list of responses"),
         ((["x"],), {"chunk_size": 0}, "chunk_size"),
         ((["x"],), {"latency_s": -1}, "latency_s"),
+        ((["x"],), {"keep_requests": -1}, r"keep_requests must be an int >= 0, None .* 'auto'"),
+        ((["x"],), {"keep_requests": "all"}, r"keep_requests must be .*keep_requests=100"),
+        ((["x"],), {"keep_requests": 2.5}, "keep_requests must be an int"),
+        ((["x"],), {"keep_requests": True}, "keep_requests must be an int"),
     ],
 )
 def test_bad_arguments_raise_usage_errors(
     args: tuple[object, ...], kwargs: dict[str, object], message: str
 ) -> None:
-    """A string instead of a list, or a non-positive chunk size, is refused at once."""
+    """A string instead of a list, a non-positive chunk size, a negative latency or a
+    request window that is not a count is refused at once, saying what to pass."""
     with pytest.raises(UsageError, match=message):
         ScriptedProvider(*args, **kwargs)  # type: ignore[arg-type]
 
