@@ -155,12 +155,18 @@ def test_a_compact_structured_reply_parses_like_the_text_protocol() -> None:
     structured = parser.parse_planning_output(json.dumps(reply))
     lines = parser.parse_planning_output(text)
     assert structured.errors == lines.errors == []
-    assert structured.tool_calls == lines.tool_calls == [
-        ParsedToolCall(call_id="call_1", tool_name="get_weather", arguments={"city": "Paris"}),
-        ParsedToolCall(
-            call_id="call_2", instruction="Say {step_1_result} in French.", depends_on=["call_1"]
-        ),
-    ]
+    assert (
+        structured.tool_calls
+        == lines.tool_calls
+        == [
+            ParsedToolCall(call_id="call_1", tool_name="get_weather", arguments={"city": "Paris"}),
+            ParsedToolCall(
+                call_id="call_2",
+                instruction="Say {step_1_result} in French.",
+                depends_on=["call_1"],
+            ),
+        ]
+    )
     assert structured.intent == lines.intent == "weather in Paris, in French"
 
 
