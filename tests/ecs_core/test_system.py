@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import itertools
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -12,26 +15,36 @@ from ecs_core import (
     DuplicateSystemError,
     ErrorOccurredEvent,
     InvalidSystemError,
+    System,
     SystemNotFoundError,
     World,
 )
 
 
 class Recorder:
-    """A system that appends ("start", name) and ("end", name) around an optional sleep."""
+    """A system that appends ("start", name) and ("end", name) around an optional sleep.
+
+    If cancelled during the sleep it appends ("cancelled", name) instead of ("end", name).
+    """
 
     def __init__(self, name: str, log: list[tuple[str, str]], sleep: float = 0.0) -> None:
         self.name = name
         self.log = log
         self.sleep = sleep
         self.started = asyncio.Event()
+        self.ended = asyncio.Event()
 
     async def process(self, world: World) -> None:
         self.log.append(("start", self.name))
         self.started.set()
         if self.sleep:
-            await asyncio.sleep(self.sleep)
+            try:
+                await asyncio.sleep(self.sleep)
+            except asyncio.CancelledError:
+                self.log.append(("cancelled", self.name))
+                raise
         self.log.append(("end", self.name))
+        self.ended.set()
 
 
 class Failing:
@@ -46,6 +59,17 @@ class Failing:
         if self.after_await:
             await asyncio.sleep(0)
         raise self.error
+
+
+class Doing:
+    """A system named `name` whose process() awaits `body(world)`."""
+
+    def __init__(self, name: str, body: Callable[[World], Awaitable[object]]) -> None:
+        self.name = name
+        self.body = body
+
+    async def process(self, world: World) -> None:
+        await self.body(world)
 
 
 def collect_errors(world: World) -> list[ErrorOccurredEvent]:
@@ -172,11 +196,13 @@ async def test_cancelling_process_propagates_and_cancels_running_systems() -> No
         world.register_system(system, 0)
     world.register_system(Recorder("never", log), 1)
     task = asyncio.create_task(world.process())
-    await asyncio.gather(*(system.started.wait() for system in slow))
+    async with asyncio.timeout(1):
+        await asyncio.gather(*(system.started.wait() for system in slow))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert log == [("start", "slow-1"), ("start", "slow-2")]
+    assert log[:2] == [("start", "slow-1"), ("start", "slow-2")]
+    assert sorted(log[2:]) == [("cancelled", "slow-1"), ("cancelled", "slow-2")]
     assert errors == []
     assert world.ticks == 0
 
@@ -188,10 +214,374 @@ async def test_cancelling_a_lone_system_propagates() -> None:
     slow = Recorder("slow", log, sleep=10)
     world.register_system(slow, 0)
     task = asyncio.create_task(world.process())
-    await slow.started.wait()
+    async with asyncio.timeout(1):
+        await slow.started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+# -- a group: started in the calling task, tasks only once a system suspends ------------------
+
+
+async def test_systems_at_one_priority_waiting_on_each_other_both_finish() -> None:
+    """Two systems at one priority that each wait for the other to have started both finish."""
+    world = World()
+    a_started, b_started = asyncio.Event(), asyncio.Event()
+
+    async def a(world: World) -> None:
+        a_started.set()
+        await b_started.wait()
+
+    async def b(world: World) -> None:
+        b_started.set()
+        await a_started.wait()
+
+    world.register_system(Doing("a", a), 0)
+    world.register_system(Doing("b", b), 0)
+    async with asyncio.timeout(1):  # run one after the other, they would wait forever
+        await world.process()
+    assert world.ticks == 1
+
+
+async def test_a_group_that_never_suspends_runs_in_the_calling_task() -> None:
+    """Systems of a group that return without suspending run in the caller's task, no others."""
+    world = World()
+    seen: list[tuple[asyncio.Task[Any] | None, int]] = []
+
+    async def quick(world: World) -> None:
+        seen.append((asyncio.current_task(), len(asyncio.all_tasks())))
+
+    for name in ("a", "b", "c"):
+        world.register_system(Doing(name, quick), 0)
+    tasks_before = len(asyncio.all_tasks())
+    await world.process()
+    assert seen == [(asyncio.current_task(), tasks_before)] * 3
+
+
+async def test_awaiting_a_future_already_done_does_not_suspend_the_group() -> None:
+    """A system awaiting a done future gets its result in place; its sibling still runs in place."""
+    world = World()
+    done = asyncio.get_running_loop().create_future()
+    done.set_result(7)
+    got: list[object] = []
+
+    async def awaits_done(world: World) -> None:
+        got.append(await done)
+
+    async def where(world: World) -> None:
+        got.append(asyncio.current_task())
+
+    world.register_system(Doing("awaits-done", awaits_done), 0)
+    world.register_system(Doing("where", where), 0)
+    await world.process()
+    assert got == [7, asyncio.current_task()]
+
+
+async def test_the_first_to_suspend_stays_in_the_calling_task_later_ones_get_tasks() -> None:
+    """Starts follow registration; the first to suspend goes on in the caller's task, later ones
+    run in tasks named after them."""
+    world = World()
+    log: list[tuple[str, str, str]] = []
+    caller = asyncio.current_task()
+
+    def task_name() -> str:
+        task = asyncio.current_task()
+        return "caller" if task is caller else task.get_name() if task else "none"
+
+    def system(name: str, *, suspends: bool) -> Doing:
+        async def body(world: World) -> None:
+            log.append(("start", name, task_name()))
+            if suspends:
+                await asyncio.sleep(0)
+            log.append(("end", name, task_name()))
+
+        return Doing(name, body)
+
+    world.register_system(system("quick-1", suspends=False), 0)
+    world.register_system(system("slow-1", suspends=True), 0)
+    world.register_system(system("quick-2", suspends=False), 0)
+    world.register_system(system("slow-2", suspends=True), 0)
+    await world.process()
+    assert [(name, task) for kind, name, task in log if kind == "start"] == [
+        ("quick-1", "caller"),
+        ("slow-1", "caller"),
+        ("quick-2", "quick-2"),
+        ("slow-2", "slow-2"),
+    ]
+    ends = {name: task for kind, name, task in log if kind == "end"}
+    assert ends == {
+        "quick-1": "caller",
+        "slow-1": "caller",
+        "quick-2": "quick-2",
+        "slow-2": "slow-2",
+    }
+
+
+async def test_systems_that_suspend_several_times_take_turns_until_both_finish() -> None:
+    """Two systems at one priority yielding three times each alternate and both finish."""
+    world = World()
+    log: list[str] = []
+
+    def yields_thrice(name: str) -> Doing:
+        async def body(world: World) -> None:
+            for turn in range(3):
+                log.append(f"{name}{turn}")
+                await asyncio.sleep(0)
+
+        return Doing(name, body)
+
+    world.register_system(yields_thrice("a"), 0)
+    world.register_system(yields_thrice("b"), 0)
+    await world.process()
+    assert log == ["a0", "b0", "a1", "b1", "a2", "b2"]
+
+
+@pytest.mark.parametrize("after_await", [False, True], ids=["before-suspending", "after"])
+@pytest.mark.parametrize(
+    "layout", list(itertools.permutations(["failing", "waits", "quick"])), ids="-".join
+)
+async def test_a_failure_anywhere_in_a_group_is_reported_and_spares_its_siblings(
+    layout: tuple[str, ...], after_await: bool
+) -> None:
+    """Wherever a failing system sits among a suspending and a quick sibling, and whether it
+    fails before or after suspending, it is reported once and both siblings finish."""
+    world = World()
+    log: list[tuple[str, str]] = []
+    errors = collect_errors(world)
+    boom = RuntimeError("boom")
+    make: dict[str, Callable[[], System]] = {
+        "failing": lambda: Failing(boom, after_await=after_await),
+        "waits": lambda: Recorder("waits", log, sleep=0.01),
+        "quick": lambda: Recorder("quick", log),
+    }
+    for name in layout:
+        world.register_system(make[name](), 0)
+    await world.process()
+    assert [(e.system_name, e.exception) for e in errors] == [("failing", boom)]
+    assert sorted(log) == [
+        ("end", "quick"),
+        ("end", "waits"),
+        ("start", "quick"),
+        ("start", "waits"),
+    ]
+    assert world.ticks == 1
+
+
+async def test_a_waiting_error_handler_does_not_hold_back_the_failed_systems_siblings() -> None:
+    """An async ErrorOccurredEvent handler waiting on a later sibling of the failing system ends."""
+    world = World()
+    sibling_ran = asyncio.Event()
+    handled: list[str] = []
+
+    async def on_error(event: ErrorOccurredEvent) -> None:
+        await sibling_ran.wait()
+        handled.append(event.system_name)
+
+    async def sibling(world: World) -> None:
+        sibling_ran.set()
+
+    world.events.subscribe(ErrorOccurredEvent, on_error)
+    world.register_system(Failing(RuntimeError("early"), after_await=False), 0)
+    world.register_system(Doing("sibling", sibling), 0)
+    async with asyncio.timeout(1):
+        await world.process()
+    assert handled == ["failing"]
+
+
+async def test_a_timeout_entered_before_suspending_expires_in_its_own_system() -> None:
+    """asyncio.timeout() entered before a group's system first suspends times out that system
+    alone: reported as its TimeoutError, its sibling finishes and the tick completes."""
+    world = World()
+    log: list[tuple[str, str]] = []
+    errors = collect_errors(world)
+
+    async def times_out(world: World) -> None:
+        async with asyncio.timeout(0.01):
+            await asyncio.sleep(10)
+
+    world.register_system(Recorder("quick", log), 0)
+    world.register_system(Doing("times-out", times_out), 0)
+    world.register_system(Recorder("sibling", log, sleep=0.05), 0)
+    await world.process()
+    assert [(e.system_name, type(e.exception)) for e in errors] == [("times-out", TimeoutError)]
+    assert ("end", "sibling") in log
+    assert world.ticks == 1
+
+
+async def test_a_task_group_opened_before_suspending_fails_only_its_own_system() -> None:
+    """A TaskGroup a group's system opens before suspending, whose child fails, fails only that
+    system (reported as the ExceptionGroup); its sibling finishes."""
+    world = World()
+    log: list[tuple[str, str]] = []
+    errors = collect_errors(world)
+
+    async def child_fails() -> None:
+        await asyncio.sleep(0)
+        raise ValueError("child")
+
+    async def opens_group(world: World) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(child_fails())
+            group.create_task(asyncio.sleep(10))
+
+    world.register_system(Doing("opens-group", opens_group), 0)
+    world.register_system(Recorder("sibling", log, sleep=0.05), 0)
+    await world.process()
+    [error] = errors
+    assert error.system_name == "opens-group"
+    assert isinstance(error.exception, ExceptionGroup)
+    assert ("end", "sibling") in log
+    assert world.ticks == 1
+
+
+VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="caller's")
+
+
+@pytest.mark.parametrize("suspends", [False, True])
+async def test_a_contextvar_set_by_a_group_system_does_not_reach_the_caller(
+    suspends: bool,
+) -> None:
+    """A contextvar a system of a group sets is unchanged in the task that called process()."""
+    world = World()
+
+    async def sets(world: World) -> None:
+        VAR.set("system's")
+        if suspends:
+            await asyncio.sleep(0)
+
+    world.register_system(Doing("sets", sets), 0)
+    world.register_system(Recorder("sibling", [], sleep=0.01), 0)
+    await world.process()
+    assert VAR.get() == "caller's"
+
+
+async def test_a_contextvar_set_before_suspending_is_seen_and_reset_after_it() -> None:
+    """A group's system that sets a contextvar, suspends, then reads and resets it, succeeds."""
+    world = World()
+    errors = collect_errors(world)
+    seen: list[str] = []
+
+    async def set_then_reset(world: World) -> None:
+        token = VAR.set("mine")
+        await asyncio.sleep(0)
+        seen.append(VAR.get())
+        VAR.reset(token)
+        seen.append(VAR.get())
+
+    world.register_system(Doing("set-then-reset", set_then_reset), 0)
+    world.register_system(Recorder("sibling", [], sleep=0.01), 0)
+    await world.process()
+    assert errors == []
+    assert seen == ["mine", "caller's"]
+
+
+@pytest.mark.parametrize(
+    ("layout", "cancelled"),
+    [
+        (["slow-1", "slow-2"], ["slow-1", "slow-2"]),  # one in the caller's task, one in a task
+        (["quick", "slow-1"], ["slow-1"]),  # the suspended one is the group's last
+        (["brief", "slow-1"], ["slow-1"]),  # only the task is left when cancelled
+    ],
+    ids=["both-suspended", "suspended-one-last", "only-the-task-left"],
+)
+async def test_cancelling_process_cancels_whatever_of_the_group_still_runs(
+    layout: list[str], cancelled: list[str]
+) -> None:
+    """Cancelling process() cancels each system of the group still running, wherever it runs,
+    and the CancelledError reaches the caller."""
+    world = World()
+    log: list[tuple[str, str]] = []
+    errors = collect_errors(world)
+    sleeps = {"quick": 0.0, "brief": 0.001, "slow-1": 10.0, "slow-2": 10.0}
+    systems = [Recorder(name, log, sleep=sleeps[name]) for name in layout]
+    for system in systems:
+        world.register_system(system, 0)
+    task = asyncio.create_task(world.process())
+    async with asyncio.timeout(1):  # until the slow ones have started and the others ended
+        await asyncio.gather(
+            *(s.started.wait() if s.name in cancelled else s.ended.wait() for s in systems)
+        )
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sorted(name for kind, name in log if kind == "cancelled") == cancelled
+    assert errors == []
+    assert world.ticks == 0
+
+
+async def test_closing_an_unfinished_tick_closes_the_system_it_waits_on() -> None:
+    """Closing a process() coroutine while a group's system waits runs that system's cleanup,
+    which still sees the contextvars the system set."""
+    world = World()
+    never = asyncio.get_running_loop().create_future()
+    cleaned: list[str] = []
+
+    async def waits(world: World) -> None:
+        VAR.set("waiting")
+        try:
+            await never
+        finally:
+            cleaned.append(VAR.get())
+
+    world.register_system(Recorder("quick", []), 0)
+    world.register_system(Doing("waits", waits), 0)
+    tick = world.process()
+    assert tick.send(None) is never  # the tick waits on what the system waits on
+    tick.close()
+    assert cleaned == ["waiting"]
+
+
+class Halt(BaseException):
+    """A BaseException that is not an Exception, as KeyboardInterrupt is."""
+
+
+@pytest.mark.parametrize("halts_first", [True, False])
+async def test_a_base_exception_from_a_group_system_escapes_process(halts_first: bool) -> None:
+    """A system of a group raising a BaseException (not an Exception) ends the tick with it,
+    bare or in a BaseExceptionGroup, and is not reported as a failure."""
+    world = World()
+    errors = collect_errors(world)
+
+    async def halts(world: World) -> None:
+        raise Halt
+
+    systems: list[System] = [Doing("halts", halts), Recorder("waits", [], sleep=0.01)]
+    for system in systems if halts_first else systems[::-1]:
+        world.register_system(system, 0)
+    with pytest.raises((Halt, BaseExceptionGroup)) as caught:
+        await world.process()
+    escaped = caught.value
+    if isinstance(escaped, BaseExceptionGroup):
+        [escaped] = escaped.exceptions
+    assert isinstance(escaped, Halt)
+    assert errors == []
+    assert world.ticks == 0
+
+
+@pytest.mark.parametrize("suspends", [False, True])
+async def test_changes_to_a_group_during_its_tick_take_effect_next_tick(suspends: bool) -> None:
+    """A system that removes its later sibling and registers a newcomer at its own priority
+    mid-tick leaves this tick's group as it was; the next tick runs the changed group."""
+    world = World()
+    log: list[tuple[str, str]] = []
+    sibling = Recorder("sibling", log)
+    newcomer = Recorder("newcomer", log)
+
+    async def reshuffle(world: World) -> None:
+        if sibling in world.systems:
+            world.remove_system(sibling)
+            world.register_system(newcomer, 0)
+        if suspends:
+            await asyncio.sleep(0)
+
+    world.register_system(Doing("reshuffles", reshuffle), 0)
+    world.register_system(sibling, 0)
+    await world.process()
+    assert log == [("start", "sibling"), ("end", "sibling")]
+    log.clear()
+    await world.process()
+    assert log == [("start", "newcomer"), ("end", "newcomer")]
 
 
 # -- names ------------------------------------------------------------------------------------
