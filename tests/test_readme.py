@@ -24,16 +24,17 @@ KNOWN_CALLS = {
 
 
 def _respond(request: RecordedRequest) -> Reply:
-    """Plan a call to every known tool the prompt lists; answer the synthesis plainly."""
+    """Plan a call to every known tool the prompt lists, as the structured plan schema asks;
+    answer the synthesis plainly."""
     prompt = json.dumps(request.body)
-    if "toolCalls" not in prompt:
+    if "# Tools" not in prompt:
         return Reply("Sunny in Paris, and 12 * 7 = 84.")
     calls = [
-        {"callId": f"call_{i}", "toolName": name, "arguments": arguments}
-        for i, (name, arguments) in enumerate(KNOWN_CALLS.items(), start=1)
-        if f"## {name}" in prompt
+        {"tool": name, "args": json.dumps(arguments), "after": []}
+        for name, arguments in KNOWN_CALLS.items()
+        if f"{name}(" in prompt
     ]
-    return Reply(json.dumps({"intent": "answer", "plan": "1. use the tools", "toolCalls": calls}))
+    return Reply(json.dumps({"calls": calls, "intent": "answer"}))
 
 
 def test_readme_has_python_snippets() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from pes_agent.approvals.gate import ApprovalGate, denial_message
 from pes_agent.approvals.models import Deny
 from pes_agent.errors import RunError, ToolExecutionError
+from pes_agent.execution._deadlines import Deadlines
 from pes_agent.execution.dag import CallGraph
 from pes_agent.execution.feed import PlanFeed
 from pes_agent.execution.language import build_language_step_messages
@@ -166,13 +167,15 @@ class CallRunner:
     """Runs each call of one `execute` when its executor asks, by the rules both executors
     share, and tells the hooks; the executor keeps each result in the `PlanLedger`."""
 
-    __slots__ = ("ctx", "feed", "ledger", "thread_pool")
+    __slots__ = ("ctx", "deadlines", "feed", "ledger", "thread_pool")
 
     def __init__(
         self, ledger: PlanLedger, ctx: ExecutionContext, feed: PlanFeed | None = None
     ) -> None:
         self.ctx = ctx
         self.ledger = ledger
+        #: The calls' timeouts, on one timer; `close()` it when the execution ends.
+        self.deadlines = Deadlines()
         #: The feed of a plan still streaming (calls needing approval wait for it to close).
         self.feed = feed
         # A `ToolRegistry.as_mapping()` view names the registry's pool for sync tools; with
@@ -278,21 +281,25 @@ class CallRunner:
     ) -> ToolResult:
         """Check a call's dependencies, arguments and approval, then run it under `limiter`."""
         ledger = self.ledger
-        dependencies = sorted(ledger.dependencies_of(index))
-        waiting = [dep for dep in dependencies if dep in ledger.held]
-        failed = [
-            dep
-            for dep in dependencies
-            if dep not in ledger.held
-            and ((done := ledger.result_of(dep)) is None or done.status != "success")
-        ]
-        if not failed and waiting:
-            return self._hold(index, call, waiting)
-        if failed:
-            ledger.skipped.add(index)
-            steps = " and ".join(f'{dep + 1} ("{ledger.calls[dep].call_id}")' for dep in failed)
-            noun = "step" if len(failed) == 1 else "steps"
-            return error_result(call, f"Not run: it depends on {noun} {steps}, which failed.")
+        needed = ledger.dependencies_of(index)
+        if needed:
+            dependencies = sorted(needed)
+            waiting = [dep for dep in dependencies if dep in ledger.held]
+            failed = [
+                dep
+                for dep in dependencies
+                if dep not in ledger.held
+                and ((done := ledger.result_of(dep)) is None or done.status != "success")
+            ]
+            if not failed and waiting:
+                return self._hold(index, call, waiting)
+            if failed:
+                ledger.skipped.add(index)
+                steps = " and ".join(
+                    f'{dep + 1} ("{ledger.calls[dep].call_id}")' for dep in failed
+                )
+                noun = "step" if len(failed) == 1 else "steps"
+                return error_result(call, f"Not run: it depends on {noun} {steps}, which failed.")
         if call.instruction is not None:
             try:
                 instruction = resolve_text(call.instruction, ledger.outputs)
@@ -381,29 +388,33 @@ class CallRunner:
             state=ctx.state,
             thread_pool=self.thread_pool,
         )
-        scope = asyncio.timeout(timeout_s)
+        deadline = self.deadlines.start(timeout_s)
         started = time.perf_counter()
         try:
-            async with scope:
-                output = await ctx.invoker.invoke(tool, arguments, context)
-        except TimeoutError as exc:
-            if not scope.expired():  # the tool's own TimeoutError, not our deadline
-                return self._failure(call, exc, started)
-            return error_result(
-                call, f'Tool "{call.tool_name}" timed out after {timeout_s:g}s.', started
-            )
+            output = await ctx.invoker.invoke(tool, arguments, context)
         except ToolExecutionError as exc:
             # Raised on purpose by the tool (or by @tool's argument check): a clean message.
+            deadline.settle()
             return error_result(call, exc.message, started)
         except asyncio.CancelledError as exc:
+            if deadline.settle():
+                return error_result(
+                    call, f'Tool "{call.tool_name}" timed out after {timeout_s:g}s.', started
+                )
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # execute() itself is being cancelled
             return self._failure(call, exc, started)
         except (Exception, SystemExit) as exc:
             # SystemExit too: a tool calling sys.exit() (argparse does) must not end the
-            # event loop, and with it every other run of the process.
+            # event loop, and with it every other run of the process. A TimeoutError here is
+            # the tool's own: our deadline cancels the call.
+            deadline.settle()
             return self._failure(call, exc, started)
+        except BaseException:
+            deadline.settle()
+            raise
+        deadline.settle()
         return ToolResult(
             call_id=call.call_id,
             tool_name=call.tool_name,

@@ -38,24 +38,15 @@ def get_weather(city: str) -> str:
     return f"sunny in {city}"
 
 
+# The plan as the submit_plan input (a free-form schema: args an object).
 PLAN: dict[str, Any] = {
-    "title": "Weather",
+    "calls": [{"tool": "get_weather", "args": {"city": "Paris"}}],
     "intent": "the weather in Paris",
-    "plan": "1. look it up",
-    "toolCalls": [{"callId": "call_1", "toolName": "get_weather", "arguments": {"city": "Paris"}}],
 }
-# What a strict json_schema server returns for PLAN: every field, arguments as a JSON string.
+# What a strict json_schema server returns for PLAN: every field, args as a JSON string.
 STRICT_PLAN: dict[str, Any] = {
-    **PLAN,
-    "toolCalls": [
-        {
-            "callId": "call_1",
-            "toolName": "get_weather",
-            "instruction": None,
-            "arguments": '{"city": "Paris"}',
-            "dependsOn": [],
-        }
-    ],
+    "calls": [{"tool": "get_weather", "args": '{"city": "Paris"}', "after": []}],
+    "intent": "the weather in Paris",
 }
 # Schema-valid but unusable: the first call refers to a later step.
 FORWARD_PLAN: dict[str, Any] = {
@@ -123,9 +114,9 @@ async def test_openai_structured_planning_sends_a_strict_json_schema_and_runs_th
             },
         }
     }
-    arguments = planning.body["response_format"]["json_schema"]["schema"]["properties"][
-        "toolCalls"
-    ]["items"]["properties"]["arguments"]
+    arguments = planning.body["response_format"]["json_schema"]["schema"]["properties"]["calls"][
+        "items"
+    ]["properties"]["args"]
     assert arguments["type"] == "string"
     assert structured_fields(synthesis) == {}
     assert ran == ["Paris"]

@@ -72,12 +72,11 @@ class EchoModel:
     def __call__(self, request: RecordedRequest) -> Reply:
         messages = request.body["messages"]
         last = _text(messages[-1])
-        if '"toolCalls"' in _text(messages[0]):  # the planning prompt
+        if "# Tools" in _text(messages[0]):  # the planning prompt
             earlier = [_text(m) for m in messages[1:-1] if m["role"] == "user"]
             self.history_seen[last] = earlier
-            plan = {"title": "echo", "intent": "answer", "plan": "1. answer", "toolCalls": []}
-            return Reply(json.dumps(plan))
-        query = last.removeprefix("# User query\n").split("\n\n# Intent", 1)[0]
+            return Reply(json.dumps({"calls": [], "intent": "answer"}))
+        query = last.removeprefix("# Query\n").split("\n\n# ", 1)[0]
         if "slow" in query:
             return Reply("still writing " * 300, chunk_chars=5, chunk_delay_s=0.1)
         return Reply("answer to " + query, chunk_chars=4, chunk_delay_s=0.005)

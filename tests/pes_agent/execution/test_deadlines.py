@@ -1,0 +1,188 @@
+"""Per-call timeouts on one timer, and chains of calls run in one task, behave as before."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from pes_agent.execution._deadlines import Deadlines
+from pes_agent.execution.executors import ConcurrentExecutor, SequentialExecutor
+from pes_agent.execution.hooks import ObservingHooks
+from pes_agent.observing.types import Observation, ObservationType
+from pes_agent.planning.plan import ParsedToolCall
+from pes_agent.protocols import ExecutionContext
+from pes_agent.tools import ToolRegistry, tool
+
+
+@tool
+async def nap(seconds: float, tag: str = "") -> str:
+    """Sleep, then return the tag."""
+    await asyncio.sleep(seconds)
+    return tag
+
+
+@tool(timeout_s=0.02)
+async def quick(seconds: float) -> str:
+    """Sleep with a timeout of its own."""
+    await asyncio.sleep(seconds)
+    return "done"
+
+
+@tool
+async def own_timeout() -> None:
+    """Raise a TimeoutError of its own (not the deadline)."""
+    raise TimeoutError("the upstream API timed out")
+
+
+TOOLS = ToolRegistry([nap, quick, own_timeout])
+
+
+def _context(timeout_s: float = 30.0, hooks: Any = None) -> ExecutionContext:
+    return ExecutionContext(
+        thread_id="t",
+        trace_id="r",
+        tools=TOOLS.as_mapping(),
+        enabled_tools=frozenset(TOOLS.names),
+        tool_timeout_s=timeout_s,
+        hooks=hooks,
+    )
+
+
+def _nap(n: int, seconds: float, tag: str | None = None, **extra: Any) -> ParsedToolCall:
+    arguments = {"seconds": seconds, "tag": tag if tag is not None else f"t{n}", **extra}
+    return ParsedToolCall(call_id=f"call_{n}", tool_name="nap", arguments=arguments)
+
+
+@pytest.mark.parametrize("executor", [ConcurrentExecutor(), SequentialExecutor()])
+async def test_each_call_times_out_at_its_own_deadline(executor: Any) -> None:
+    """Calls with different timeouts (the agent's, a tool's own) each end at theirs; the
+    others finish."""
+    calls = [
+        _nap(1, 1.0),
+        _nap(2, 0.0),
+        ParsedToolCall(call_id="call_3", tool_name="quick", arguments={"seconds": 1.0}),
+        ParsedToolCall(call_id="call_4", tool_name="quick", arguments={"seconds": 0.0}),
+    ]
+    results = await executor.execute(calls, _context(timeout_s=0.05))
+    assert [(r.status, r.error or r.output) for r in results] == [
+        ("error", 'Tool "nap" timed out after 0.05s.'),
+        ("success", "t2"),
+        ("error", 'Tool "quick" timed out after 0.02s.'),
+        ("success", "done"),
+    ]
+
+
+async def test_a_tools_own_timeout_error_is_a_failure_not_a_deadline() -> None:
+    """A TimeoutError the tool raises is its error, reported as such."""
+    (result,) = await ConcurrentExecutor().execute(
+        [ParsedToolCall(call_id="c", tool_name="own_timeout")], _context()
+    )
+    assert result.error == "TimeoutError: the upstream API timed out"
+
+
+async def test_a_chain_after_a_timed_out_call_is_skipped_and_the_task_is_not_cancelled() -> None:
+    """In a chain run by one task, a call that timed out takes back its cancellation: the
+    dependent is skipped as for any failure and the execution returns normally."""
+    calls = [_nap(1, 1.0), _nap(2, 0.0, tag="{step_1_result}"), _nap(3, 0.0)]
+    task_before = asyncio.current_task()
+    results = await ConcurrentExecutor().execute(calls, _context(timeout_s=0.03))
+    assert [r.status for r in results] == ["error", "error", "success"]
+    assert "depends on step 1" in (results[1].error or "")
+    assert task_before is not None
+    assert task_before.cancelling() == 0
+
+
+async def test_cancelling_the_execution_still_cancels_a_call_with_a_deadline() -> None:
+    """A cancellation from outside is not taken for a deadline: it propagates."""
+    task = asyncio.create_task(ConcurrentExecutor().execute([_nap(1, 5.0)], _context()))
+    await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_chain_runs_its_calls_in_order_in_one_task_without_hooks() -> None:
+    """Without hooks, a call that releases one dependent goes on with it in its own task;
+    with hooks, each call has a task of its own and the hooks see every end."""
+    tasks: list[asyncio.Task[Any] | None] = []
+
+    @tool
+    async def where(previous: Any = None) -> int:
+        """Note the task the call runs in."""
+        tasks.append(asyncio.current_task())
+        return len(tasks)
+
+    registry = ToolRegistry([where])
+    calls = [
+        ParsedToolCall(
+            call_id=f"call_{n}",
+            tool_name="where",
+            arguments={"previous": f"{{step_{n - 1}_result}}"} if n > 1 else {},
+        )
+        for n in range(1, 6)
+    ]
+
+    def context(hooks: Any) -> ExecutionContext:
+        return ExecutionContext(
+            thread_id="t",
+            trace_id="r",
+            tools=registry.as_mapping(),
+            enabled_tools=frozenset(registry.names),
+            hooks=hooks,
+        )
+
+    results = await ConcurrentExecutor().execute(calls, context(None))
+    assert [r.output for r in results] == [1, 2, 3, 4, 5]
+    assert len(set(map(id, tasks))) == 1
+
+    seen: list[Observation] = []
+
+    class Sink:
+        async def record(
+            self, type: ObservationType, title: str, content: dict[str, Any], **_: Any
+        ) -> Observation:
+            observation = Observation(
+                thread_id="t", trace_id="r", type=type, title=title, content=content
+            )
+            seen.append(observation)
+            return observation
+
+    tasks.clear()
+    await ConcurrentExecutor().execute(calls, context(ObservingHooks(Sink())))
+    assert len(set(map(id, tasks))) == 5
+    ends = [o.content["callId"] for o in seen if o.type is ObservationType.TOOL_EXECUTION]
+    assert ends == [f"call_{n}" for n in range(1, 6)]
+
+
+async def test_the_timer_is_stopped_when_the_execution_ends() -> None:
+    """No timer of an execution outlives it (a loop full of stale timers costs every run)."""
+    loop = asyncio.get_running_loop()
+    scheduled_before = len(loop._scheduled)  # type: ignore[attr-defined]
+    await ConcurrentExecutor().execute([_nap(n, 0.0) for n in range(1, 20)], _context())
+    live = [h for h in loop._scheduled if not h.cancelled()]  # type: ignore[attr-defined]
+    assert len(live) <= scheduled_before
+
+
+async def test_deadlines_fire_in_order_and_rearm() -> None:
+    """Deadlines registered out of order expire in order; a finished one never cancels."""
+    deadlines = Deadlines()
+    order: list[str] = []
+
+    async def call(name: str, timeout_s: float, seconds: float) -> None:
+        deadline = deadlines.start(timeout_s)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            if deadline.settle():
+                order.append(name)
+                return
+            raise
+        deadline.settle()
+
+    await asyncio.gather(
+        call("late", 0.06, 1.0), call("early", 0.02, 1.0), call("finishes", 0.04, 0.0)
+    )
+    deadlines.close()
+    assert order == ["early", "late"]
