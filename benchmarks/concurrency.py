@@ -41,7 +41,7 @@ from _table import print_table
 
 from pes_agent import AgentCore, AgentProps, configure_logging, create_agent, tool
 from pes_agent.providers.base import LLMRequest
-from pes_agent.testing import ScriptedProvider, plan_call, plan_json
+from pes_agent.testing import ScriptedProvider, plan_call, plan_lines
 
 StorageName = Literal["memory", "sqlite"]
 ANSWER = "Looked it up."
@@ -112,7 +112,7 @@ async def lookup(key: str) -> str:
 
 def _respond(request: LLMRequest) -> str:
     if request.phase == "planning":
-        return plan_json(plan_call(1, "lookup", key=request.thread_id), intent="look it up")
+        return plan_lines(plan_call(1, "lookup", key=request.thread_id), intent="look it up")
     return ANSWER
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import resource
 import time
 import tracemalloc
@@ -43,7 +42,7 @@ from pes_agent.execution.executors import ConcurrentExecutor, SequentialExecutor
 from pes_agent.planning.plan import ParsedToolCall
 from pes_agent.protocols import ExecutionContext, Executor
 from pes_agent.providers.base import LLMRequest
-from pes_agent.testing import ScriptedProvider
+from pes_agent.testing import ScriptedProvider, plan_call, plan_lines
 from pes_agent.tools import ToolRegistry, tool
 
 CALL_S = 0.1
@@ -325,15 +324,7 @@ RUNS_TARGET_S = 1.5
 
 def _agent_plan(request: LLMRequest) -> str:
     if request.phase == "planning":
-        return json.dumps(
-            {
-                "intent": "look up one key",
-                "plan": "1. fetch it",
-                "toolCalls": [
-                    {"callId": "c1", "toolName": "noop", "arguments": {"key": request.thread_id}}
-                ],
-            }
-        )
+        return plan_lines(plan_call(1, "noop", key=request.thread_id), intent="look up one key")
     return "Fetched."
 
 

@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import collections
 import gc
-import json
 import random
 import time
 import tracemalloc
@@ -51,7 +50,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pes_agent import AgentCore, AgentProps, configure_logging, create_agent, tool
 from pes_agent.otel import instrument
 from pes_agent.providers.base import LLMRequest, ProviderEvent
-from pes_agent.testing import ScriptedProvider
+from pes_agent.testing import ScriptedProvider, plan_call, plan_lines
 from pes_agent.tools.base import Tool
 
 Mode = Literal["async", "sync"]
@@ -70,16 +69,8 @@ def calls(count: int) -> list[tuple[str, str, int]]:
 
 
 def pes_plan(count: int) -> str:
-    return json.dumps(
-        {
-            "intent": "run the tools",
-            "plan": "1. call each tool",
-            "toolCalls": [
-                {"callId": call_id, "toolName": name, "arguments": {"x": x}}
-                for call_id, name, x in calls(count)
-            ],
-        }
-    )
+    """The plan as the planning prompt asks a model to write it (the compact protocol)."""
+    return plan_lines(*(plan_call(x, name, x=x) for _, name, x in calls(count)), intent="tools")
 
 
 def _noop(mode: Mode) -> Callable[[int], Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -817,13 +818,14 @@ def _outcome(prepared: _Prepared, ended: _Ended) -> AgentFinalResponse:
             ended.paused.pending if status == "awaiting_approval" and ended.paused else []
         ),
     )
-    _log.bind(thread_id=spec.thread_id, trace_id=spec.trace_id).info(
-        "run_finished",
-        status=status,
-        llm_calls=metadata.llm_calls,
-        tool_calls=metadata.tool_calls,
-        duration_ms=round(metadata.total_duration_ms, 2),
-    )
+    if _log.enabled_for(logging.INFO):
+        _log.bind(thread_id=spec.thread_id, trace_id=spec.trace_id).info(
+            "run_finished",
+            status=status,
+            llm_calls=metadata.llm_calls,
+            tool_calls=metadata.tool_calls,
+            duration_ms=round(metadata.total_duration_ms, 2),
+        )
     return AgentFinalResponse(response=response, metadata=metadata)
 
 

@@ -21,6 +21,8 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 from pes_agent.errors import ScriptExhaustedError, UsageError
+from pes_agent.planning.call_lines import render_call
+from pes_agent.planning.plan import ParsedToolCall
 from pes_agent.providers.base import (
     LLMRequest,
     ProviderEvent,
@@ -38,6 +40,7 @@ __all__ = [
     "ScriptedResponse",
     "plan_call",
     "plan_json",
+    "plan_lines",
 ]
 
 REPEAT_KEEPS_REQUESTS = 1000
@@ -106,6 +109,33 @@ def plan_json(
     answer: dict[str, Any] = {} if title is None else {"title": title}
     answer.update(intent=intent, plan=plan, toolCalls=[dict(call) for call in calls])
     return json.dumps(answer)
+
+
+def plan_lines(*calls: Mapping[str, Any], intent: str = "help") -> str:
+    """Write a planning answer in the compact protocol the planning prompt asks for — one
+    numbered call per line, then the intent — to script a `ScriptedProvider`'s plan.
+
+    Args:
+        *calls: The plan's calls, in order, each as `plan_call` builds it (its id is its
+            step, `call_<N>`, in this protocol); none for a plan that answers without tools.
+        intent: The user's goal in a few words (also the turn's title).
+
+    Returns:
+        The text a model would answer the planning call with, e.g.
+        `'1. get_weather(city="Paris")\nIntent: weather'`.
+    """
+    lines = [
+        f"{step}. "
+        + render_call(
+            ParsedToolCall(
+                call_id=f"call_{step}",
+                tool_name=call["toolName"],
+                arguments=dict(call.get("arguments", {})),
+            )
+        )
+        for step, call in enumerate(calls, start=1)
+    ]
+    return "\n".join([*lines, "Intent: " + intent])
 
 
 ScriptEntry = str | ScriptedResponse | Callable[[LLMRequest], "str | ScriptedResponse"]

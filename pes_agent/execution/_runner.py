@@ -295,9 +295,7 @@ class CallRunner:
                 return self._hold(index, call, waiting)
             if failed:
                 ledger.skipped.add(index)
-                steps = " and ".join(
-                    f'{dep + 1} ("{ledger.calls[dep].call_id}")' for dep in failed
-                )
+                steps = " and ".join(f'{dep + 1} ("{ledger.calls[dep].call_id}")' for dep in failed)
                 noun = "step" if len(failed) == 1 else "steps"
                 return error_result(call, f"Not run: it depends on {noun} {steps}, which failed.")
         if call.instruction is not None:

@@ -42,6 +42,11 @@ class _StdlibLevelLogger(structlog.BoundLoggerBase):
 
     _logger: logging.Logger
 
+    def enabled_for(self, level: int) -> bool:
+        """Whether an event at `level` would be emitted: a hot path asks before building one
+        (an event dropped still costs its arguments and two calls)."""
+        return structlog.is_configured() or self._logger.isEnabledFor(level)
+
     def _emit(self, level: int, method: str, event: str | None, **kw: Any) -> Any:
         if not structlog.is_configured() and not self._logger.isEnabledFor(level):
             return None

@@ -105,7 +105,8 @@ class ObservationManager:
                 trace_id=observation.trace_id,
                 observation_type=observation.type.value,
             )
-        await self._subscribers.deliver(observation)
+        if self._subscribers:
+            await self._subscribers.deliver(observation)
         return observation
 
     def _remember(self, observation_id: str) -> None:

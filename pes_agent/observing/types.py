@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
+import os
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Observation", "ObservationType"]
+__all__ = ["Observation", "ObservationType", "new_id"]
 
 
 class ObservationType(StrEnum):
@@ -36,8 +36,10 @@ class ObservationType(StrEnum):
     RETRIEVAL = "RETRIEVAL"
 
 
-def _new_id() -> str:
-    return uuid.uuid4().hex
+def new_id() -> str:
+    """A new observation id: 32 random hex digits, as `uuid.uuid4().hex` but a fourth of its
+    cost (a run records one for every step it takes)."""
+    return os.urandom(16).hex()
 
 
 def _now() -> datetime:
@@ -49,7 +51,7 @@ class Observation(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    id: str = Field(default_factory=_new_id)
+    id: str = Field(default_factory=new_id)
     thread_id: str
     trace_id: str
     timestamp: datetime = Field(default_factory=_now)

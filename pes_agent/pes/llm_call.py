@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from typing import Any, assert_never
 
@@ -150,8 +151,9 @@ class RunModelCaller:
                         text.append(event.text)
                         if listener is not None:
                             listener.on_text(event.text)
-                        await self._publish(phase, "token", event.text)
-                    else:
+                        if self._stream.active:  # asked first: a long answer has many tokens
+                            await self._publish(phase, "token", event.text)
+                    elif self._stream.active:
                         await self._publish(phase, "thinking", event.text)
                 elif isinstance(event, ThinkingBlock):
                     thoughts.append(event.text)
@@ -215,16 +217,17 @@ class RunModelCaller:
         )
         await self._record(ObservationType.LLM_STREAM_END, f"{phase} call finished", label)
         await self._publish(phase, "end")
-        _log.debug(
-            "llm_call",
-            thread_id=self.thread_id,
-            trace_id=self.trace_id,
-            phase=phase,
-            provider=provider.name,
-            model=provider.model,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-        )
+        if _log.enabled_for(logging.DEBUG):
+            _log.debug(
+                "llm_call",
+                thread_id=self.thread_id,
+                trace_id=self.trace_id,
+                phase=phase,
+                provider=provider.name,
+                model=provider.model,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+            )
         return LLMResponse(
             text=answer,
             thoughts=tuple(thoughts),

@@ -6,6 +6,7 @@ or templates that could interpret braces in them.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
 from pes_agent.providers.base import PromptMessage
@@ -46,7 +47,24 @@ def render_tools(tools: Sequence[ToolSchema]) -> str:
     """The "# Tools" section of a prompt: one signature per tool (`pes_agent.tools.signatures`)."""
     if not tools:
         return "# Tools\nNo tools are available: write the Intent line only."
-    return "# Tools\n" + "\n".join(tool_signature(schema) for schema in tools)
+    return "# Tools\n" + "\n".join(_signature(schema) for schema in tools)
+
+
+# Rendered signatures by schema object: a run's schemas are its registry's, the same objects
+# run after run, and rendering one costs more than most of a run's other steps. An entry
+# lives as long as its schema (a schema is frozen but unhashable, so it is keyed by id, with a
+# weak reference that drops the entry when the schema goes and proves a reused id stale).
+_SIGNATURES: dict[int, tuple[weakref.ref[ToolSchema], str]] = {}
+
+
+def _signature(schema: ToolSchema) -> str:
+    key = id(schema)
+    cached = _SIGNATURES.get(key)
+    if cached is not None and cached[0]() is schema:
+        return cached[1]
+    signature = tool_signature(schema)
+    _SIGNATURES[key] = (weakref.ref(schema, lambda _: _SIGNATURES.pop(key, None)), signature)
+    return signature
 
 
 def build_planning_messages(

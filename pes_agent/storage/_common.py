@@ -62,9 +62,13 @@ class ObservationRow(NamedTuple):
             observation.id,
             observation.thread_id,
             observation.trace_id,
-            observation.type.value,
+            _TYPE_NAMES[observation.type],
             _codec.dump_observation(observation),
         )
+
+
+# ObservationType member -> its value, as a plain str (an enum's `.value` is a slow property).
+_TYPE_NAMES: dict[ObservationType, str] = {kind: kind.value for kind in ObservationType}
 
 
 class SavedState(NamedTuple):

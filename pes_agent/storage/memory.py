@@ -20,7 +20,9 @@ class _Thread:
     message_ids: set[str] = field(default_factory=set)
     # trace id -> what that turn saved (None: no state)
     turns: dict[str, SavedState | None] = field(default_factory=dict)
-    observations: list[ObservationRow] = field(default_factory=list)
+    # (trace id, type, body): plain tuples of strings, which the garbage collector stops
+    # tracking, so a long log costs no collection time.
+    observations: list[tuple[str, str, str]] = field(default_factory=list)
     paused: dict[str, str] = field(default_factory=dict)  # trace id -> paused run
 
 
@@ -105,7 +107,7 @@ class InMemoryStorage(StorageBase):
         return saved
 
     async def _write_observation(self, row: ObservationRow) -> None:
-        self._thread(row.thread_id).observations.append(row)
+        self._thread(row.thread_id).observations.append((row.trace_id, row.type, row.body))
 
     async def _read_observations(
         self, thread_id: str, kinds: list[str] | None, trace_id: str | None
@@ -115,10 +117,9 @@ class InMemoryStorage(StorageBase):
             return []
         wanted = None if kinds is None else frozenset(kinds)
         return [
-            row.body
-            for row in found.observations
-            if (wanted is None or row.type in wanted)
-            and (trace_id is None or row.trace_id == trace_id)
+            body
+            for trace, kind, body in found.observations
+            if (wanted is None or kind in wanted) and (trace_id is None or trace == trace_id)
         ]
 
     async def _list_threads(self) -> list[str]:
