@@ -76,10 +76,15 @@ class LLMResponse:
 
 
 class StreamListener(Protocol):
-    """Told a model call's answer text as it streams (a planner parsing its plan early)."""
+    """Told a model call's answer as it streams — its text, and the arguments of its native
+    tool calls — so a planner can read its plan early."""
 
     def on_text(self, text: str) -> None:
         """The next piece of the answer's text."""
+
+    def on_tool_input(self, call_id: str, name: str, text: str) -> None:
+        """The next piece of the arguments of native tool call `call_id` (tool `name`): JSON
+        text, as the model writes it."""
 
     def on_restart(self) -> None:
         """The provider retries after having streamed: the text so far is void; the answer

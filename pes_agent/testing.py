@@ -121,8 +121,8 @@ def plan_lines(*calls: Mapping[str, Any], intent: str = "help") -> str:
         intent: The user's goal in a few words (also the turn's title).
 
     Returns:
-        The text a model would answer the planning call with, e.g.
-        `'1. get_weather(city="Paris")\nIntent: weather'`.
+        The text a model would answer the planning call with: lines such as
+        `1. get_weather(city="Paris")`, then `Intent: weather`.
     """
     lines = [
         f"{step}. "

@@ -24,6 +24,7 @@ from pes_agent.providers.base import (
     StreamRestart,
     ThinkingBlock,
     TokenDelta,
+    ToolCallDelta,
     ToolCallEvent,
     ToolChoice,
 )
@@ -181,6 +182,9 @@ class RunModelCaller:
                         ObservationType.LLM_STREAM_START, f"{phase} call restarted", start
                     )
                     await self._publish(phase, "restart", event.reason)
+                elif isinstance(event, ToolCallDelta):
+                    if listener is not None:
+                        listener.on_tool_input(event.call_id, event.name, event.text)
                 elif isinstance(event, ToolCallEvent):
                     calls.append(event)
                 elif isinstance(event, StreamMetadata):

@@ -85,6 +85,10 @@ class PlanStreamReader:
         elif self._mode == "json":
             self._read_json()
 
+    def on_tool_input(self, call_id: str, name: str, text: str) -> None:
+        """Native tool calls are not read here (`PlanChannel` hands a `submit_plan` call's
+        arguments to `on_text`: they are the plan)."""
+
     def on_restart(self) -> None:
         """The answer starts over: read it from the start (what was submitted stays)."""
         self._start_over()

@@ -290,6 +290,35 @@ class StructuredRefusals:
         return len(self._refused)
 
 
+class _SubmitPlanInput:
+    """Hands a `submit_plan` call's arguments to a listener as the answer's text (they are
+    the plan, in JSON); the text around it only when `text_too` (a plan the model may write
+    as text instead), and only until the call begins."""
+
+    __slots__ = ("_calling", "_listener", "_text_too")
+
+    def __init__(self, listener: StreamListener, *, text_too: bool) -> None:
+        self._listener = listener
+        self._text_too = text_too
+        self._calling = False
+
+    def on_text(self, text: str) -> None:
+        if self._text_too and not self._calling:
+            self._listener.on_text(text)
+
+    def on_tool_input(self, call_id: str, name: str, text: str) -> None:
+        if name != SUBMIT_PLAN:
+            return
+        if not self._calling:
+            self._calling = True
+            self._listener.on_restart()  # what text came before is not the plan
+        self._listener.on_text(text)
+
+    def on_restart(self) -> None:
+        self._calling = False
+        self._listener.on_restart()
+
+
 @dataclass(frozen=True, slots=True)
 class PlanReply:
     """One planning reply: `text` is what the parser reads (the text answer, or the plan a
@@ -359,6 +388,11 @@ class PlanChannel:
                 **streaming,
             )
             return PlanReply(response.text, response)
+        if listener is not None:
+            # The plan streams as submit_plan's arguments; text beside it is not the plan,
+            # unless the tool is only offered (thinking on) and the model writes the plan.
+            listener = _SubmitPlanInput(listener, text_too=self.optional_tool)
+            streaming = {"listener": listener}
         response = await llm(
             messages,
             phase=phase,

@@ -27,6 +27,7 @@ from pes_agent.providers.base import (
     ThinkingBlock,
     TokenDelta,
     TokenKind,
+    ToolCallDelta,
     ToolCallEvent,
     ToolChoice,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "ThinkingBlock",
     "TokenDelta",
     "TokenKind",
+    "ToolCallDelta",
     "ToolCallEvent",
     "ToolChoice",
     "create_provider",

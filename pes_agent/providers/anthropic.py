@@ -72,6 +72,7 @@ from pes_agent.providers.base import (
     StructuredOutput,
     ThinkingBlock,
     TokenDelta,
+    ToolCallDelta,
     ToolCallEvent,
     ToolChoice,
 )
@@ -338,6 +339,8 @@ class AnthropicProvider(SdkProvider[anthropic.AsyncAnthropic]):
                         pending = tool_uses.get(event.index)
                         if pending is not None:
                             pending.pieces.append(delta.partial_json)
+                            if delta.partial_json:
+                                yield ToolCallDelta(pending.id, pending.name, delta.partial_json)
                 elif isinstance(event, RawContentBlockStartEvent):
                     block = event.content_block
                     if isinstance(block, AnthropicThinkingBlock):

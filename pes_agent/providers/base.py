@@ -8,6 +8,9 @@ A provider turns an `LLMRequest` into an async stream of `ProviderEvent`s:
 - `StreamRestart(reason, attempt)` — the provider is retrying after tokens were already sent:
   the consumer must discard what it has accumulated (the agent records LLM_STREAM_ERROR and a
   fresh LLM_STREAM_START so a UI can reset);
+- `ToolCallDelta(call_id, name, text)` — a piece of a native tool call's arguments (JSON text)
+  as the model writes it, before the call is complete (a planner reads a plan that comes as a
+  tool call while it streams); a provider need not send them;
 - `ToolCallEvent(call, error)` — one native tool call, once its fragments are joined; `error`
   says why its arguments could not be used (not valid JSON, not an object), never a crash;
 - `StreamMetadata(...)` — exactly once, last: usage, timings, stop reason, and the model and
@@ -49,6 +52,7 @@ __all__ = [
     "ThinkingBlock",
     "TokenDelta",
     "TokenKind",
+    "ToolCallDelta",
     "ToolCallEvent",
     "ToolChoice",
 ]
@@ -132,6 +136,16 @@ class StreamRestart:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A piece of the arguments of tool call `call_id` (of tool `name`) as the model writes
+    them: JSON text, complete only once joined; its `ToolCallEvent` follows."""
+
+    call_id: str
+    name: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallEvent:
     """One native tool call the model made; with `error`, its arguments were unusable (`raw`
     holds them as sent) and `call.arguments` is empty."""
@@ -162,7 +176,9 @@ class ServerAddress:
     port: int
 
 
-ProviderEvent = TokenDelta | ThinkingBlock | ToolCallEvent | StreamRestart | StreamMetadata
+ProviderEvent = (
+    TokenDelta | ThinkingBlock | ToolCallDelta | ToolCallEvent | StreamRestart | StreamMetadata
+)
 
 
 @runtime_checkable
@@ -182,8 +198,9 @@ class LLMProvider(Protocol):
             request: The messages, phase, tools and parameters of the call.
 
         Yields:
-            `TokenDelta`s, `ThinkingBlock`s and `ToolCallEvent`s as they come (a
-            `StreamRestart` when a retry starts the answer over), then one `StreamMetadata`.
+            `TokenDelta`s, `ThinkingBlock`s, `ToolCallDelta`s and `ToolCallEvent`s as they
+            come (a `StreamRestart` when a retry starts the answer over), then one
+            `StreamMetadata`.
 
         Raises:
             ProviderError: The model API failed; `retryable` says whether trying again could

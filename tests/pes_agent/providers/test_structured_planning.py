@@ -282,3 +282,47 @@ async def test_text_mode_sends_neither_schema_nor_tools(
     assert result.metadata.status == "success", result.metadata.error
     assert [structured_fields(request) for request in model_server.requests] == [{}, {}]
     assert ran == ["Paris"]
+
+
+# Streaming dispatch through the real SDKs ----------------------------------------------------
+
+TWO_CITIES: dict[str, Any] = {
+    "calls": [
+        {"tool": "get_weather", "args": {"city": "Paris"}},
+        {"tool": "get_weather", "args": {"city": "Lima"}},
+    ],
+    "intent": "the weather in two cities",
+}
+
+
+@pytest.mark.parametrize("api", PROVIDERS)
+async def test_a_structured_plan_starts_its_calls_while_it_streams(
+    model_server: ModelServer, api: str
+) -> None:
+    """The plan streams slowly (OpenAI's response_format JSON as content, Anthropic's
+    submit_plan input as input_json_delta pieces): the first call starts before the planning
+    stream ends."""
+    if api == "openai":
+        strict = {
+            "calls": [
+                {"tool": c["tool"], "args": json.dumps(c["args"]), "after": []}
+                for c in TWO_CITIES["calls"]
+            ],
+            "intent": TWO_CITIES["intent"],
+        }
+        planning = Reply(json.dumps(strict), chunk_chars=8, chunk_delay_s=0.01)
+    else:
+        call = Call(SUBMIT_PLAN, TWO_CITIES, fragments=24)
+        planning = Reply(tool_calls=(call,), chunk_delay_s=0.01)
+    model_server.script(planning, Reply("Sunny in both."))
+    seen: list[tuple[str, object]] = []
+    async with agent_on(model_server, api) as agent:
+        agent.observations.subscribe(
+            lambda o: seen.append((o.type.value, o.content.get("phase") or o.content.get("callId")))
+        )
+        result = await agent.process(AgentProps("Weather in Paris and Lima?", "t"))
+    assert result.metadata.status == "success", result.metadata.error
+    assert sorted(ran) == ["Lima", "Paris"]
+    first_call = seen.index(("TOOL_CALL", "call_1"))
+    stream_end = seen.index(("LLM_STREAM_END", "planning"))
+    assert first_call < stream_end, seen
