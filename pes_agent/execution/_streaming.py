@@ -3,8 +3,10 @@
 A call submitted while the planner still writes the plan starts at once, once its inputs are
 known, only when nothing the rest of the plan could say would change what it does:
 
-- every placeholder names an earlier step, and every `dependsOn` a call already submitted
-  (a forward reference waits: it is either a plan error or an ordering the final plan fixes);
+- every placeholder names an earlier step (a forward reference waits: it is a plan error the
+  final plan reports);
+- it has no `dependsOn` (`after` in the compact protocol): a call id names every call that
+  has it, and a later call of the plan may still take the same id;
 - its call id is new (a repeated id is a plan error);
 - it is within `max_tool_calls` (the refusal of a call past the limit names the plan's size).
 
@@ -104,18 +106,11 @@ class StreamSchedule:
 
     def _known_inputs(self, index: int, call: ParsedToolCall) -> frozenset[int] | None:
         """The earlier calls `call` needs, or None when it must wait for the final plan."""
-        if call.call_id in self._ids:
+        if call.call_id in self._ids or call.depends_on:
             return None
         needed: set[int] = set()
         for step in call_references(call):
             if not 0 < step <= index:  # step 0, itself, or a later step
                 return None
             needed.add(step - 1)
-        if call.depends_on:
-            positions = {c.call_id: i for i, c in enumerate(self._runner.ledger.calls)}
-            for call_id in call.depends_on:
-                position = positions.get(call_id)
-                if position is None:
-                    return None
-                needed.add(position)
         return frozenset(needed)

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Sequence
 
 from pes_agent.errors import UsageError
-from pes_agent.execution._runner import CallRunner, PlanLedger
+from pes_agent.execution._runner import CallRunner, PlanLedger, Slots
 from pes_agent.execution._streaming import StreamSchedule
 from pes_agent.execution._waves import WaveSchedule
 from pes_agent.execution.feed import PlanFeed
@@ -68,7 +68,7 @@ class ConcurrentExecutor:
         if ctx.max_concurrency < 1:
             raise UsageError(f"max_concurrency must be at least 1, got {ctx.max_concurrency}.")
         runner = CallRunner(PlanLedger(calls, ctx.approvals), ctx)
-        limiter = asyncio.Semaphore(ctx.max_concurrency)
+        limiter = Slots(ctx.max_concurrency)
         reevaluation = _reevaluation(ctx)
         try:
             if reevaluation is not None:
@@ -77,7 +77,7 @@ class ConcurrentExecutor:
         finally:
             runner.deadlines.close()
 
-    async def _as_dag(self, runner: CallRunner, limiter: asyncio.Semaphore) -> list[ToolResult]:
+    async def _as_dag(self, runner: CallRunner, limiter: Slots) -> list[ToolResult]:
         """The plan's calls, each started when its last dependency ends."""
         ledger = runner.ledger
         graph = ledger.graph
@@ -109,7 +109,8 @@ class ConcurrentExecutor:
                                 follow = dependent
                             else:
                                 start(dependent)
-                    await runner.report_end(index, result)
+                    if not inline:
+                        await runner.report_end(index, result)
                     if follow < 0:
                         return
                     index = follow
@@ -151,7 +152,7 @@ class ConcurrentExecutor:
     async def _as_stream(self, runner: CallRunner, feed: PlanFeed) -> list[ToolResult]:
         """The calls of a plan still streaming, each started when it may (StreamSchedule)."""
         ledger = runner.ledger
-        limiter = asyncio.Semaphore(runner.ctx.max_concurrency)
+        limiter = Slots(runner.ctx.max_concurrency)
 
         async with asyncio.TaskGroup() as group:
 
@@ -177,7 +178,7 @@ class ConcurrentExecutor:
         return runner.final_results()
 
     async def _in_waves(
-        self, runner: CallRunner, limiter: asyncio.Semaphore, schedule: WaveSchedule
+        self, runner: CallRunner, limiter: Slots, schedule: WaveSchedule
     ) -> list[ToolResult]:
         """The DAG with re-evaluation: at the end of each wave the reviser may be asked
         (no call starts meanwhile; running ones go on), then the ready calls start."""

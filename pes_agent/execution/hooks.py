@@ -47,7 +47,8 @@ class ObservingHooks:
         # Keyed by the call object itself: a bad plan may repeat a call id.
         self.finished: dict[int, ToolResult] = {}
         self.revisions: list[PlanRevision] = []
-        self._started: dict[int, tuple[ParsedToolCall, Observation]] = {}
+        # Each started call and its TOOL_CALL's id (the TOOL_EXECUTION's parent).
+        self._started: dict[int, tuple[ParsedToolCall, str]] = {}
 
     async def on_call_start(self, call: ParsedToolCall, arguments: dict[str, Any]) -> None:
         content: dict[str, Any] = {
@@ -60,7 +61,7 @@ class ObservingHooks:
             content["instruction"] = arguments.get("instruction", call.instruction)
         title = "Language step" if call.instruction is not None else f"Calling {call.tool_name}"
         observation = await self._sink.record(ObservationType.TOOL_CALL, title, content)
-        self._started[id(call)] = (call, observation)
+        self._started[id(call)] = (call, observation.id)
 
     async def on_call_end(self, call: ParsedToolCall, result: ToolResult) -> None:
         self.finished[id(call)] = result
@@ -71,7 +72,7 @@ class ObservingHooks:
         """The calls were cancelled before they ended (their plan was discarded): record a
         TOOL_EXECUTION error for each call that started and has not ended; their call ids."""
         cancelled: list[str] = []
-        for key, (call, observation) in list(self._started.items()):
+        for key, (call, parent_id) in list(self._started.items()):
             if key in self.finished:
                 continue
             cancelled.append(call.call_id)
@@ -82,11 +83,11 @@ class ObservingHooks:
                 error="Cancelled: " + reason,
             )
             self.finished[key] = result
-            await self._record_end(call, result, observation)
+            await self._record_end(call, result, parent_id)
         return cancelled
 
     async def _record_end(
-        self, call: ParsedToolCall, result: ToolResult, started: Observation | None
+        self, call: ParsedToolCall, result: ToolResult, parent_id: str | None
     ) -> None:
         await self._sink.record(
             ObservationType.TOOL_EXECUTION,
@@ -100,7 +101,7 @@ class ObservingHooks:
                 "error": result.error,
                 "durationMs": result.duration_ms,
             },
-            parent_id=started.id if started is not None else None,
+            parent_id=parent_id,
         )
 
     async def on_plan_revision(self, outcome: PlanRevision) -> None:

@@ -19,7 +19,6 @@ from pes_agent.pes.components import Phase, Planned
 from pes_agent.pes.dispatch import RunDispatch
 from pes_agent.pes.execution import Execution
 from pes_agent.pes.resources import ResourceTable
-from pes_agent.planning.call_lines import render_calls
 from pes_agent.planning.plan import PlanningOutput
 from pes_agent.protocols import Planner, PlanningContext
 
@@ -100,8 +99,8 @@ def _raw_output(run: PhaseRun) -> str | None:
 
 
 async def _record_plan(run: PhaseRun, planned: Planned) -> None:
-    """TITLE, INTENT, THOUGHTS, then PLAN ready — its text rendered from the calls when the
-    plan came as calls alone (the compact protocol says each thing once)."""
+    """TITLE, INTENT, THOUGHTS, then PLAN ready: the calls, and the model's plan text if it
+    wrote one (the compact protocol's plan is its calls alone)."""
     output = planned.output
     if output.title:
         await run.recorder.record(ObservationType.TITLE, "Title", {"title": output.title})
@@ -117,7 +116,7 @@ async def _record_plan(run: PhaseRun, planned: Planned) -> None:
         "Plan ready",
         {
             "status": "ready",
-            "plan": output.plan if output.plan is not None else render_calls(calls),
+            "plan": output.plan,
             "toolCalls": [call.model_dump() for call in calls],
             "raw": planned.raw,
         },

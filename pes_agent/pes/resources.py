@@ -43,24 +43,33 @@ class ResourceTable:
     __slots__ = ("_runs",)
 
     def __init__(self) -> None:
-        self._runs: dict[tuple[World, EntityId], RunResources] = {}
+        self._runs: dict[World, dict[EntityId, RunResources]] = {}
 
     def attach(self, world: World, entity: EntityId, resources: RunResources) -> None:
         """Give the run `entity` of `world` its resources until `detach`."""
-        self._runs[world, entity] = resources
+        self._runs.setdefault(world, {})[entity] = resources
 
     def detach(self, world: World, entity: EntityId) -> None:
         """Forget the run's resources (the run is over); nothing happens if there are none."""
-        self._runs.pop((world, entity), None)
+        runs = self._runs.get(world)
+        if runs is not None:
+            runs.pop(entity, None)
+            if not runs:
+                del self._runs[world]
 
     def of(self, world: World, entity: EntityId) -> RunResources:
         """The resources of the run `entity` of `world`; a LookupError if none are attached."""
         try:
-            return self._runs[world, entity]
+            return self._runs[world][entity]
         except KeyError:
             raise LookupError(
                 f"no resources attached to run entity {entity} of {world!r}"
             ) from None
 
+    def runs_in(self, world: World) -> list[tuple[EntityId, RunResources]]:
+        """The run entities of `world` that have resources, with them (a snapshot)."""
+        runs = self._runs.get(world)
+        return list(runs.items()) if runs else []
+
     def __len__(self) -> int:
-        return len(self._runs)
+        return sum(len(runs) for runs in self._runs.values())

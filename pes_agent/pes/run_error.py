@@ -6,7 +6,7 @@ from typing import Any
 
 from ecs_core import TerminalComponent, World
 from pes_agent.observing.types import ObservationType
-from pes_agent.pes.components import RunFailed, RunSpec, RunTimings
+from pes_agent.pes.components import RunFailed
 from pes_agent.pes.resources import ResourceTable
 
 __all__ = ["RunErrorSystem"]
@@ -21,15 +21,17 @@ class RunErrorSystem:
         self._resources = resources
 
     async def process(self, world: World) -> None:
-        for entity, (_spec, _timings, failed) in list(
-            world.query(RunSpec, RunTimings, RunFailed, exclude=(TerminalComponent,))
-        ):
+        for entity, resources in self._resources.runs_in(world):
+            components = world.components_of(entity)
+            failed = components.get(RunFailed)
+            if failed is None or TerminalComponent in components:
+                continue
             content: dict[str, Any] = {"phase": failed.phase, "error": failed.message}
             if failed.raw_output is not None:
                 content["raw"] = failed.raw_output
             if failed.error is not None:
                 content["errorType"] = type(failed.error).__name__
-            await self._resources.of(world, entity).recorder.record(
+            await resources.recorder.record(
                 ObservationType.ERROR,
                 f"{failed.phase.capitalize()} failed",
                 content,

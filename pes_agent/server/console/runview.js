@@ -403,9 +403,11 @@ class RunView {
       .split("\n")
       .map((line) => line.trim())
       .filter(Boolean);
-    // "1. Look up…" becomes an item of the numbered list.
+    // "1. Look up…" becomes an item of the numbered list; a plan that is its calls alone
+    // (the compact protocol) has no steps beside the calls' rows.
     const items = lines.map((line) => el("li", {}, line.replace(/^\d+\.\s*/, "")));
     this.planSteps.replaceChildren(...items);
+    this.planSteps.hidden = items.length === 0;
     this.addRows(content.toolCalls || [], 0);
   }
 

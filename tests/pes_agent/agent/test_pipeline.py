@@ -465,7 +465,7 @@ async def test_enabled_tool_names_that_are_not_registered_are_dropped_with_a_war
     assert result.metadata.status == "success"
     warning = next(e for e in logs if e["event"] == "enabled_tools_not_registered")
     assert warning["tools"] == ["ad"]
-    assert "## ad\n" not in model.requests[0].messages[0].content
+    assert "\nad(" not in model.requests[0].messages[0].content
     assert "\nadd(a: int, b: int)" in model.requests[0].messages[0].content
 
 

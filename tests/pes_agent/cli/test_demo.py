@@ -24,10 +24,12 @@ def test_demo_shows_the_scripted_model_the_tool_calls_and_the_answer(
     out = result.stdout
     assert "scripted model" in out
     assert "no API key, no network" in out
-    assert "plan: Lisbon or Porto" in out
+    assert "plan: the warmer of Lisbon and Porto this weekend" in out
     for call in ("call_1 get_weather", "call_2 get_weather", "call_3 pick_warmest"):
         assert f"▶ {call}" in out
         assert f"✓ {call}" in out
+    # The lookups start while the plan is still being written: before the plan is shown.
+    assert out.index("▶ call_1 get_weather") < out.index("plan: the warmer")
     assert "Go to **Lisbon**" in out
     assert "success" in lines(out)[-2]
 

@@ -49,7 +49,7 @@ def weather_model(request: RecordedRequest) -> Reply:
     """Plans both lookups side by side for the weather query (no call for any other), then
     streams the answer."""
     messages = request.body["messages"]
-    if '"toolCalls"' in _text(messages[0]):  # the planning prompt
+    if "# Tools" in _text(messages[0]):  # the planning prompt
         calls = []
         if WEATHER_QUERY in _text(messages[-1]):
             calls = [
