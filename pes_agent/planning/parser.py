@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -79,7 +79,9 @@ _MISSING: Final = object()
 class OutputParser:
     """Turns raw model text into a `PlanningOutput` or a final answer; never raises."""
 
-    def parse_planning_output(self, text: str) -> PlanningOutput:
+    def parse_planning_output(
+        self, text: str, *, read: Mapping[tuple[str, int], ParsedToolCall] | None = None
+    ) -> PlanningOutput:
         """Read intent, plan, tool calls and thoughts from a planning model's output.
 
         A section the model left out is `None`; a section that is there but unusable gives
@@ -89,12 +91,14 @@ class OutputParser:
 
         Args:
             text: The planning call's answer: JSON, ART's sections or text around either.
+            read: Calls already read from lines of this text as it streamed, by (line, step)
+                (`PlanStreamReader.read`): the same line at the same step is not read again.
 
         Returns:
             The title, intent, plan, tool calls and thoughts found, with `errors`.
         """
         try:
-            return _parse_planning(text)
+            return _parse_planning(text, read or {})
         except Exception as exc:  # the contract is "never raises": report instead of crashing
             _log.exception("planning output parser failed", text_length=len(text))
             return PlanningOutput(errors=[f"{_INTERNAL_FAILURE} ({type(exc).__name__}: {exc})."])
@@ -119,12 +123,12 @@ class OutputParser:
 # --------------------------------------------------------------------------------------------
 
 
-def _parse_planning(text: str) -> PlanningOutput:
+def _parse_planning(text: str, read: Mapping[tuple[str, int], ParsedToolCall]) -> PlanningOutput:
     thoughts, body = split_thoughts(text, plan_aware=True)
     errors: list[str] = []
     labels = list(SECTION_LABEL.finditer(body))
     if _opens_with_call(body):
-        output = _from_call_lines(body, errors)
+        output = _from_call_lines(body, errors, read)
     else:
         scan = scan_json(body)
         found = find_json(body, scan, _is_plan_object, objects_only=True)
@@ -136,7 +140,7 @@ def _parse_planning(text: str) -> PlanningOutput:
         ):
             output = _from_plan_object(plan_object, errors)
         elif labels and _calls_may_follow(labels) and _has_call_line(body):
-            output = _from_call_lines(body, errors)  # "Intent: ..." written before the calls
+            output = _from_call_lines(body, errors, read)  # "Intent: ..." before the calls
         elif labels:
             output = _from_sections(body, labels, errors)
         else:
@@ -192,7 +196,9 @@ def _calls_may_follow(labels: list[re.Match[str]]) -> bool:
     return not any(name.startswith("tool") or name == "plan" for name in names)
 
 
-def _from_call_lines(body: str, errors: list[str]) -> PlanningOutput:
+def _from_call_lines(
+    body: str, errors: list[str], read: Mapping[tuple[str, int], ParsedToolCall]
+) -> PlanningOutput:
     """A plan in the compact protocol: call lines, then `Intent:` (and `Title:`) lines.
 
     A line that starts like a call but cannot be read is an error for the model to fix; it
@@ -208,17 +214,22 @@ def _from_call_lines(body: str, errors: list[str]) -> PlanningOutput:
             continue
         if CALL_LINE_START.match(line) is None:
             continue  # prose around the calls
-        read = read_call_line(line)
-        if read is None:
+        known = read.get((line, step + 1))
+        if known is not None:
+            step += 1
+            calls.append(known)
+            continue
+        found = read_call_line(line)
+        if found is None:
             continue
         step += 1
-        if isinstance(read, LineProblem):
-            errors.append(f"Call {step}: {read.message}")
+        if isinstance(found, LineProblem):
+            errors.append(f"Call {step}: {found.message}")
             continue
         try:
-            calls.append(read.call(step))
+            calls.append(found.call(step))
         except ValueError as error:  # pydantic: the call's shape (e.g. a reserved name)
-            errors.append(f"Call {step} ({read.name}): {_validation_message(error)}")
+            errors.append(f"Call {step} ({found.name}): {_validation_message(error)}")
     intent = texts.get("intent") or None
     return PlanningOutput(
         title=texts.get("title") or intent, intent=intent, plan=None, tool_calls=calls

@@ -120,10 +120,9 @@ class LLMPlanner:
             passages=ctx.passages,
         )
         messages = channel.prompt(base)
+        reader = _reader(ctx, self._parser)
         try:
-            reply = await channel.ask(
-                ctx.llm, messages, phase="planning", listener=_reader(ctx, self._parser)
-            )
+            reply = await channel.ask(ctx.llm, messages, phase="planning", listener=reader)
         except ProviderError as error:
             if not (mode == "auto" and channel.structured and refused_structured_output(error)):
                 raise
@@ -132,10 +131,9 @@ class LLMPlanner:
                 await ctx.dispatch.discard("structured planning was refused")
             channel = PlanChannel()
             messages = base
-            reply = await channel.ask(
-                ctx.llm, messages, phase="planning", listener=_reader(ctx, self._parser)
-            )
-        output = self._parser.parse_planning_output(reply.text)
+            reader = _reader(ctx, self._parser)
+            reply = await channel.ask(ctx.llm, messages, phase="planning", listener=reader)
+        output = self._read(reply.text, reader)
         problems = _problems(output)
         if not problems:
             return output
@@ -143,10 +141,9 @@ class LLMPlanner:
             # Calls of the unusable answer may have started: the repair starts from scratch.
             await ctx.dispatch.discard("the plan could not be used: " + "; ".join(problems))
         repair = channel.repair(messages, reply, problems)
-        reply = await channel.ask(
-            ctx.llm, repair, phase="repair", listener=_reader(ctx, self._parser)
-        )
-        output = self._parser.parse_planning_output(reply.text)
+        reader = _reader(ctx, self._parser)
+        reply = await channel.ask(ctx.llm, repair, phase="repair", listener=reader)
+        output = self._read(reply.text, reader)
         problems = _problems(output)
         if problems:
             raise PlanParseError(
@@ -157,6 +154,12 @@ class LLMPlanner:
                 trace_id=ctx.trace_id,
             )
         return output
+
+    def _read(self, text: str, reader: PlanStreamReader | None) -> PlanningOutput:
+        """The plan in `text`; the lines the reader read as it streamed are not read again."""
+        if reader is None:
+            return self._parser.parse_planning_output(text)
+        return self._parser.parse_planning_output(text, read=reader.read)
 
     async def _fall_back(
         self, ctx: PlanningContext, channel: PlanChannel, error: ProviderError

@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable
 from typing import Final, Literal
 
+from pes_agent.observing.logs import get_logger
 from pes_agent.planning.call_lines import CALL_LINE_START, CallLine, read_call_line
 from pes_agent.planning.model_text import JSONProblem, loads_json
 from pes_agent.planning.parser import tool_call_from_json
@@ -32,6 +33,8 @@ from pes_agent.planning.plan import ParsedToolCall
 __all__ = ["PlanStreamReader"]
 
 _Mode = Literal["start", "lines", "json", "done"]
+
+_log = get_logger("pes_agent.planning")
 
 _THINK_OPEN: Final = re.compile(r"<(think|thinking)[ \t]*>", re.IGNORECASE)
 _LABEL: Final = re.compile(
@@ -61,6 +64,7 @@ class PlanStreamReader:
         "_string",
         "_submit",
         "_text",
+        "read",
         "stopped",
         "submitted",
     )
@@ -71,6 +75,8 @@ class PlanStreamReader:
         self.submitted: list[ParsedToolCall] = []
         #: Set at the first thing the reader cannot read: nothing more is submitted.
         self.stopped = False
+        #: The calls read from lines, by (line, step), for the parser not to read them again.
+        self.read: dict[tuple[str, int], ParsedToolCall] = {}
         self._start_over()
 
     def on_text(self, text: str) -> None:
@@ -78,12 +84,18 @@ class PlanStreamReader:
         if self.stopped or self._mode == "done":
             return
         self._text += text
-        if self._mode == "start":
-            self._decide()
-        if self._mode == "lines":
-            self._read_lines()
-        elif self._mode == "json":
-            self._read_json()
+        try:
+            if self._mode == "start":
+                self._decide()
+            if self._mode == "lines":
+                self._read_lines()
+            elif self._mode == "json":
+                self._read_json()
+        except Exception:
+            # Reading early is an optimisation: a bug in it must not fail the model call.
+            # Nothing more is submitted; the parser reads the answer at the end.
+            _log.exception("plan_stream_reader_failed")
+            self.stopped = True
 
     def on_tool_input(self, call_id: str, name: str, text: str) -> None:
         """Native tool calls are not read here (`PlanChannel` hands a `submit_plan` call's
@@ -91,6 +103,7 @@ class PlanStreamReader:
 
     def on_restart(self) -> None:
         """The answer starts over: read it from the start (what was submitted stays)."""
+        self.read.clear()
         self._start_over()
 
     def _start_over(self) -> None:
@@ -158,11 +171,18 @@ class PlanStreamReader:
             if _LABEL.match(line):
                 self._mode = "done"  # the intent: the calls are over
             elif CALL_LINE_START.match(line):
-                read = read_call_line(line)
-                if isinstance(read, CallLine):
-                    self._emit(read.call(self._count + 1))
-                else:
+                found = read_call_line(line)
+                if not isinstance(found, CallLine):
                     self.stopped = True  # the parser reports it; the plan will be repaired
+                    continue
+                step = self._count + 1
+                try:
+                    call = found.call(step)
+                except ValueError:
+                    self.stopped = True  # the call's shape: the parser reports it
+                    continue
+                self.read[line, step] = call
+                self._emit(call)
 
     # -- a JSON plan: each object of its "calls" array ---------------------------------------------
 
