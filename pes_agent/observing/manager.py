@@ -66,6 +66,7 @@ class ObservationManager:
         # filter: another agent sharing the store object writes through it as well.
         self._recent_ids: deque[str] = deque(maxlen=_RECENT_IDS)
         self._recent_set: set[str] = set()
+        self._listening = 0  # listen() feeds open: only they need the ids remembered
 
     async def record(
         self,
@@ -93,7 +94,8 @@ class ObservationManager:
             observation = Observation(**fields)
         elif fields:
             raise UsageError("pass either an Observation or its fields to record(), not both")
-        self._remember(observation.id)
+        if self._listening:
+            self._remember(observation.id)
         try:
             await self._storage.add_observation(observation)
         except Exception:
@@ -187,15 +189,21 @@ class ObservationManager:
         def from_elsewhere(observation: Observation) -> Awaitable[None] | None:
             return None if observation.id in recent else callback(observation)
 
+        self._listening += 1
         try:
             unsubscribe_remote = await self._storage.subscribe_observations(
                 from_elsewhere, types=wanted, thread_id=thread_id
             )
         except BaseException:
+            self._listening -= 1
             unsubscribe_local()
             raise
+        listening = [True]
 
         def unsubscribe() -> None:
+            if listening:
+                listening.clear()
+                self._listening -= 1
             unsubscribe_local()
             unsubscribe_remote()
 

@@ -27,6 +27,7 @@ from pes_agent.threads.messages import ConversationMessage
 
 __all__ = [
     "THREAD_TABLES",
+    "TYPE_VALUES",
     "ObservationRow",
     "PendingObservations",
     "SavedState",
@@ -62,13 +63,13 @@ class ObservationRow(NamedTuple):
             observation.id,
             observation.thread_id,
             observation.trace_id,
-            _TYPE_NAMES[observation.type],
+            TYPE_VALUES[observation.type],
             _codec.dump_observation(observation),
         )
 
 
 # ObservationType member -> its value, as a plain str (an enum's `.value` is a slow property).
-_TYPE_NAMES: dict[ObservationType, str] = {kind: kind.value for kind in ObservationType}
+TYPE_VALUES: dict[ObservationType, str] = {kind: kind.value for kind in ObservationType}
 
 
 class SavedState(NamedTuple):

@@ -6,7 +6,9 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
 from pes_agent.errors import StorageError
-from pes_agent.storage._common import ObservationRow, SavedState, StorageBase, Turn
+from pes_agent.observing.types import Observation
+from pes_agent.storage._codec import dump_observation
+from pes_agent.storage._common import TYPE_VALUES, ObservationRow, SavedState, StorageBase, Turn
 from pes_agent.storage._locks import ThreadLockTable
 
 __all__ = ["InMemoryStorage"]
@@ -105,6 +107,14 @@ class InMemoryStorage(StorageBase):
         if turn.trace_id is not None:
             found.turns[turn.trace_id] = saved
         return saved
+
+    async def add_observation(self, observation: Observation) -> None:
+        """Append an observation to its thread's log (the common path, without a row object:
+        a run records one for every step it takes)."""
+        self._check_open()
+        self._thread(observation.thread_id).observations.append(
+            (observation.trace_id, TYPE_VALUES[observation.type], dump_observation(observation))
+        )
 
     async def _write_observation(self, row: ObservationRow) -> None:
         self._thread(row.thread_id).observations.append((row.trace_id, row.type, row.body))
