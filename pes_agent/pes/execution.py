@@ -56,9 +56,7 @@ class Execution:
         spec = run.spec
         gate = run.resources.approvals
         executor = self.executor
-        if gate is not None and not (
-            isinstance(executor, SupportsApprovals) and executor.supports_approvals
-        ):
+        if gate is not None and not _honours_approvals(executor):
             # An executor that ignores the gate would run calls nobody approved.
             raise UsageError(
                 f"the executor {type(executor).__name__} does not support approvals "
@@ -112,6 +110,8 @@ class Execution:
         executor = self.executor
         if run.spec.reevaluate != "never" or not isinstance(executor, SupportsStreaming):
             return None
+        if run.resources.approvals is not None and not _honours_approvals(executor):
+            return None  # the execution phase refuses such a run, saying why
         return RunDispatch(executor, lambda: self.context(run, None, resumed=None), run.recorder)
 
     def conclude(
@@ -158,6 +158,10 @@ class Execution:
             )
             return
         run.add(Executed(results=list(results), steps=steps, calls=final))
+
+
+def _honours_approvals(executor: Executor) -> bool:
+    return isinstance(executor, SupportsApprovals) and bool(executor.supports_approvals)
 
 
 def _final_plan(
