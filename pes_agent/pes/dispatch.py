@@ -46,7 +46,7 @@ class _Execution:
 class RunDispatch:
     """A run's `CallDispatch` (see the module docstring)."""
 
-    __slots__ = ("_begin", "_current", "_executor", "_recorder")
+    __slots__ = ("_begin", "_current", "_executor", "_pending", "_recorder", "_start")
 
     def __init__(
         self,
@@ -58,27 +58,49 @@ class RunDispatch:
         self._begin = begin  # the executor's context for a new execution
         self._recorder = recorder
         self._current: _Execution | None = None
+        # Calls submitted before the execution starts, on the loop's next turn: a plan that
+        # streams whole at once (a cached or scripted answer) is final before that, and then
+        # runs in the execution phase without this machinery.
+        self._pending: list[ParsedToolCall] = []
+        self._start: asyncio.Handle | None = None
 
     @property
     def started(self) -> bool:
         """Whether calls were submitted since the last discard."""
-        return self._current is not None
+        return self._current is not None or bool(self._pending)
 
     def submit(self, call: ParsedToolCall) -> None:
-        """Hand the next call of the plan to the executor, which may start it at once."""
+        """Hand the next call of the plan to the executor, which starts on the loop's next
+        turn (and may start the call then)."""
         current = self._current
-        if current is None:
-            context, hooks = self._begin()
-            feed = PlanFeed()
-            task = asyncio.create_task(
-                self._executor.execute_stream(feed, context),
-                name=f"pes-dispatch:{self._recorder.trace_id}",
-            )
-            current = self._current = _Execution(feed, task, hooks)
-        current.feed.submit(call)
+        if current is not None:
+            current.feed.submit(call)
+            return
+        self._pending.append(call)
+        if self._start is None:
+            self._start = asyncio.get_running_loop().call_soon(self._begin_execution)
+
+    def _begin_execution(self) -> None:
+        self._start = None
+        context, hooks = self._begin()
+        feed = PlanFeed(self._pending)
+        self._pending = []
+        task = asyncio.create_task(
+            self._executor.execute_stream(feed, context),
+            name=f"pes-dispatch:{self._recorder.trace_id}",
+        )
+        self._current = _Execution(feed, task, hooks)
+
+    def _drop_pending(self) -> None:
+        if self._start is not None:
+            self._start.cancel()
+            self._start = None
+        self._pending = []
 
     async def discard(self, reason: str) -> None:
-        """Cancel the calls submitted so far and record it; the next submit starts afresh."""
+        """Cancel the calls submitted so far and record it (when any had started to run);
+        the next submit starts afresh."""
+        self._drop_pending()
         current = await self._stop()
         if current is None:
             return
@@ -98,6 +120,7 @@ class RunDispatch:
         """The plan is final: run the rest of `calls` with the ones started, and return
         their results; None when nothing was started (the plan runs in the execution phase),
         or what was started is discarded because `calls` does not start with it."""
+        self._drop_pending()  # not started yet: the execution phase runs the whole plan
         current = self._current
         if current is None:
             return None
@@ -114,6 +137,7 @@ class RunDispatch:
 
     async def close(self) -> None:
         """Cancel what still runs, without a record (the run failed or was cancelled)."""
+        self._drop_pending()
         await self._stop()
 
     async def _stop(self) -> _Execution | None:
