@@ -161,6 +161,23 @@ async def _by_hand(dependencies: Sequence[Sequence[int]], call_s: float) -> None
     await asyncio.gather(*(node(index) for index in range(len(dependencies))))
 
 
+async def _sleeps_alone(chains: int, layers: int, repeats: int) -> Samples:
+    """`chains` tasks each sleeping `layers` times CHAIN_CALL_S: the timers and nothing else."""
+
+    async def chain() -> None:
+        for _ in range(layers):
+            await asyncio.sleep(CHAIN_CALL_S)
+
+    async def run() -> None:
+        await asyncio.gather(*(chain() for _ in range(chains)))
+
+    samples = Samples([], [])
+    await run()
+    for _ in range(repeats):
+        await _timed(run, samples)
+    return samples
+
+
 @dataclass(slots=True)
 class Samples:
     """Wall and process CPU times (ns) of repeated runs of one contender."""
@@ -277,6 +294,7 @@ async def large_dag_section(chains: int, layers: int, repeats: int) -> LargeDagR
     count = len(scenario.calls)
     ctx = _context(max_concurrency=chains, max_tool_calls=count)
     ours, bare = await _measure(ConcurrentExecutor(), scenario, ctx, repeats)
+    sleeps = await _sleeps_alone(chains, layers, repeats)
     critical = scenario.critical_path_ms
     result = LargeDagResult(
         calls=count,
@@ -307,7 +325,19 @@ async def large_dag_section(chains: int, layers: int, repeats: int) -> LargeDagR
                 "-",
                 "-",
             ],
+            [
+                "the sleeps alone",
+                median_ms(sleeps.wall),
+                median_ms(sleeps.wall) / critical,
+                f"{median_ms(sleeps.cpu) * 1000 / count:.1f}",
+                "-",
+                "-",
+            ],
         ],
+    )
+    print(
+        "(the sleeps alone: each chain's calls as plain asyncio.sleep() in one task, no DAG, "
+        "no Event: the floor the event loop's timers allow on this machine)"
     )
     extra = result.executor_cpu_us_per_call
     print(
