@@ -109,8 +109,15 @@ class InMemoryStorage(StorageBase):
         return saved
 
     async def add_observation(self, observation: Observation) -> None:
-        """Append an observation to its thread's log (the common path, without a row object:
-        a run records one for every step it takes)."""
+        """Append an observation to its thread's log.
+
+        The common path writes the stored tuple directly, without a row object: a run records
+        one for every step it takes.
+
+        Args:
+            observation: The observation; its `thread_id` names the log. A value JSON
+                cannot hold is saved as its `repr`.
+        """
         self._check_open()
         self._thread(observation.thread_id).observations.append(
             (observation.trace_id, TYPE_VALUES[observation.type], dump_observation(observation))
