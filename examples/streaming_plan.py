@@ -1,10 +1,10 @@
 """A plan that runs while it is written — offline, on a scripted model writing at a real pace.
 
 The scripted model writes its plan in the compact protocol, a call per line, at about 100
-characters a second. Each lookup starts the moment its line is complete, long before the plan
-is; the comparison waits for both lookups. A second question gets a plan that turns out
-unusable (a call uses the result of a step that never comes): the slow census it had started
-is cancelled, the plan discarded, and the repaired plan runs from a clean slate.
+characters a second. Each lookup starts the moment its call is complete (at its `)`), long
+before the plan is; the comparison waits for both lookups. A second question gets a plan that
+turns out unusable (a call uses the result of a step that never comes): the slow census it had
+started is cancelled, the plan discarded, and the repaired plan runs from a clean slate.
 
     python examples/streaming_plan.py
 """

@@ -24,7 +24,7 @@ import asyncio
 from collections.abc import Sequence
 
 from pes_agent.errors import UsageError
-from pes_agent.planning.plan import ParsedToolCall
+from pes_agent.planning.plan import ParsedToolCall, same_call
 
 __all__ = ["PlanFeed"]
 
@@ -65,14 +65,14 @@ class PlanFeed:
         submitted calls alone when None.
 
         Raises:
-            UsageError: `calls` does not start with the submitted calls, or the feed was
-                closed already.
+            UsageError: `calls` does not start with the submitted calls (`same_call`: a
+                call's `why` may differ), or the feed was closed already.
         """
         if self.closed:
             raise UsageError("close() was called twice on one PlanFeed")
         if calls is not None:
             submitted = len(self.calls)
-            if list(calls[:submitted]) != self.calls:
+            if len(calls) < submitted or not all(map(same_call, calls, self.calls)):
                 raise UsageError(
                     "the final plan must start with the calls already submitted; discard the "
                     "feed and execute the final plan instead"

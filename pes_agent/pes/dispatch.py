@@ -25,7 +25,7 @@ from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import ObservationType
 from pes_agent.pes.components import Dispatched
 from pes_agent.pes.recorder import RunRecorder
-from pes_agent.planning.plan import ParsedToolCall
+from pes_agent.planning.plan import ParsedToolCall, same_call
 from pes_agent.protocols import ExecutionContext, SupportsStreaming
 from pes_agent.tools.base import ToolResult
 
@@ -125,7 +125,7 @@ class RunDispatch:
         if current is None:
             return None
         submitted = current.feed.calls
-        if calls[: len(submitted)] != submitted:
+        if len(calls) < len(submitted) or not all(map(same_call, calls, submitted)):
             await self.discard(
                 "the final plan does not start with the calls that started while it streamed"
             )

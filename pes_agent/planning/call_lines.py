@@ -5,11 +5,11 @@
 2. get_weather(city="Tokyo")
 3. calculator(expression="{step_1_result.temp_c} - {step_2_result.temp_c}")  # the difference
 4. language_step("Compare {step_1_result} and {step_2_result} in one sentence.")
-5. notify(text="done") after 3, 4
+5. after 3, 4: notify(text="done")
 Intent: how much warmer Tokyo is than Paris
 ```
 
-A line is `[N.] name(param=value, ...) [after N, M] [# why]`: values are JSON (`"text"`, `3`,
+A line is `[N.] [after N, M:] name(param=value, ...) [# why]`: values are JSON (`"text"`, `3`,
 `true`, `null`, `[...]`, `{...}`; Python's `True`, `False` and `None` are read too), the
 optional `after` lists the steps the call waits for beyond those its placeholders name, and
 `# why` is a short reason shown with the plan. A call's step is its line's position among the
@@ -18,9 +18,10 @@ is `language_step("instruction")` (or `language_step(instruction="...")`).
 
 The protocol says each thing once: the calls carry the plan (the PLAN observation is rendered
 from them with `render_call`), and one `Intent:` line after them gives the goal, also the
-turn's title. It costs about what a model's native tool calls cost in output tokens, and each
-call is complete at the end of its line, so it can start while the rest of the plan streams
-(`pes_agent.planning.streaming`).
+turn's title. It costs about what a model's native tool calls cost in output tokens. Nothing
+after a call's `)` can change what it does (`after` comes before the call, and a `# why` only
+explains it), so a call can start the moment its `)` streams, while the rest of the plan is
+still being written (`pes_agent.planning.streaming`).
 
 `read_call_line` reads one line; the planning parser (`pes_agent.planning.parser`) reads whole
 answers with it. Nothing here evaluates model text: values are decoded as JSON only.
@@ -45,21 +46,28 @@ __all__ = [
     "render_calls",
 ]
 
-#: Where a line of the compact protocol starts: an optional step number, then `name(`.
+# The steps an `after` names: "3", "3, 4", "steps 3 and 4", "#3", "call_3".
+_STEPS: Final = (
+    r"(?:steps?[ \t]*)?#?(?:call_)?\d+(?:[ \t]*(?:,|and|&)?[ \t]*(?:steps?[ \t]*)?#?(?:call_)?\d+)*"
+)
+#: Where a line of the compact protocol starts: an optional step number, an optional
+#: `after N, M:`, then `name(`.
 CALL_LINE_START: Final = re.compile(
     r"[ \t]*(?:(?:[-*][ \t]+)?\d{1,4}[.):][ \t]*|[-*][ \t]+)?"
-    r"([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})[ \t]*\("
+    rf"(?:after[ \t]+(?P<after>{_STEPS})[ \t]*:[ \t]*)?"
+    r"(?P<name>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})[ \t]*\(",
+    re.IGNORECASE,
 )
 _KEY: Final = re.compile(
     r"[ \t\r\n]*([A-Za-z_][A-Za-z0-9_]*|\"[^\"\\\n]*\")[ \t\r\n]*[=:][ \t\r\n]*"
 )
 _SPACE: Final = re.compile(r"[ \t\r\n]*")
 _PYTHON_WORDS: Final = re.compile(r"(True|False|None)\b")
-_AFTER: Final = re.compile(
-    r"[ \t]+after:?[ \t]+((?:steps?[ \t]*)?#?(?:call_)?\d+(?:[ \t]*(?:,|and|&)?[ \t]*"
-    r"(?:steps?[ \t]*)?#?(?:call_)?\d+)*)",
-    re.IGNORECASE,
-)
+# `after N` written behind the call, where it would come too late: the call may have started.
+_AFTER_BEHIND: Final = re.compile(rf"[ \t]+after:?[ \t]+({_STEPS})", re.IGNORECASE)
+# What may follow a call's `)` while the line streams without changing the call: nothing yet,
+# or the start of a `# why` (or `//`).
+_OPEN_TAIL: Final = re.compile(r"[ \t\r]*(?:(?:#|//|/$)[^\n]*)?$")
 _NUMBER: Final = re.compile(r"\d+")
 _WHY: Final = re.compile(r"[ \t]*(?:#|//)[ \t]*([^\n]*)")
 _LINE_END: Final = re.compile(r"[ \t\r]*(?:\n|$)")
@@ -70,7 +78,8 @@ _PYTHON_VALUES: Final[dict[str, Any]] = {"True": True, "False": False, "None": N
 @dataclass(frozen=True, slots=True)
 class CallLine:
     """One call read from a line: its tool (or `LANGUAGE_STEP`), arguments, the steps it waits
-    for beyond its placeholders, its reason, and where the line ends in the text."""
+    for beyond its placeholders, its reason, and where the line ends in the text (-1 when a
+    streamed line was read at its call's `)`, before its end)."""
 
     name: str
     arguments: dict[str, Any]
@@ -120,16 +129,27 @@ def read_call_line(
     """Read the call on the line starting at `start` of `text`.
 
     Returns None when the line does not start like a call (`name(`) — or, with
-    `final=False` (a stream still arriving), when the call or its line is not complete yet;
-    a `LineProblem` when it starts like one but cannot be read.
+    `final=False` (a stream still arriving), when the call is not complete yet; a
+    `LineProblem` when it starts like one but cannot be read. With `final=False` a call is
+    complete at its `)`, before its line ends: it is returned then with `why` None and `end`
+    -1, since nothing that may still follow on the line can change it.
     """
     head = CALL_LINE_START.match(text, start)
     if head is None:
         return None
-    name = head.group(1)
+    name = head.group("name")
+    written = head.group("after")
+    after = () if written is None else tuple(int(number) for number in _NUMBER.findall(written))
     try:
         positional, arguments, position = _arguments(text, head.end())
-        after, why, end = _tail(text, position, final=final)
+        behind = _AFTER_BEHIND.match(text, position)
+        if behind is not None:
+            steps = behind.group(1).strip()
+            raise _Unreadable(
+                f"'after {steps}' goes before the call, since a call may start as soon as its "
+                f"')' is written: N. after {steps}: {name}(...)"
+            )
+        why, end = _tail(text, position, final=final)
     except _Incomplete:
         if not final:
             return None
@@ -141,13 +161,14 @@ def read_call_line(
     except _Unreadable as problem:
         line_end = text.find("\n", start)
         return LineProblem(str(problem), len(text) if line_end < 0 else line_end + 1)
+    shown_end = len(text) if end < 0 else end
     if name == LANGUAGE_STEP:
-        return _language_step(text, start, positional, arguments, after, why, end)
+        return _language_step(text, start, shown_end, positional, arguments, after, why, end)
     if positional:
         return LineProblem(
-            f"The call {_excerpt(text[start:end])} has an argument without a name; write "
+            f"The call {_excerpt(text[start:shown_end])} has an argument without a name; write "
             f'arguments as name=value, e.g. {name}(param="value").',
-            end,
+            shown_end,
         )
     return CallLine(name, arguments, after, why, end)
 
@@ -156,7 +177,7 @@ def render_call(call: ParsedToolCall, *, why: bool = True) -> str:
     """`call` as a line of the compact protocol, without its step number."""
     after = _after_text(call.depends_on)
     if call.instruction is not None:
-        text = f"{LANGUAGE_STEP}({json.dumps(call.instruction, ensure_ascii=False)}){after}"
+        text = f"{after}{LANGUAGE_STEP}({json.dumps(call.instruction, ensure_ascii=False)})"
     elif isinstance(call.arguments, dict):
         params = ", ".join(
             f"{key}={_value_text(value)}"
@@ -164,9 +185,9 @@ def render_call(call: ParsedToolCall, *, why: bool = True) -> str:
             else f"{json.dumps(key)}={_value_text(value)}"
             for key, value in call.arguments.items()
         )
-        text = f"{call.tool_name}({params}){after}"
+        text = f"{after}{call.tool_name}({params})"
     else:  # an array of arguments, kept as the model wrote it (the executor refuses it)
-        text = f"{call.tool_name}({_value_text(call.arguments)}){after}"
+        text = f"{after}{call.tool_name}({_value_text(call.arguments)})"
     if why and call.why:
         text += "  # " + call.why
     return text
@@ -184,7 +205,7 @@ def _after_text(depends_on: Sequence[str]) -> str:
         call_id.removeprefix("call_") if call_id.startswith("call_") else call_id
         for call_id in depends_on
     ]
-    return " after " + ", ".join(steps)
+    return "after " + ", ".join(steps) + ": "
 
 
 def _value_text(value: object) -> str:
@@ -293,36 +314,31 @@ def _unclosed(text: str, position: int) -> bool:
     return end < 0
 
 
-def _tail(text: str, position: int, *, final: bool) -> tuple[tuple[int, ...], str | None, int]:
-    """What may follow the closing `)`: `after N, M`, a `# why`, then the line's end."""
-    after: tuple[int, ...] = ()
-    match = _AFTER.match(text, position)
-    if match is not None:
-        after = tuple(int(number) for number in _NUMBER.findall(match.group(1)))
-        position = match.end()
+def _tail(text: str, position: int, *, final: bool) -> tuple[str | None, int]:
+    """What may follow the closing `)`: a `# why`, then the line's end. Returns the reason and
+    where the line ends, or -1 when the stream has not reached the line's end yet."""
+    if not final and text.find("\n", position) < 0 and _OPEN_TAIL.match(text, position):
+        return None, -1  # the call is complete; its reason, if any, is still being written
     why: str | None = None
     match = _WHY.match(text, position)
     if match is not None:
-        if not final and text.find("\n", position) < 0:
-            raise _Incomplete  # the reason may go on
         why = match.group(1).strip() or None
         position = match.end()
     end = _LINE_END.match(text, position)
     if end is None:
         if not final and text.find("\n", position) < 0:
-            raise _Incomplete  # e.g. "after" still being written
+            raise _Incomplete  # more of the line is on its way; its end will tell
         raise _Unreadable(
             f"Unexpected text after the call: {_excerpt(text[position:])}; end the line after "
-            "')' (optionally with 'after N' and '# why')."
+            "')' (optionally with '# why')."
         )
-    if not final and end.end() == len(text) and not text.endswith("\n"):
-        raise _Incomplete  # the line may go on: "after" or "# why" may still come
-    return after, why, end.end()
+    return why, end.end()
 
 
 def _language_step(
     text: str,
     start: int,
+    shown_end: int,
     positional: list[Any],
     named: dict[str, Any],
     after: tuple[int, ...],
@@ -333,9 +349,9 @@ def _language_step(
     extra = [key for key in named if key != "instruction"]
     if len(values) != 1 or extra or not isinstance(values[0], str) or not values[0].strip():
         return LineProblem(
-            f"The language step {_excerpt(text[start:end])} needs exactly one instruction "
+            f"The language step {_excerpt(text[start:shown_end])} needs exactly one instruction "
             f'text: {LANGUAGE_STEP}("Summarise {{step_1_result}} in one sentence.").',
-            end,
+            shown_end,
         )
     return CallLine(LANGUAGE_STEP, {}, after, why, end, instruction=values[0].strip())
 

@@ -6,7 +6,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-__all__ = ["LANGUAGE_STEP", "CallKind", "ParsedToolCall", "PlanningOutput"]
+__all__ = ["LANGUAGE_STEP", "CallKind", "ParsedToolCall", "PlanningOutput", "same_call"]
 
 #: The `tool_name` of a language step: a call done by one model call instead of a tool.
 LANGUAGE_STEP: Final = "language_step"
@@ -80,6 +80,28 @@ class ParsedToolCall(BaseModel):
     def kind(self) -> CallKind:
         """`"language"` for a language step (it has an `instruction`), else `"tool"`."""
         return "tool" if self.instruction is None else "language"
+
+
+def same_call(first: ParsedToolCall, second: ParsedToolCall) -> bool:
+    """Whether two calls do the same thing: equal but for `why`, which only explains a call.
+
+    A call that starts while its plan streams is submitted at its `)`, before any `# why`
+    after it; the final plan's call is the same call with its reason.
+
+    Args:
+        first: One call.
+        second: The other.
+
+    Returns:
+        True when id, tool, arguments, dependencies and instruction are all equal.
+    """
+    return (
+        first.call_id == second.call_id
+        and first.tool_name == second.tool_name
+        and first.arguments == second.arguments
+        and first.depends_on == second.depends_on
+        and first.instruction == second.instruction
+    )
 
 
 class PlanningOutput(BaseModel):

@@ -2,7 +2,8 @@
 
 `PlanStreamReader` is the `StreamListener` of a planning call: it is handed the answer's text
 piece by piece and submits each call as soon as the call is complete — in the compact protocol
-at the end of the call's line, in a JSON plan (the text protocol's JSON, or a structured
+at the call's closing `)` (nothing later on its line can change it; its `# why` reaches the
+final plan through `read`), in a JSON plan (the text protocol's JSON, or a structured
 `response_format` answer) when the call's object closes inside `"calls"` / `"toolCalls"`.
 
 It reads calls exactly as `OutputParser` reads them (`read_call_line`,
@@ -28,7 +29,7 @@ from pes_agent.observing.logs import get_logger
 from pes_agent.planning.call_lines import CALL_LINE_START, CallLine, read_call_line
 from pes_agent.planning.model_text import JSONProblem, loads_json
 from pes_agent.planning.parser import tool_call_from_json
-from pes_agent.planning.plan import ParsedToolCall
+from pes_agent.planning.plan import ParsedToolCall, same_call
 
 __all__ = ["PlanStreamReader"]
 
@@ -54,6 +55,7 @@ class PlanStreamReader:
         "_count",
         "_cursor",
         "_depth",
+        "_early",
         "_element",
         "_escaped",
         "_ids",
@@ -61,6 +63,7 @@ class PlanStreamReader:
         "_in_string",
         "_key",
         "_mode",
+        "_scanned",
         "_string",
         "_submit",
         "_text",
@@ -109,6 +112,10 @@ class PlanStreamReader:
     def _start_over(self) -> None:
         self._text = ""
         self._cursor = 0
+        # The call submitted from the line being read, at its `)`, before the line ended; and
+        # how far that line was looked at for a `)`.
+        self._early: ParsedToolCall | None = None
+        self._scanned = 0
         self._mode: _Mode = "start"
         self._count = 0  # calls read from this answer
         self._ids: set[str] = set()
@@ -165,9 +172,11 @@ class PlanStreamReader:
         while not self.stopped and self._mode == "lines":
             line_end = text.find("\n", self._cursor)
             if line_end < 0:
-                return  # the line is not complete yet
+                self._read_open_line(text)
+                return
             line = text[self._cursor : line_end]
             self._cursor = line_end + 1
+            early, self._early = self._early, None
             if _LABEL.match(line):
                 self._mode = "done"  # the intent: the calls are over
             elif CALL_LINE_START.match(line):
@@ -175,14 +184,35 @@ class PlanStreamReader:
                 if not isinstance(found, CallLine):
                     self.stopped = True  # the parser reports it; the plan will be repaired
                     continue
-                step = self._count + 1
+                step = self._count if early is not None else self._count + 1
                 try:
                     call = found.call(step)
                 except ValueError:
                     self.stopped = True  # the call's shape: the parser reports it
                     continue
                 self.read[line, step] = call
-                self._emit(call)
+                if early is None:
+                    self._emit(call)
+                elif not same_call(call, early):
+                    self.stopped = True  # cannot happen while read_call_line keeps its word
+
+    def _read_open_line(self, text: str) -> None:
+        """Submit the call of the line still streaming once its `)` is in."""
+        if self._early is not None:
+            return  # submitted already; the line's end completes its reading
+        scan_from = max(self._scanned, self._cursor)
+        self._scanned = len(text)
+        if text.find(")", scan_from) < 0:
+            return  # no call closes in what arrived
+        found = read_call_line(text, self._cursor, final=False)
+        if not isinstance(found, CallLine):
+            return  # not complete (or a mistake): the line's end decides
+        try:
+            call = found.call(self._count + 1)
+        except ValueError:
+            return
+        self._early = call
+        self._emit(call)
 
     # -- a JSON plan: each object of its "calls" array ---------------------------------------------
 
@@ -247,7 +277,7 @@ class PlanStreamReader:
         index = self._count
         self._count += 1
         if index < len(self.submitted):
-            if self.submitted[index] != call:
+            if not same_call(self.submitted[index], call):
                 self.stopped = True  # the restarted answer differs from what runs
             return
         self.submitted.append(call)

@@ -14,7 +14,7 @@ from pes_agent.planning.call_lines import (
     render_calls,
 )
 from pes_agent.planning.parser import OutputParser
-from pes_agent.planning.plan import ParsedToolCall
+from pes_agent.planning.plan import ParsedToolCall, same_call
 
 PARSER = OutputParser()
 
@@ -69,11 +69,13 @@ def test_values_are_json_and_python_literals_are_read_too() -> None:
 
 
 def test_after_adds_dependencies_by_step_and_language_steps_take_an_instruction() -> None:
-    """`after N, M` waits for those steps; `language_step("...")` is a language step."""
+    """`after N, M:` before a call waits for those steps; `language_step("...")` is a
+    language step."""
     output = PARSER.parse_planning_output(
         "1. a()\n2. b()\n"
-        '3. language_step("Compare {step_1_result} and {step_2_result}.") after 1, 2\n'
+        '3. after 1, 2: language_step("Compare {step_1_result} and {step_2_result}.")\n'
         '4. language_step(instruction="Shorten {step_3_result}.")\n'
+        "5. After step 4: c(x=1)  # once it is short\n"
         "Intent: compare\n"
     )
     calls = output.tool_calls or []
@@ -81,7 +83,20 @@ def test_after_adds_dependencies_by_step_and_language_steps_take_an_instruction(
     assert calls[2].instruction == "Compare {step_1_result} and {step_2_result}."
     assert calls[2].depends_on == ["call_1", "call_2"]
     assert calls[3].kind == "language"
-    assert [call.call_id for call in calls] == ["call_1", "call_2", "call_3", "call_4"]
+    assert (calls[4].tool_name, calls[4].depends_on, calls[4].why) == (
+        "c",
+        ["call_4"],
+        "once it is short",
+    )
+    assert [call.call_id for call in calls] == [f"call_{n}" for n in range(1, 6)]
+
+
+def test_after_behind_a_call_is_refused_with_where_to_write_it() -> None:
+    """`after N` behind the `)` comes too late (the call may have started at its `)`): the
+    line is refused, and the message shows the form to write."""
+    output = PARSER.parse_planning_output("1. a()\n2. b(x=1) after 1\nIntent: x\n")
+    assert len(output.errors) == 1
+    assert "N. after 1: b(...)" in output.errors[0]
 
 
 def test_no_calls_is_an_intent_line_alone() -> None:
@@ -141,16 +156,43 @@ def test_json_plans_and_art_sections_are_still_read() -> None:
     assert sections.plan == "1. do(it)"
 
 
-def test_read_call_line_waits_for_the_end_of_a_line_while_streaming() -> None:
-    """Mid-stream a call is complete only at its line's end ("after" or "# why" may come)."""
+def test_read_call_line_completes_a_streaming_call_at_its_closing_parenthesis() -> None:
+    """Mid-stream a call is complete at its `)`: nothing later on the line can change it (a
+    `# why` only explains it), so it is read then, without its reason, and its line's end is
+    not known yet (-1)."""
     assert read_call_line("a(x=1", final=False) is None
     assert read_call_line('a(x="Par', final=False) is None
-    assert read_call_line("a(x=1)", final=False) is None
-    assert read_call_line("a(x=1) aft", final=False) is None
-    read = read_call_line("a(x=1) after 2\n", final=False)
-    assert isinstance(read, CallLine)
-    assert read.after == (2,)
+    assert read_call_line('a(x=")', final=False) is None  # the ")" is inside a string
+    for partial in ("a(x=1)", "a(x=1)  ", "a(x=1)  #", "a(x=1) # to che", "a(x=1) /"):
+        read = read_call_line(partial, final=False)
+        assert isinstance(read, CallLine), partial
+        assert (read.name, read.arguments, read.why, read.end) == ("a", {"x": 1}, None, -1)
+    ended = read_call_line("a(x=1) # to check\n", final=False)
+    assert isinstance(ended, CallLine)
+    assert (ended.why, ended.end) == ("to check", len("a(x=1) # to check\n"))
+    after = read_call_line("after 2: a(x=1)", final=False)
+    assert isinstance(after, CallLine)
+    assert after.after == (2,)
+    assert read_call_line("a(x=1) aft", final=False) is None  # the line's end decides
+    assert isinstance(read_call_line("a(x=1) after 2\n", final=False), LineProblem)
     assert isinstance(read_call_line("a(x=')\n", final=False), LineProblem)
+
+
+def test_same_call_ignores_only_why() -> None:
+    """`same_call` compares every field of a call but its reason: changing any other field
+    (one at a time, over all of `ParsedToolCall`'s fields) makes the calls differ."""
+    base = ParsedToolCall(call_id="call_1", tool_name="a", arguments={"x": 1})
+    assert same_call(base, base.model_copy(update={"why": "because"}))
+    changes: dict[str, object] = {
+        "call_id": "call_2",
+        "tool_name": "b",
+        "arguments": {"x": 2},
+        "depends_on": ["call_0"],
+        "instruction": "Say hi.",
+    }
+    assert set(changes) | {"why"} == set(ParsedToolCall.model_fields)
+    for field, value in changes.items():
+        assert not same_call(base, base.model_copy(update={field: value})), field
 
 
 def test_render_call_writes_the_protocol_back() -> None:

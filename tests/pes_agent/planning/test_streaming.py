@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pes_agent.planning.parser import OutputParser
-from pes_agent.planning.plan import ParsedToolCall
+from pes_agent.planning.plan import ParsedToolCall, same_call
 from pes_agent.planning.streaming import PlanStreamReader
 
 PARSER = OutputParser()
@@ -17,7 +17,7 @@ PARSER = OutputParser()
 LINES = (
     '1. get_weather(city="Paris")\n'
     '2. get_weather(city="Tokyo")  # the second\n'
-    '3. language_step("Compare {step_1_result} and {step_2_result}.") after 1\n'
+    '3. after 1: language_step("Compare {step_1_result} and {step_2_result}.")\n'
     "Intent: compare two cities\n"
 )
 JSON_PLAN = json.dumps(
@@ -62,21 +62,57 @@ class Fed:
         return self
 
 
+def same_calls(submitted: list[ParsedToolCall], parsed: list[ParsedToolCall] | None) -> bool:
+    """The calls submitted are the parsed calls (a call line's `why` comes after its `)`)."""
+    parsed = parsed or []
+    return len(submitted) == len(parsed) and all(map(same_call, submitted, parsed))
+
+
 @pytest.mark.parametrize("text", [LINES, JSON_PLAN, LEGACY_JSON, "```json\n" + LEGACY_JSON])
 def test_the_calls_submitted_are_the_parsers_calls(text: str) -> None:
-    """Whatever the form, the calls submitted are exactly those the parser reads at the end."""
+    """Whatever the form, the calls submitted are those the parser reads at the end; the
+    lines the reader read reach the parser whole, reasons included."""
     fed = Fed().feed(text)
-    assert fed.calls == PARSER.parse_planning_output(text).tool_calls
+    whole = PARSER.parse_planning_output(text)
+    assert same_calls(fed.calls, whole.tool_calls)
+    assert PARSER.parse_planning_output(text, read=fed.reader.read) == whole
     assert not fed.reader.stopped
 
 
-def test_a_call_line_is_submitted_when_its_line_ends() -> None:
-    """Each call goes out with the line break that ends it, long before the answer ends."""
+def test_a_call_line_is_submitted_at_its_closing_parenthesis() -> None:
+    """Each call goes out with the `)` that closes it, before its `# why` and its line's end,
+    long before the answer ends; the reason reaches the final plan through `read`."""
     fed = Fed().feed(LINES, size=1)
-    ends = [LINES.index("\n", LINES.index(f"{n}. ")) + 1 for n in (1, 2, 3)]
-    assert fed.at == ends
-    assert fed.calls[1].why == "the second"
+    closes = []
+    for n in (1, 2, 3):
+        start = LINES.index(f"{n}. ")
+        closes.append(LINES.rindex(")", start, LINES.index("\n", start)) + 1)
+    assert fed.at == closes
+    assert fed.calls[1].why is None
     assert fed.calls[2].depends_on == ["call_1"]
+    read = PARSER.parse_planning_output(LINES, read=fed.reader.read).tool_calls or []
+    assert read[1].why == "the second"
+
+
+def test_a_reason_that_reads_like_more_of_the_call_changes_nothing() -> None:
+    """A `)` inside a string or a reason does not complete a call early: the call goes out at
+    its own `)`, once."""
+    text = '1. a(x=")")  # b(y=1)\n2. c(z="(")\nIntent: x\n'
+    fed = Fed().feed(text, size=1)
+    assert [(call.tool_name, call.arguments) for call in fed.calls] == [
+        ("a", {"x": ")"}),
+        ("c", {"z": "("}),
+    ]
+    assert fed.at == [text.index(")  #") + 1, text.index('"(")') + 4]
+    assert not fed.reader.stopped
+
+
+def test_after_behind_a_call_stops_the_reader() -> None:
+    """`after N` behind a call that already went out at its `)` makes its line unreadable:
+    the reader stops, and the parser reports the line (the plan is repaired)."""
+    fed = Fed().feed("1. a()\n2. b() after 1\n3. c()\nIntent: x\n", size=1)
+    assert [call.tool_name for call in fed.calls] == ["a", "b"]
+    assert fed.reader.stopped
 
 
 def test_a_json_call_is_submitted_when_its_object_closes() -> None:
@@ -127,7 +163,7 @@ def test_thinking_before_the_plan_is_skipped() -> None:
 def test_a_restart_submits_only_what_is_new() -> None:
     """After a restart the answer is read from the start; calls already submitted are not
     submitted twice, later ones are."""
-    fed = Fed().feed(LINES[:60])
+    fed = Fed().feed(LINES[:40])
     assert len(fed.calls) == 1
     fed.reader.on_restart()
     fed.feed(LINES)
@@ -138,7 +174,7 @@ def test_a_restart_submits_only_what_is_new() -> None:
 def test_a_restart_with_another_answer_stops_the_reader() -> None:
     """When the restarted answer's call differs from the one submitted at its place, the
     reader stops: what started is not this plan."""
-    fed = Fed().feed(LINES[:60])
+    fed = Fed().feed(LINES[:40])
     fed.reader.on_restart()
     fed.feed('1. get_weather(city="Rome")\n2. b()\n')
     assert len(fed.calls) == 1
@@ -148,4 +184,8 @@ def test_a_restart_with_another_answer_stops_the_reader() -> None:
 @given(st.integers(min_value=1, max_value=40), st.sampled_from([LINES, JSON_PLAN, LEGACY_JSON]))
 def test_how_the_text_is_cut_changes_nothing(size: int, text: str) -> None:
     """The calls submitted do not depend on how the stream is cut into pieces."""
-    assert Fed().feed(text, size=size).calls == PARSER.parse_planning_output(text).tool_calls
+    fed = Fed().feed(text, size=size)
+    assert same_calls(fed.calls, PARSER.parse_planning_output(text).tool_calls)
+    assert PARSER.parse_planning_output(text, read=fed.reader.read).tool_calls == (
+        PARSER.parse_planning_output(text).tool_calls
+    )

@@ -148,7 +148,7 @@ def test_a_compact_structured_reply_parses_like_the_text_protocol() -> None:
     }
     text = (
         '1. get_weather(city="Paris")\n'
-        '2. language_step("Say {step_1_result} in French.") after 1\n'
+        '2. after 1: language_step("Say {step_1_result} in French.")\n'
         "Intent: weather in Paris, in French"
     )
     parser = OutputParser()
