@@ -35,8 +35,8 @@ Intent: <the user's goal, in a few words>
 - Line N is step N. {step_N_result} passes step N's result into a later call;
   {step_N_result.field} and {step_N_result.items[0]} reach inside it. Alone it is the raw
   value; inside text it becomes text. Refer only to earlier steps.
-- Calls run at the same time unless placeholders link them; to wait for step N without
-  using its result, start the call with "after N:", as in 4. after 2: tool_name(...)
+- Calls run at the same time unless placeholders link them; "4. after 2: tool_name(...)"
+  waits for step 2 without using its result.
 - language_step("...") has a model do text work (summarise, compare, extract, draft): its
   text is the step's result. Write no call for the final answer: it is written later, from
   the results.
