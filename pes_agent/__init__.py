@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         ToolExecutionError,
         ToolSourceError,
         UsageError,
+        UsageLimitExceeded,
     )
     from pes_agent.execution.executors import ConcurrentExecutor, SequentialExecutor
     from pes_agent.execution.revision import PlanProgress, PlanRevision
@@ -112,7 +113,7 @@ if TYPE_CHECKING:
         ToolSchema,
         tool,
     )
-    from pes_agent.usage import Usage
+    from pes_agent.usage import Usage, UsageLimits
 
 __version__ = "0.1.0"
 
@@ -205,6 +206,8 @@ __all__ = [
     "ToolSourceError",
     "Usage",
     "UsageError",
+    "UsageLimitExceeded",
+    "UsageLimits",
     "VectorStore",
     "__version__",
     "check_thread_id",
@@ -244,6 +247,7 @@ _HOMES = {
     "ToolExecutionError": "pes_agent.errors",
     "ToolSourceError": "pes_agent.errors",
     "UsageError": "pes_agent.errors",
+    "UsageLimitExceeded": "pes_agent.errors",
     "ConcurrentExecutor": "pes_agent.execution.executors",
     "SequentialExecutor": "pes_agent.execution.executors",
     "PlanProgress": "pes_agent.execution.revision",
@@ -314,6 +318,7 @@ _HOMES = {
     "ToolSchema": "pes_agent.tools",
     "tool": "pes_agent.tools",
     "Usage": "pes_agent.usage",
+    "UsageLimits": "pes_agent.usage",
 }
 
 if not TYPE_CHECKING:

@@ -15,6 +15,8 @@ PESAgentError
     ├── ToolExecutionError    a tool raised, timed out or was refused (carries call_id, tool_name)
     ├── ToolSourceError       a tool source (an MCP server) could not be opened: its tools are
     │                         unknown, so nothing is planned (carries source_name)
+    ├── UsageLimitExceeded    a run would cross one of its `UsageLimits` (carries the limit's
+    │                         name, what was used and what is allowed)
     └── StorageError          the store could not be read or written; `transient` says whether
         │                     the same call may succeed if tried again
         └── StateConflictError    a compare-and-set save found another version than expected
@@ -44,6 +46,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolSourceError",
     "UsageError",
+    "UsageLimitExceeded",
 ]
 
 
@@ -157,6 +160,30 @@ class ToolSourceError(RunError):
     def __init__(self, message: str, *, source_name: str) -> None:
         super().__init__(message)
         self.source_name = source_name
+
+
+class UsageLimitExceeded(RunError):
+    """A run would cross one of its `UsageLimits`; it stops with `status="error"`.
+
+    `limit` names the limit (`"total_tokens"`, `"requests"`, ...), `used` is what the run had
+    used when it was stopped and `allowed` the limit. The message reads
+    `"total_tokens: 4,120 used, limit 4,000"`.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: str,
+        used: int,
+        allowed: int,
+        thread_id: str | None = None,
+        trace_id: str | None = None,
+    ) -> None:
+        super().__init__(message, thread_id=thread_id, trace_id=trace_id)
+        self.limit = limit
+        self.used = used
+        self.allowed = allowed
 
 
 class StorageError(RunError):
