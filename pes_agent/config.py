@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from pes_agent._patterns import BLANK, NOT_BLANK
 from pes_agent.errors import ConfigurationError
+from pes_agent.usage import UsageLimits
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -156,7 +157,8 @@ class ThreadConfig(BaseModel):
 
     `enabled_tools=None` enables every registered tool; `[]` enables none.
     `require_approval` names tools whose calls on this thread wait for a person's approval,
-    on top of the agent's rules (it can add gates, never remove them).
+    on top of the agent's rules (it can add gates, never remove them); `usage_limits` can
+    likewise only tighten the agent's `UsageLimits`.
     """
 
     # A nested ProviderConfig's validation error must not quote the input (it may hold a key).
@@ -170,6 +172,9 @@ class ThreadConfig(BaseModel):
     history_limit: int | None = Field(default=None, ge=0, strict=True)
     system_prompt: str | None = None
     require_approval: list[_Name] | None = None
+    #: The most a run on this thread may spend, on top of the agent's limits (it can lower a
+    #: limit, never raise it).
+    usage_limits: UsageLimits | None = None
 
     _counts = field_validator("history_limit", mode="before")(_whole)
 
@@ -196,7 +201,8 @@ class RunOptions(BaseModel):
     """Settings for one `process()` call; `None` keeps the thread's or agent's setting.
 
     Each field replaces the thread's or agent's value for this call, except `enabled_tools`,
-    which can only narrow the thread's tools (a tool the thread does not enable never runs).
+    which can only narrow the thread's tools (a tool the thread does not enable never runs),
+    and `require_approval` and `usage_limits`, which can only add gates and lower limits.
     """
 
     # A nested ProviderConfig's validation error must not quote the input (it may hold a key).
@@ -221,6 +227,9 @@ class RunOptions(BaseModel):
     #: Tools whose calls wait for a person's approval in this call, on top of the agent's and
     #: the thread's rules (it can add gates, never remove them).
     require_approval: list[_Name] | None = None
+    #: The most this call may spend, on top of the agent's and the thread's limits (it can
+    #: lower a limit, never raise it).
+    usage_limits: UsageLimits | None = None
 
     _counts = field_validator("history_limit", "max_tool_calls", "max_revisions", mode="before")(
         _whole

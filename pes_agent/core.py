@@ -31,6 +31,7 @@ from pes_agent.errors import (
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.streams import StreamSocket
 from pes_agent.observing.types import ObservationType
+from pes_agent.pes.budget import RunBudget
 from pes_agent.pes.components import (
     Executed,
     Finalized,
@@ -453,11 +454,14 @@ class AgentCore(ClosedOnExit):
         timings = RunTimings()
         timings.phases.load_ms = (time.perf_counter() - started) * 1000
         recorder = RunRecorder(self.observations, props.thread_id, trace_id)
+        limits = settings.usage_limits
+        budget = RunBudget(limits) if limits is not None else None
         llm = RunModelCaller(
             provider=loaded.provider,
             recorder=recorder,
             stream=self.stream,
             params=settings.llm_params,
+            budget=budget,
         )
         spec = RunSpec(
             props=props,
@@ -476,7 +480,7 @@ class AgentCore(ClosedOnExit):
             max_revisions=settings.max_revisions,
         )
         gate = self._gate(props, trace_id, settings, recorder, paused, decisions)
-        resources = RunResources(llm=llm, recorder=recorder, approvals=gate)
+        resources = RunResources(llm=llm, recorder=recorder, approvals=gate, budget=budget)
         return _Prepared(spec, timings, resources, started, paused)
 
     async def _load(

@@ -38,6 +38,7 @@ from pes_agent.tools.base import Tool
 from pes_agent.tools.registry import ToolRegistry
 from pes_agent.tools.sources import ToolSource
 from pes_agent.tools.threads import DEFAULT_SYNC_TOOL_THREADS
+from pes_agent.usage import UsageLimits
 
 __all__ = ["create_agent"]
 
@@ -82,6 +83,7 @@ def create_agent(
     require_approval: ApprovalRule | None = None,
     approval_handler: ApprovalHandler | None = None,
     approval_timeout_s: float | None = None,
+    usage_limits: UsageLimits | None = None,
 ) -> AgentCore:
     """Build an agent: `create_agent(provider="openai:gpt-4o-mini", tools=[get_weather])`.
 
@@ -141,6 +143,10 @@ def create_agent(
             without it the run pauses (`status="awaiting_approval"`) until
             `agent.resume(...)`.
         approval_timeout_s: Makes pending calls expire (denied) when resumed later than that.
+        usage_limits: The most a run may spend (model calls, tokens, tool calls): a run that
+            would cross a limit stops with `status="error"` and nothing saved. A thread's
+            `ThreadConfig.usage_limits` and a call's `RunOptions.usage_limits` can lower
+            these limits, never raise them.
 
     Returns:
         The agent, ready for `await agent.process(AgentProps(query, thread_id))`.
@@ -195,6 +201,11 @@ def create_agent(
         )
     if approval_timeout_s is not None:
         _check_positive("approval_timeout_s", approval_timeout_s, "3600")
+    if usage_limits is not None and not isinstance(usage_limits, UsageLimits):
+        raise UsageError(
+            "usage_limits must be a UsageLimits, e.g. usage_limits=UsageLimits("
+            f"total_tokens=20_000, tool_calls=10); got {type(usage_limits).__name__}"
+        )
     _check_protocol("synthesizer", synthesizer, "synthesize", "Synthesizer")
     if system_prompt is not None and not isinstance(system_prompt, str):
         raise UsageError(f"system_prompt must be a str, got {type(system_prompt).__name__}")
@@ -256,5 +267,6 @@ def create_agent(
             approval_predicate=approval_predicate,
             approval_handler=approval_handler,
             approval_timeout_s=None if approval_timeout_s is None else float(approval_timeout_s),
+            usage_limits=usage_limits,
         ),
     )

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pes_agent.errors import UsageLimitExceeded
 
@@ -12,6 +12,8 @@ __all__ = ["Usage", "UsageLimits"]
 
 LimitName = Literal["requests", "input_tokens", "output_tokens", "total_tokens", "tool_calls"]
 _TOKEN_LIMITS: Final[tuple[LimitName, ...]] = ("input_tokens", "output_tokens", "total_tokens")
+# A limit as the OpenAPI document of the HTTP service shows it: a whole number of 0 or more.
+_Limit = Annotated[int, Field(ge=0, strict=True)]
 
 
 class Usage(BaseModel):
@@ -88,17 +90,19 @@ class UsageLimits(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    requests: int | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    total_tokens: int | None = None
-    tool_calls: int | None = None
+    requests: _Limit | None = None
+    input_tokens: _Limit | None = None
+    output_tokens: _Limit | None = None
+    total_tokens: _Limit | None = None
+    tool_calls: _Limit | None = None
 
     @field_validator("*", mode="before")
     @classmethod
     def _a_count(cls, value: Any, info: Any) -> Any:
         if value is None:
             return None
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # JSON's 5.0 is the integer 5 (and JSON Schema says so)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(
                 f"{info.field_name} must be a whole number of 0 or more, or None for no limit "

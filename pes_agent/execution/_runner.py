@@ -16,7 +16,7 @@ from typing import Any
 
 from pes_agent.approvals.gate import ApprovalGate, denial_message
 from pes_agent.approvals.models import Deny
-from pes_agent.errors import RunError, ToolExecutionError
+from pes_agent.errors import RunError, ToolExecutionError, UsageLimitExceeded
 from pes_agent.execution._deadlines import Deadlines
 from pes_agent.execution.dag import CallGraph
 from pes_agent.execution.feed import PlanFeed
@@ -265,10 +265,13 @@ class CallRunner:
         return None
 
     async def run_call(self, index: int, limiter: Slots | None) -> ToolResult:
-        """Run a call whose dependencies have all finished; every failure becomes a result."""
+        """Run a call whose dependencies have all finished; every failure becomes a result,
+        except the run's budget being spent (`UsageLimitExceeded`), which stops the run."""
         call = self.ledger.calls[index]
         try:
             return await self._run_checked(index, call, limiter)
+        except UsageLimitExceeded:
+            raise  # the run's budget is spent: the whole execution stops
         except Exception as exc:
             # A bug of ours, not of the tool: still a result, so the plan's other calls finish.
             self.logger().exception("tool_call_internal_error", call_id=call.call_id)
@@ -449,6 +452,11 @@ class CallRunner:
             # Raised on purpose by the tool (or by @tool's argument check): a clean message.
             deadline.settle()
             return error_result(call, exc.message, started)
+        except UsageLimitExceeded:
+            # The run's budget had no room for this call (the invoker asks it before the
+            # tool): the run stops, and the calls beside it are cancelled with the group.
+            deadline.settle()
+            raise
         except asyncio.CancelledError as exc:
             if deadline.settle():
                 return error_result(
@@ -492,6 +500,8 @@ class CallRunner:
         started = time.perf_counter()
         try:
             response = await llm(build_language_step_messages(instruction), phase="language_step")
+        except UsageLimitExceeded:
+            raise  # the run's budget is spent: the run stops, not just this step
         except RunError as exc:
             # The provider failed after its retries: an error result, so the run is partial.
             return error_result(call, f"Language step failed: {exc.message}", started)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, TypeVarTuple, get_args, get_origin
 
 from ecs_core import EntityId, World
-from pes_agent.errors import UsageError
+from pes_agent.errors import UsageError, UsageLimitExceeded
 from pes_agent.observing.logs import get_logger
 from pes_agent.pes.components import Phase, Retrieved, RunFailed, RunSpec, RunTimings
 from pes_agent.pes.llm_call import RunModelCaller
@@ -69,6 +69,20 @@ def passages_of(run: PhaseRun) -> list[ScoredDocument]:
     return retrieved.documents if retrieved is not None else []
 
 
+def _over_budget(phase: Phase, spec: RunSpec, breach: UsageLimitExceeded) -> RunFailed:
+    """The failure of a run that would have crossed a usage limit during `phase`."""
+    _log.warning(
+        "run_over_budget",
+        phase=phase,
+        thread_id=spec.thread_id,
+        trace_id=spec.trace_id,
+        limit=breach.limit,
+        used=breach.used,
+        allowed=breach.allowed,
+    )
+    return RunFailed(phase="budget", message=f"usage limit reached: {breach.message}", error=breach)
+
+
 class PhaseSystem(ABC, Generic[*Inputs]):
     """A system that runs one phase for every run entity that is ready for it.
 
@@ -119,6 +133,11 @@ class PhaseSystem(ABC, Generic[*Inputs]):
                 run = PhaseRun(world, entity, spec, resources, timings)
                 await self.run(run, *inputs[2:])
             except Exception as error:
+                budget = resources.budget
+                if budget is not None and budget.breach is not None:
+                    # Whatever the phase raised on its way out, the run stopped at a limit.
+                    world.add_component(entity, _over_budget(self.phase, spec, budget.breach))
+                    continue
                 message = str(error)
                 _log.warning(
                     "phase_failed",
@@ -137,6 +156,12 @@ class PhaseSystem(ABC, Generic[*Inputs]):
                         raw_output=getattr(error, "raw_output", None),
                     ),
                 )
+            else:
+                budget = resources.budget
+                if budget is not None and budget.breach is not None:
+                    # Crossed inside the phase and swallowed there (a custom executor that
+                    # turns every exception into a result): the run stops all the same.
+                    world.add_component(entity, _over_budget(self.phase, spec, budget.breach))
             finally:
                 field = self.phase + "_ms"
                 if not getattr(timings.phases, field):  # a phase that timed itself keeps it

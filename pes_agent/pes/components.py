@@ -46,6 +46,8 @@ __all__ = [
 ]
 
 Phase = Literal["load", "retrieval", "planning", "execution", "synthesis", "finalization"]
+#: What a run failed in: a phase, or its budget (a usage limit it would have crossed).
+FailedPhase = Phase | Literal["budget"]
 
 
 @dataclass(slots=True)
@@ -153,9 +155,10 @@ class Finalized:
 
 @dataclass(slots=True)
 class RunFailed:
-    """A phase failed; `message` is safe to show a user (no secrets, no traceback)."""
+    """A phase failed, or the run would have crossed a usage limit (`phase="budget"`);
+    `message` is safe to show a user (no secrets, no traceback)."""
 
-    phase: Phase
+    phase: FailedPhase
     message: str
     error: BaseException | None = None
     raw_output: str | None = None

@@ -25,6 +25,7 @@ from pes_agent.protocols import (
     SupportsStreaming,
 )
 from pes_agent.tools.base import Tool, ToolResult
+from pes_agent.tools.invoker import ToolInvoker
 
 __all__ = ["Execution"]
 
@@ -99,7 +100,7 @@ class Execution:
             llm=run.llm,
             reevaluation=reevaluation,
             approvals=gate,
-            invoker=run.resources.invoker,
+            invoker=_invoker(run),
         )
         return context, hooks
 
@@ -113,6 +114,13 @@ class Execution:
         if run.resources.approvals is not None and not _honours_approvals(executor):
             return None  # the execution phase refuses such a run, saying why
         return RunDispatch(executor, lambda: self.context(run, None, resumed=None), run.recorder)
+
+    async def record_budget_stop(self, run: PhaseRun, hooks: ObservingHooks) -> None:
+        """If `run` stopped at a usage limit, record its calls that started and did not end
+        as cancelled (each a TOOL_EXECUTION error naming the limit)."""
+        breach = run.resources.budget.breach if run.resources.budget is not None else None
+        if breach is not None:
+            await hooks.on_discard(f"usage limit reached: {breach.message}")
 
     def conclude(
         self,
@@ -158,6 +166,13 @@ class Execution:
             )
             return
         run.add(Executed(results=list(results), steps=steps, calls=final))
+
+
+def _invoker(run: PhaseRun) -> ToolInvoker:
+    """How the run's tool calls reach their tools: through its budget when it counts them."""
+    budget = run.resources.budget
+    invoker = run.resources.invoker
+    return invoker if budget is None else budget.invoker(invoker)
 
 
 def _honours_approvals(executor: Executor) -> bool:

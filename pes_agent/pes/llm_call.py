@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from typing import Any, assert_never
 
 from pes_agent.config import LLMParams
-from pes_agent.errors import ProviderError
+from pes_agent.errors import ProviderError, UsageLimitExceeded
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.streams import StreamEvent, StreamEventKind, StreamSocket
 from pes_agent.observing.types import ObservationType
+from pes_agent.pes.budget import RunBudget
 from pes_agent.pes.recorder import RunRecorder
 from pes_agent.protocols import LLMResponse, StreamListener
 from pes_agent.providers.base import (
@@ -75,7 +76,10 @@ def _request_details(request: LLMRequest, provider: LLMProvider) -> dict[str, An
 class RunModelCaller:
     """Streams model calls for one run: records stream observations, counts calls and usage.
 
-    Implements the `ModelCaller` protocol handed to planners and synthesizers.
+    Implements the `ModelCaller` protocol handed to planners and synthesizers. With a
+    `budget`, a call the run has no room for is not made, an answer whose tokens cross a
+    limit is not returned, and a stream stops at its next piece once the run has crossed a
+    limit elsewhere (a streamed plan's call): each raises `UsageLimitExceeded`.
     """
 
     def __init__(
@@ -85,8 +89,10 @@ class RunModelCaller:
         recorder: RunRecorder,
         stream: StreamSocket,
         params: LLMParams,
+        budget: RunBudget | None = None,
     ) -> None:
         self.provider = provider
+        self.budget = budget
         self.thread_id = recorder.thread_id
         self.trace_id = recorder.trace_id
         self.params = params
@@ -117,6 +123,9 @@ class RunModelCaller:
     ) -> LLMResponse:
         """Stream one call to the run's provider and return its text, thoughts, native tool
         calls and usage; the answer's text also goes to `listener` as it streams."""
+        budget = self.budget
+        if budget is not None:
+            budget.before_request(self.usage, self.calls)
         request = LLMRequest(
             messages=tuple(messages),
             phase=phase,
@@ -147,6 +156,8 @@ class RunModelCaller:
         metadata: StreamMetadata | None = None
         try:
             async for event in provider.stream(request):
+                if budget is not None and budget.breach is not None:
+                    raise budget.breach  # crossed elsewhere in the run: stop writing
                 if isinstance(event, TokenDelta):
                     if event.kind == "content":
                         text.append(event.text)
@@ -191,7 +202,7 @@ class RunModelCaller:
                     metadata = event
                 else:
                     assert_never(event)
-        except ProviderError as error:
+        except (ProviderError, UsageLimitExceeded) as error:
             await self._fail(phase, label, error.message)
             raise
         except Exception as error:
@@ -221,6 +232,8 @@ class RunModelCaller:
         )
         await self._record(ObservationType.LLM_STREAM_END, f"{phase} call finished", label)
         await self._publish(phase, "end")
+        if budget is not None:
+            budget.after_response(self.usage)
         if _log.enabled_for(logging.DEBUG):
             _log.debug(
                 "llm_call",

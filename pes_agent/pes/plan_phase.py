@@ -50,14 +50,20 @@ class PlanPhaseSystem(PhaseSystem[()]):
                 output = await self._plan(run, dispatch)
             except Exception as error:
                 if dispatch is not None:
-                    await dispatch.discard(f"planning failed: {error}")
+                    await dispatch.discard(_budget_stop(run) or f"planning failed: {error}")
                 raise
             planning_ms = (time.perf_counter() - started) * 1000
             planned = Planned(output=output, raw=_raw_output(run))
             await _record_plan(run, planned)
-            dispatched = (
-                await dispatch.finish(output.tool_calls or []) if dispatch is not None else None
-            )
+            try:
+                dispatched = (
+                    await dispatch.finish(output.tool_calls or []) if dispatch is not None else None
+                )
+            except Exception:
+                stop = _budget_stop(run)
+                if dispatch is not None and stop is not None:
+                    await dispatch.discard(stop)  # records the calls the stop cancelled
+                raise
         finally:
             if dispatch is not None:
                 await dispatch.close()  # failed or cancelled: stop what still runs
@@ -121,3 +127,11 @@ async def _record_plan(run: PhaseRun, planned: Planned) -> None:
             "raw": planned.raw,
         },
     )
+
+
+def _budget_stop(run: PhaseRun) -> str | None:
+    """Why the run's started calls stop when it reached a usage limit; None if it did not."""
+    budget = run.resources.budget
+    if budget is None or budget.breach is None:
+        return None
+    return f"usage limit reached: {budget.breach.message}"

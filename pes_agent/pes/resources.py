@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ecs_core import EntityId, World
 from pes_agent.approvals.gate import ApprovalGate
+from pes_agent.pes.budget import RunBudget
 from pes_agent.pes.llm_call import RunModelCaller
 from pes_agent.pes.recorder import RunRecorder
 from pes_agent.tools.invoker import IN_PROCESS, ToolInvoker
@@ -24,13 +25,14 @@ __all__ = ["ResourceTable", "RunResources"]
 @dataclass(slots=True, frozen=True)
 class RunResources:
     """The services one run works through: its model caller, its observation recorder, (when
-    any call may need approval) its approval gate, and how its tool calls reach their tools
-    (the executor's `ExecutionContext.invoker`)."""
+    any call may need approval) its approval gate, how its tool calls reach their tools (the
+    executor's `ExecutionContext.invoker`), and (when it has usage limits) its budget."""
 
     llm: RunModelCaller
     recorder: RunRecorder
     approvals: ApprovalGate | None = None
     invoker: ToolInvoker = IN_PROCESS
+    budget: RunBudget | None = None
 
 
 class ResourceTable:

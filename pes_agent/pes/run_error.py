@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ecs_core import TerminalComponent, World
+from pes_agent.errors import UsageLimitExceeded
 from pes_agent.observing.types import ObservationType
 from pes_agent.pes.components import RunFailed
 from pes_agent.pes.resources import ResourceTable
@@ -31,9 +32,10 @@ class RunErrorSystem:
                 content["raw"] = failed.raw_output
             if failed.error is not None:
                 content["errorType"] = type(failed.error).__name__
-            await resources.recorder.record(
-                ObservationType.ERROR,
-                f"{failed.phase.capitalize()} failed",
-                content,
-            )
+            title = f"{failed.phase.capitalize()} failed"
+            if isinstance(failed.error, UsageLimitExceeded):
+                title = "Usage limit reached"
+                error = failed.error
+                content.update(limit=error.limit, used=error.used, allowed=error.allowed)
+            await resources.recorder.record(ObservationType.ERROR, title, content)
             world.add_component(entity, TerminalComponent(reason=f"error in {failed.phase}"))

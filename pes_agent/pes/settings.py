@@ -22,6 +22,7 @@ from pes_agent.config import (
     ThreadConfig,
 )
 from pes_agent.observing.logs import get_logger
+from pes_agent.usage import UsageLimits
 
 __all__ = ["AgentDefaults", "RunSettings"]
 
@@ -56,6 +57,7 @@ class AgentDefaults:
     approval_predicate: ApprovalPredicate | None = None
     approval_handler: ApprovalHandler | None = None
     approval_timeout_s: float | None = None
+    usage_limits: UsageLimits | None = None
 
 
 # A NamedTuple rather than a frozen dataclass: as immutable, and built on every run's hot path,
@@ -77,6 +79,8 @@ class RunSettings(NamedTuple):
     max_revisions: int
     #: The tools gated by name: the agent's, the thread's and the call's added up.
     require_approval: frozenset[str]
+    #: The tightest of the agent's, the thread's and the call's limits; None: no limit.
+    usage_limits: UsageLimits | None
 
     @classmethod
     def resolve(
@@ -104,6 +108,7 @@ class RunSettings(NamedTuple):
             require_approval=defaults.require_approval.union(
                 thread.require_approval or (), call.require_approval or ()
             ),
+            usage_limits=_tightest(defaults.usage_limits, thread.usage_limits, call.usage_limits),
         )
 
 
@@ -112,6 +117,16 @@ def _first(*values: T | None) -> T:
         if value is not None:
             return value
     raise AssertionError("the last fallback is never None")
+
+
+def _tightest(*scopes: UsageLimits | None) -> UsageLimits | None:
+    """The scopes' limits together, each the lowest set (None when none sets any)."""
+    merged: UsageLimits | None = None
+    for limits in scopes:
+        if limits is None or limits.unlimited:
+            continue
+        merged = limits if merged is None else merged.tightened(limits)
+    return merged
 
 
 def _enabled_tools(

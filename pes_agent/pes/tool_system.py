@@ -57,4 +57,7 @@ class ToolSystem(PhaseSystem[Planned]):
             # What finished is kept on the entity for whoever inspects the cancelled run.
             run.add(Executed(results=list(hooks.finished.values())))
             raise
+        except Exception:
+            await execution.record_budget_stop(run, hooks)
+            raise
         execution.conclude(run, list(calls), results, hooks)
