@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -252,16 +253,20 @@ async def test_a_thread_s_limits_are_stored_and_read_back(
     await first.state.set_thread_config("t1", ThreadConfig(usage_limits=limits))
     await first.aclose()
     second = build_agent(provider=ScriptedProvider(["x"]), storage=url)
-    assert (await second.state.get_thread_config("t1")).usage_limits == limits
+    stored = await second.state.get_thread_config("t1")
+    assert stored is not None
+    assert stored.usage_limits == limits
 
 
 class _Forgiving(ConcurrentExecutor):
     """An executor that turns every exception of a run into error results (a bad plug-in)."""
 
-    async def execute(self, calls: list[ParsedToolCall], ctx: ExecutionContext) -> list[ToolResult]:
+    async def execute(
+        self, calls: Sequence[ParsedToolCall], ctx: ExecutionContext
+    ) -> list[ToolResult]:
         try:
             return await super().execute(calls, ctx)
-        except BaseException as error:  # noqa: BLE001 - the point of this plug-in
+        except BaseException as error:  # the point of this plug-in
             if isinstance(error, asyncio.CancelledError):
                 raise
             return [
@@ -310,7 +315,8 @@ def test_limits_tighten_field_by_field() -> None:
     assert agent.tightened(call) == UsageLimits(requests=10, total_tokens=1_000, tool_calls=3)
     assert call.tightened(agent) == agent.tightened(call)
     assert agent.tightened(None) is agent
-    assert UsageLimits().unlimited and not agent.unlimited
+    assert UsageLimits().unlimited
+    assert not agent.unlimited
 
 
 def test_retried_tokens_count_against_the_token_limits() -> None:
