@@ -67,7 +67,7 @@ from pes_agent.threads.messages import ConversationMessage, MessageRole
 from pes_agent.threads.state import StateManager, ThreadContext
 from pes_agent.tools.base import ToolResult, needs_approval
 from pes_agent.tools.registry import ToolRegistry
-from pes_agent.usage import Usage
+from pes_agent.usage import Usage, UsageLimits
 
 __all__ = ["AgentCore", "ProviderSource"]
 
@@ -454,8 +454,7 @@ class AgentCore(ClosedOnExit):
         timings = RunTimings()
         timings.phases.load_ms = (time.perf_counter() - started) * 1000
         recorder = RunRecorder(self.observations, props.thread_id, trace_id)
-        limits = settings.usage_limits
-        budget = RunBudget(limits) if limits is not None else None
+        budget = _budget(settings.usage_limits, paused)
         llm = RunModelCaller(
             provider=loaded.provider,
             recorder=recorder,
@@ -877,6 +876,18 @@ async def _record_cancelled(prepared: _Prepared, *, by_close: bool) -> None:
             },
         )
     )
+
+
+def _budget(limits: UsageLimits | None, paused: PausedRun | None) -> RunBudget | None:
+    """The run's budget: its limits, tightened by those it paused under, against what it
+    used before the pause; None when no limit applies."""
+    if paused is not None and paused.usage_limits is not None:
+        limits = paused.usage_limits if limits is None else paused.usage_limits.tightened(limits)
+    if limits is None or limits.unlimited:
+        return None
+    if paused is None:
+        return RunBudget(limits)
+    return RunBudget(limits, spent=paused.usage, tool_calls=paused.tool_calls)
 
 
 def _checked_decisions(decisions: object) -> dict[str, Decision]:

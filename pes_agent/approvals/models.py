@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
 from pes_agent.run import AgentProps, PendingApproval
 from pes_agent.tools.base import ToolResult
+from pes_agent.usage import Usage, UsageLimits
 
 __all__ = [
     "ApprovalContext",
@@ -83,12 +84,13 @@ class PausedRun(BaseModel):
     calls that still wait for another one. `deadline` (from `approval_timeout_s`) is when the
     pending calls expire: a resume after it treats them as denied.
 
-    The approval rules in force at the pause travel with the run, because the process that
-    resumes it may have been built without them: `require_approval` names every tool that
-    needed approval (the agent's, thread's and run's names and the tools flagged with
-    `requires_approval`), and `approval_predicate` says a predicate decided too. A resume adds
-    them to its own rules; a predicate it does not have counts as asking a person about every
-    call still undecided (it fails closed).
+    The approval rules and usage limits in force at the pause travel with the run, because
+    the process that resumes it may have been built without them: `require_approval` names
+    every tool that needed approval (the agent's, thread's and run's names and the tools
+    flagged with `requires_approval`), and `approval_predicate` says a predicate decided too.
+    A resume adds them to its own rules; a predicate it does not have counts as asking a
+    person about every call still undecided (it fails closed). Likewise `usage_limits`
+    tighten the resuming agent's, counted from the `usage` and `tool_calls` before the pause.
     """
 
     thread_id: str
@@ -104,6 +106,13 @@ class PausedRun(BaseModel):
     approval_predicate: bool = False
     created_at: datetime = Field(default_factory=_now)
     deadline: datetime | None = None
+    #: The run's usage limits at the pause (the agent's, thread's and call's, tightened), and
+    #: what it had used: the resumed run goes on against the same budget, whichever agent
+    #: resumes it (its own limits can only tighten these).
+    usage_limits: UsageLimits | None = None
+    usage: Usage = Field(default_factory=Usage)
+    #: The tool calls the run had started, counted while a `tool_calls` limit was in force.
+    tool_calls: int = 0
 
     def expired(self, now: datetime | None = None) -> bool:
         """Tell whether the deadline for decisions has passed (then resuming denies the calls).

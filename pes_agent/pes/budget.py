@@ -28,21 +28,30 @@ __all__ = ["BudgetedInvoker", "RunBudget"]
 
 
 class RunBudget:
-    """One run's `UsageLimits` and its tool calls so far; the first breach is kept."""
+    """One run's `UsageLimits` and its tool calls so far; the first breach is kept.
 
-    __slots__ = ("breach", "limits", "tool_calls")
+    A run resumed after a pause for approval goes on against what it had `spent` (model
+    calls and tokens) and the tool calls it had started before the pause.
+    """
 
-    def __init__(self, limits: UsageLimits) -> None:
+    __slots__ = ("breach", "limits", "spent", "tool_calls")
+
+    def __init__(
+        self, limits: UsageLimits, *, spent: Usage | None = None, tool_calls: int = 0
+    ) -> None:
         self.limits = limits
-        self.tool_calls = 0
+        #: What the run used before it paused (nothing for a run that never paused).
+        self.spent = spent if spent is not None else Usage()
+        self.tool_calls = tool_calls
         #: The first limit the run would have crossed; None while it is within them.
         self.breach: UsageLimitExceeded | None = None
 
     def before_request(self, usage: Usage, requests: int) -> None:
         """Raise `UsageLimitExceeded` if the run has no room for another model call."""
         self._raise_breach()
+        spent = self.spent
         try:
-            self.limits.check_before_request(usage, requests)
+            self.limits.check_before_request(usage + spent, requests + spent.requests)
         except UsageLimitExceeded as error:
             self._keep(error)
             raise
@@ -50,7 +59,7 @@ class RunBudget:
     def after_response(self, usage: Usage) -> None:
         """Raise `UsageLimitExceeded` if the tokens used so far cross a token limit."""
         try:
-            self.limits.check_tokens(usage)
+            self.limits.check_tokens(usage + self.spent)
         except UsageLimitExceeded as error:
             self._keep(error)
             raise

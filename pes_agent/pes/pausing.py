@@ -38,6 +38,7 @@ class PauseSystem(PhaseSystem[Planned, Paused]):
         spec = run.spec
         now = datetime.now(UTC)
         deadline = None if self._timeout_s is None else now + timedelta(seconds=self._timeout_s)
+        budget = run.resources.budget
         stored = PausedRun(
             thread_id=spec.thread_id,
             trace_id=spec.trace_id,
@@ -52,6 +53,9 @@ class PauseSystem(PhaseSystem[Planned, Paused]):
             approval_predicate=paused.approval_predicate,
             created_at=now,
             deadline=deadline,
+            usage_limits=budget.limits if budget is not None else None,
+            usage=budget.spent + run.llm.usage if budget is not None else run.llm.usage,
+            tool_calls=budget.tool_calls if budget is not None else 0,
         )
         await self._storage.save_paused_run(stored)
         for pending in paused.pending:
