@@ -15,10 +15,13 @@ import sys
 import textwrap
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pes_agent.cli.errors import CLIError, ExitCode, report
 from pes_agent.cli.paths import DB_ENV_VAR, resolve_store
+
+if TYPE_CHECKING:
+    from pes_agent.usage import UsageLimits
 
 __all__ = ["build_parser", "main"]
 
@@ -78,6 +81,29 @@ def _thread(value: str) -> str:
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
     return value
+
+
+def _count(value: str) -> int:
+    """A --max-* value: a whole number of 0 or more."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 0 or more, got {value!r}")
+    return number
+
+
+def _usage_limits(args: argparse.Namespace) -> UsageLimits | None:
+    """The `UsageLimits` the --max-* options of `run` ask for; None without any."""
+    from pes_agent.usage import UsageLimits
+
+    limits = UsageLimits(
+        total_tokens=args.max_tokens_total,
+        requests=args.max_requests,
+        tool_calls=args.max_tool_calls,
+    )
+    return None if limits.unlimited else limits
 
 
 def _split(values: Sequence[str] | None) -> list[str]:
@@ -171,6 +197,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="never ask: a call that needs approval pauses the run (exit code 4) and the "
         "command to resume it is printed; also when stdin or stdout is not a terminal",
+    )
+    run.add_argument(
+        "--max-tokens-total",
+        type=_count,
+        metavar="N",
+        help="stop the run (an error, nothing saved) rather than let it use more than N tokens",
+    )
+    run.add_argument(
+        "--max-requests", type=_count, metavar="N", help="stop the run before a model call past N"
+    )
+    run.add_argument(
+        "--max-tool-calls", type=_count, metavar="N", help="stop the run before a tool call past N"
     )
     run.add_argument(
         "--json", action="store_true", help="print the final response and metadata as JSON"
@@ -356,6 +394,7 @@ def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitC
             require_approval=_split(args.require_approval),
             no_input=args.no_input,
             mcp_commands=args.mcp or (),
+            usage_limits=_usage_limits(args),
         )
     if args.command == "approve":
         return lambda: approvals.approve_command(

@@ -29,6 +29,7 @@ from pes_agent.factory import create_agent
 from pes_agent.providers.base import LLMProvider
 from pes_agent.retrieval.retriever import Retriever
 from pes_agent.run import AgentFinalResponse, AgentProps
+from pes_agent.usage import UsageLimits
 
 if TYPE_CHECKING:
     from pes_agent.mcp import MCPServer
@@ -87,6 +88,7 @@ def build_agent(
     retriever: Retriever | None = None,
     require_approval: Sequence[str] = (),
     approval_handler: ApprovalHandler | None = None,
+    usage_limits: UsageLimits | None = None,
 ) -> AgentCore:
     """An agent for the command line; every configuration mistake becomes a one-line `CLIError`.
 
@@ -113,6 +115,7 @@ def build_agent(
             retriever=retriever,
             require_approval=list(require_approval) or None,
             approval_handler=approval_handler,
+            usage_limits=usage_limits,
         )
     except ConfigurationError as error:
         hint = _key_hint(provider, error) if isinstance(provider, str) else None
@@ -264,10 +267,13 @@ async def run_command(
     require_approval: Sequence[str] = (),
     no_input: bool = False,
     mcp_commands: Sequence[str] = (),
+    usage_limits: UsageLimits | None = None,
 ) -> ExitCode:
     """`pes-agent run`: answer `query` with a real model; with `embeddings` (`--retrieve`),
     searching the index of `store` built with those embeddings first. Each of
     `mcp_commands` (`--mcp "python server.py"`) is an MCP server started over stdio for the run.
+    `usage_limits` (`--max-tokens-total`, `--max-requests`, `--max-tool-calls`) stop the run
+    at a limit.
 
     Calls that need approval are asked about at the terminal, unless `no_input` (or the
     terminal cannot ask): then the run pauses and the commands that resume it are printed."""
@@ -288,6 +294,7 @@ async def run_command(
             retriever=retriever,
             require_approval=require_approval,
             approval_handler=approver,
+            usage_limits=usage_limits,
         )
         if servers:
             await open_agent_tools(agent, require_approval)

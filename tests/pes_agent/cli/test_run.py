@@ -252,3 +252,43 @@ def test_a_bad_argument_is_one_line_pointing_at_help(tmp_path: Path) -> None:
     assert lines(result.stderr) == [
         "pes-agent: error: the following arguments are required: QUERY (see `pes-agent run --help`)"
     ]
+
+
+async def test_max_tool_calls_stops_the_run_with_exit_1_naming_the_limit(
+    model_server: ModelServer, tmp_path: Path
+) -> None:
+    """`--max-tool-calls 1` on a plan of two calls ends the run as an error (exit 1) whose
+    one stderr line names the limit; no synthesis request reaches the server."""
+    model_server.script(Reply(PLAN), Reply(ANSWER))
+    result = await run_cli_async(
+        "run",
+        "Weather in Paris, and 12*7?",
+        "-p",
+        "openai:test-model",
+        "--tools",
+        TOOLS,
+        "--db",
+        str(tmp_path / "run.db"),
+        "--max-tool-calls",
+        "1",
+        "--max-requests",
+        "5",
+        "--max-tokens-total",
+        "100000",
+        "--json",
+        env=_env(tmp_path, model_server),
+    )
+    assert result.code == 1, result.stderr
+    metadata = result.json()["metadata"]
+    assert metadata["error"] == (
+        "usage limit reached: tool_calls: 1 used, limit 1; the run needs another tool call"
+    )
+    assert "tool_calls: 1 used, limit 1" in result.stderr
+    assert len(model_server.requests) == 1
+
+
+def test_a_max_option_that_is_not_a_count_is_a_usage_error(tmp_path: Path) -> None:
+    """`--max-requests -1` is refused before anything runs: exit 2, the fix in one line."""
+    result = run_cli("run", "hi", "--max-requests", "-1", env=cli_env(tmp_path))
+    assert result.code == 2
+    assert "--max-requests: expected a whole number of 0 or more, got '-1'" in result.stderr

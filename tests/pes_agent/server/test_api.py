@@ -311,3 +311,27 @@ async def test_cors_is_off_by_default_and_on_for_listed_origins(
         "/v1/threads", headers=preflight
     )
     assert opened.headers["access-control-allow-origin"] == "https://app.example"
+
+
+async def test_usage_limits_in_run_options_and_thread_config_stop_the_run(
+    client_for: ClientFactory,
+) -> None:
+    """A run's `options.usage_limits` and a thread config's `usage_limits` are enforced: the
+    run answers as an error naming the limit, with a budget ERROR and no message saved; the
+    thread's limit holds against a call asking for more."""
+    client = client_for("admin-token")
+    body = await run(client, "t1", options={"usage_limits": {"requests": 1}})
+    assert body.status_code == 200
+    metadata = body.json()["metadata"]
+    assert (metadata["status"], metadata["llm_calls"]) == ("error", 1)
+    assert metadata["error"].startswith("usage limit reached: requests: 1 used, limit 1")
+    assert (await client.get("/v1/threads/t1/messages")).json()["messages"] == []
+    errors = (await client.get("/v1/threads/t1/observations", params={"type": "ERROR"})).json()
+    assert [o["content"]["phase"] for o in errors["observations"]] == ["budget"]
+
+    configured = await client.put("/v1/threads/t2/config", json={"usage_limits": {"tool_calls": 0}})
+    assert configured.status_code == 200
+    assert (await client.get("/v1/threads/t2/config")).json()["usage_limits"]["tool_calls"] == 0
+    wider = {"usage_limits": {"tool_calls": 5}}
+    metadata = (await run(client, "t2", options=wider)).json()["metadata"]
+    assert metadata["error"].startswith("usage limit reached: tool_calls: 0 used, limit 0")
