@@ -76,6 +76,7 @@ if TYPE_CHECKING:
         Synthesizer,
     )
     from pes_agent.providers.base import LLMProvider, LLMRequest, PromptMessage
+    from pes_agent.providers.fallback import FallbackProvider
     from pes_agent.providers.retry import RetryPolicy
     from pes_agent.retrieval import (
         DimensionMismatchError,
@@ -135,6 +136,7 @@ __all__ = [
     "ExecutionContext",
     "ExecutionMetadata",
     "Executor",
+    "FallbackProvider",
     "FunctionTool",
     "HashingEmbeddings",
     "InMemoryStorage",
@@ -276,6 +278,7 @@ _HOMES = {
     "Reevaluation": "pes_agent.protocols",
     "SynthesisContext": "pes_agent.protocols",
     "Synthesizer": "pes_agent.protocols",
+    "FallbackProvider": "pes_agent.providers.fallback",
     "LLMProvider": "pes_agent.providers.base",
     "LLMRequest": "pes_agent.providers.base",
     "PromptMessage": "pes_agent.providers.base",

@@ -98,7 +98,15 @@ class RunError(PESAgentError):
 
 
 class ProviderError(RunError):
-    """The model provider failed; `retryable` says whether trying again could help."""
+    """The model provider failed; `retryable` says whether trying again could help.
+
+    `provider` names the provider that failed and `status_code` the HTTP status, if any.
+    `code` is the error code the API's answer gave (OpenAI's ``"context_length_exceeded"``);
+    `refusal` says when the server refused the request itself rather than failed:
+    ``"context_length"`` (the prompt is too long for the model) or ``"content_filter"`` (the
+    provider's content policy). A `FallbackProvider` reads them to decide whether the next
+    provider should try.
+    """
 
     def __init__(
         self,
@@ -107,6 +115,8 @@ class ProviderError(RunError):
         provider: str | None = None,
         status_code: int | None = None,
         retryable: bool = False,
+        code: str | None = None,
+        refusal: str | None = None,
         thread_id: str | None = None,
         trace_id: str | None = None,
     ) -> None:
@@ -114,6 +124,8 @@ class ProviderError(RunError):
         self.provider = provider
         self.status_code = status_code
         self.retryable = retryable
+        self.code = code
+        self.refusal = refusal
 
 
 class ScriptExhaustedError(ProviderError):

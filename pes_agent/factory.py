@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pes_agent._closing import AsyncCloseable
@@ -28,6 +28,7 @@ from pes_agent.planning.structured import (
 )
 from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesizer
 from pes_agent.providers.base import LLMProvider
+from pes_agent.providers.fallback import FallbackProvider
 from pes_agent.providers.registry import DEFAULT_POOL_SIZE, ProviderPool, create_provider
 from pes_agent.providers.retry import RetryPolicy
 from pes_agent.retrieval.retriever import Retriever
@@ -58,7 +59,7 @@ def _check_protocol(name: str, value: object, method: str, protocol: str) -> Non
 
 def create_agent(
     *,
-    provider: str | ProviderConfig | LLMProvider,
+    provider: str | ProviderConfig | LLMProvider | Sequence[str | ProviderConfig | LLMProvider],
     tools: Iterable[Tool | ToolSource | Callable[..., Any]] = (),
     storage: str | Storage = "memory",
     system_prompt: str | None = None,
@@ -95,7 +96,10 @@ def create_agent(
     Args:
         provider: `"openai:MODEL"`, `"anthropic:MODEL"`, `"ollama:MODEL"`, a `ProviderConfig`,
             or any object implementing the provider protocol (such as
-            `testing.ScriptedProvider`).
+            `testing.ScriptedProvider`); or a list of them, tried in order: when one fails
+            after its retries (an outage, a 429 beyond them, a prompt too long for it), the
+            next serves the same call (a `FallbackProvider`; build one yourself to choose
+            `fall_back_on`).
         tools: `@tool` functions, plain typed functions with docstrings, tool objects, or
             tool sources such as `pes_agent.mcp.MCPServer` (opened in `async with agent` or
             before the first plan; `aclose()` closes the connections it opened, see
@@ -228,11 +232,15 @@ def create_agent(
         owned.append(default_provider)
     elif isinstance(provider, LLMProvider):
         default_provider = provider
+    elif isinstance(provider, list | tuple):
+        # Tried in order: the next serves a call the one before failed (FallbackProvider).
+        default_provider = FallbackProvider(provider, retry_policy=retry_policy)
+        owned.append(default_provider)
     else:
         raise UsageError(
             "provider must be 'openai:MODEL', 'anthropic:MODEL', 'ollama:MODEL', a "
-            "ProviderConfig or a provider object (with name, model, stream() and aclose()); "
-            f"got {type(provider).__name__}"
+            "ProviderConfig, a provider object (with name, model, stream() and aclose()) or a "
+            f"list of them to fall back along; got {type(provider).__name__}"
         )
 
     if planning_mode == "structured" and structured_output_of(default_provider) is None:

@@ -24,7 +24,8 @@ run exactly as it went (tool calls that ran side by side overlap):
   `gen_ai.request.temperature` / `max_tokens` (when set), `gen_ai.output.type="json"` (an
   answer held to a schema: structured planning), `server.address` / `server.port` (SDK
   providers), then from the answer `gen_ai.response.model` (the model the server names, e.g.
-  `gpt-4o-mini-2024-07-18`), `gen_ai.response.id`, `gen_ai.response.finish_reasons`,
+  `gpt-4o-mini-2024-07-18`) and `gen_ai.provider.name` of the provider that answered (a
+  `FallbackProvider`'s member), `gen_ai.response.id`, `gen_ai.response.finish_reasons`,
   `gen_ai.usage.input_tokens` / `output_tokens` and, when the provider reports them,
   `gen_ai.usage.cache_read.input_tokens` / `cache_creation.input_tokens`; `pes_agent.phase`;
 - `execute_tool {tool}` (INTERNAL), TOOL_CALL to TOOL_EXECUTION: `gen_ai.operation.name=
@@ -341,6 +342,9 @@ class _Tracer:
                 attributes["gen_ai.usage.cache_creation.input_tokens"] = usage["cache_write_tokens"]
             if content.get("response_model"):
                 attributes["gen_ai.response.model"] = str(content["response_model"])
+            if content.get("response_provider"):
+                # A fallback provider asked: the span names the one that answered.
+                attributes["gen_ai.provider.name"] = str(content["response_provider"])
             if content.get("response_id"):
                 attributes["gen_ai.response.id"] = str(content["response_id"])
             stop_reason = content.get("stop_reason")

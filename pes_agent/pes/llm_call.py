@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any, assert_never
 
 from pes_agent.config import LLMParams
-from pes_agent.errors import ProviderError, UsageLimitExceeded
+from pes_agent.errors import ProviderError, UsageError, UsageLimitExceeded
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.streams import StreamEvent, StreamEventKind, StreamSocket
 from pes_agent.observing.types import ObservationType
@@ -202,8 +202,10 @@ class RunModelCaller:
                     metadata = event
                 else:
                     assert_never(event)
-        except (ProviderError, UsageLimitExceeded) as error:
-            await self._fail(phase, label, error.message)
+        except (ProviderError, UsageLimitExceeded, UsageError) as error:
+            # A usage error (a closed provider, a bad argument) stays one: the fix is the
+            # caller's, and no fallback or retry may hide it.
+            await self._fail(phase, label, str(error))
             raise
         except Exception as error:
             message = f"{provider.name} stream failed: {type(error).__name__}: {error}"
@@ -224,6 +226,7 @@ class RunModelCaller:
                 **label,
                 "usage": usage.model_dump(),
                 "stop_reason": metadata.stop_reason if metadata else None,
+                "response_provider": (metadata.provider if metadata else None) or provider.name,
                 "response_model": metadata.model if metadata else None,
                 "response_id": metadata.response_id if metadata else None,
                 "time_to_first_token_ms": metadata.time_to_first_token_ms if metadata else None,

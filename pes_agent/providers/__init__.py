@@ -31,6 +31,7 @@ from pes_agent.providers.base import (
     ToolCallEvent,
     ToolChoice,
 )
+from pes_agent.providers.fallback import FallBackOn, FallbackProvider, should_fall_back
 from pes_agent.providers.registry import (
     ProviderFactory,
     ProviderPool,
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AnthropicProvider",
+    "FallBackOn",
+    "FallbackProvider",
     "LLMPhase",
     "LLMProvider",
     "LLMRequest",
@@ -73,6 +76,7 @@ __all__ = [
     "parse_provider_spec",
     "provider_names",
     "register_provider",
+    "should_fall_back",
 ]
 
 _HOMES = {

@@ -472,6 +472,7 @@ class SdkProvider(ABC, Generic[ClientT]):
                 status_code=status,
                 retryable=is_retryable_status(status),
                 retry_after_s=parse_retry_after(headers),
+                code=_error_code(exc),
             )
         if isinstance(exc, errors.timeout):
             return AttemptFailure(
@@ -505,6 +506,7 @@ class SdkProvider(ABC, Generic[ClientT]):
             kind="stream_error",
             status_code=status,
             retryable=status is not None,
+            code=error_type if isinstance(error_type, str) else None,
         )
 
     def _give_up(self, failure: AttemptFailure, attempts: int, request: LLMRequest) -> Exception:
@@ -541,6 +543,49 @@ class SdkProvider(ABC, Generic[ClientT]):
             provider=self.name,
             status_code=status,
             retryable=failure.retryable,
+            code=failure.code,
+            refusal=None if failure.retryable else refusal_of(status, failure.code, failure.reason),
             thread_id=request.thread_id,
             trace_id=request.trace_id,
         )
+
+
+def _error_code(exc: Exception) -> str | None:
+    """The error code in an SDK status error's body: OpenAI's ``error.code`` (or its
+    ``error.type``), Anthropic's ``error.type``; `None` when the body names none."""
+    code = getattr(exc, "code", None)
+    if isinstance(code, str) and code:
+        return code
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        if isinstance(error, Mapping):
+            for key in ("code", "type"):
+                value = error.get(key)
+                if isinstance(value, str) and value:
+                    return value
+    return None
+
+
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
+_CONTENT_CODES = frozenset({"content_filter", "content_policy_violation"})
+_CONTEXT_WORDS = re.compile(
+    r"context length|context window|maximum context|prompt is too long|too many tokens"
+    r"|input is too long|request too large",
+    re.IGNORECASE,
+)
+_CONTENT_WORDS = re.compile(r"content (management )?polic|content filter", re.IGNORECASE)
+
+
+def refusal_of(status: int | None, code: str | None, reason: str) -> str | None:
+    """Whether a final failure is the server refusing this request rather than failing:
+    ``"context_length"`` (the prompt is too long for the model: 400 or 413 with
+    OpenAI's ``context_length_exceeded`` code or words such as Anthropic's "prompt is too
+    long"), ``"content_filter"`` (a 400 naming the content policy); else `None`."""
+    if status not in (400, 413):
+        return None
+    if code in _CONTEXT_CODES or _CONTEXT_WORDS.search(reason):
+        return "context_length"
+    if code in _CONTENT_CODES or _CONTENT_WORDS.search(reason):
+        return "content_filter"
+    return None

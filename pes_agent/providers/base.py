@@ -158,7 +158,11 @@ class ToolCallEvent:
 @dataclass(frozen=True, slots=True)
 class StreamMetadata:
     """What a finished call reports: `model` and `response_id` as the server's answer names them
-    (a dated model such as ``gpt-4o-mini-2024-07-18`` for the requested ``gpt-4o-mini``)."""
+    (a dated model such as ``gpt-4o-mini-2024-07-18`` for the requested ``gpt-4o-mini``).
+
+    `provider` names the provider that answered when the provider asked is made of several
+    (a `FallbackProvider`); `None` means the one asked.
+    """
 
     usage: Usage
     model: str | None = None
@@ -166,6 +170,7 @@ class StreamMetadata:
     time_to_first_token_ms: float | None = None
     total_ms: float | None = None
     response_id: str | None = None
+    provider: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,7 +104,11 @@ class RetryPolicy:
 
 
 class AttemptFailure(Exception):
-    """One attempt failed; `reason` is safe to show (no secrets) and says what happened."""
+    """One attempt failed; `reason` is safe to show (no secrets) and says what happened.
+
+    `code` is the error code the API's answer gave, if any (OpenAI's
+    ``"context_length_exceeded"``, an in-stream error's type).
+    """
 
     def __init__(
         self,
@@ -114,6 +118,7 @@ class AttemptFailure(Exception):
         retryable: bool,
         status_code: int | None = None,
         retry_after_s: float | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -121,6 +126,7 @@ class AttemptFailure(Exception):
         self.retryable = retryable
         self.status_code = status_code
         self.retry_after_s = retry_after_s
+        self.code = code
 
 
 def is_retryable_status(status_code: int) -> bool:

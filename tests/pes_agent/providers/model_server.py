@@ -136,10 +136,14 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """An HTTP error response: `Fault(429, retry_after="2")`, `Fault(529)`, `Fault(401)`."""
+    """An HTTP error response: `Fault(429, retry_after="2")`, `Fault(529)`, `Fault(401)`.
+
+    `code` is OpenAI's ``error.code`` (``"context_length_exceeded"``); Anthropic's body has none.
+    """
 
     status: int
     message: str | None = None
+    code: str | None = None
     retry_after: str | None = None
     retry_after_ms: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
@@ -396,7 +400,7 @@ class ModelServer:
                 headers["Retry-After"] = step.retry_after
             if step.retry_after_ms is not None:
                 headers["retry-after-ms"] = step.retry_after_ms
-            return self._error(api, step.status, message, headers)
+            return self._error(api, step.status, message, headers, code=step.code)
         if isinstance(step, Slow):
             await self._pause(step.delay_s)
             return await self._respond(request, recorded, step.then)
@@ -413,12 +417,18 @@ class ModelServer:
                 await asyncio.wait_for(self._closing.wait(), delay_s)
 
     def _error(
-        self, api: Api, status: int, message: str, headers: dict[str, str] | None = None
+        self,
+        api: Api,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        *,
+        code: str | None = None,
     ) -> web.Response:
         if api == "openai":
             error_type = _OPENAI_ERROR_TYPES.get(status, "server_error")
             body: dict[str, Any] = {
-                "error": {"message": message, "type": error_type, "param": None, "code": None}
+                "error": {"message": message, "type": error_type, "param": None, "code": code}
             }
         else:
             error_type = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
