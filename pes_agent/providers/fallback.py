@@ -78,21 +78,7 @@ def should_fall_back(error: Exception) -> bool:
 
 class FallbackProvider:
     """Providers tried in order for each call: the first serves it unless it fails after its
-    own retries in a way `fall_back_on` accepts; then the next serves the same request.
-
-    Args:
-        providers: Two or more providers, in order of preference: provider objects, or
-            ``"NAME:MODEL"`` strings and `ProviderConfig`s, which are built here (with
-            `retry_policy`) and closed by `aclose()`. Provider objects passed in stay open.
-        fall_back_on: Which failures move on to the next provider: a predicate over the
-            exception, or a tuple of exception classes; `should_fall_back` by default. A
-            `UsageError` never falls back.
-        retry_policy: The retry timing of the providers built here from strings or configs.
-
-    Raises:
-        UsageError: Fewer than two providers, an entry that is not a provider, or a
-            `fall_back_on` that is neither callable nor a tuple of exception classes.
-    """
+    own retries in a way `fall_back_on` accepts; then the next serves the same request."""
 
     def __init__(
         self,
@@ -101,6 +87,21 @@ class FallbackProvider:
         fall_back_on: FallBackOn = should_fall_back,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
+        """Fall back along `providers`, in order.
+
+        Args:
+            providers: Two or more providers, in order of preference: provider objects, or
+                ``"NAME:MODEL"`` strings and `ProviderConfig`s, which are built here (with
+                `retry_policy`) and closed by `aclose()`. Provider objects passed in stay open.
+            fall_back_on: Which failures move on to the next provider: a predicate over the
+                exception, or a tuple of exception classes; `should_fall_back` by default. A
+                `UsageError` never falls back.
+            retry_policy: The retry timing of the providers built here from strings or configs.
+
+        Raises:
+            UsageError: Fewer than two providers, an entry that is not a provider, or a
+                `fall_back_on` that is neither callable nor a tuple of exception classes.
+        """
         if isinstance(providers, str | ProviderConfig) or not isinstance(providers, Sequence):
             raise UsageError(
                 "FallbackProvider takes a list of providers, e.g. "
@@ -151,6 +152,13 @@ class FallbackProvider:
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[ProviderEvent]:
         """Stream the call from the first provider that serves it (see the module docstring).
+
+        Args:
+            request: The call, sent unchanged to each provider that is asked.
+
+        Yields:
+            The serving provider's events, its `StreamMetadata` naming it (`provider`) and
+            counting every provider asked (`usage.requests`).
 
         Raises:
             UsageError: From any provider, at once.
