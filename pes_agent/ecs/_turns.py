@@ -96,7 +96,7 @@ async def take_turn(
     except UsageLimitExceeded as error:
         # Not a failure to retry: `call_model` has ended the entity with "usage_limit".
         if world.entity_exists(entity):
-            log.warning(event, entity=entity, error_type=type(error).__name__, error=str(error))
+            log.warning("usage_limit_reached", entity=entity, source=source, error=str(error))
             world.add_component(entity, ErrorComponent(error, source))
     except Exception as error:
         if not world.entity_exists(entity):
