@@ -20,6 +20,8 @@ from pes_agent.ecs import (
     ErrorOccurredEvent,
     LLMComponent,
     PendingToolCallsComponent,
+    PlanComponent,
+    PlanningSystem,
     ReasoningFailuresComponent,
     ReasoningSystem,
     TerminalCleanupSystem,
@@ -290,6 +292,29 @@ async def test_other_systems_model_calls_are_held_to_the_limits(world: World) ->
     failure = world.require_component(entity, ErrorComponent)
     assert isinstance(failure.error, UsageLimitExceeded)
     assert failure.system_name == "CompactionSystem"
+
+
+async def test_plan_steps_count_and_a_step_without_room_is_not_started(world: World) -> None:
+    """With requests=1 the first plan step is answered; the second step's message is never
+    appended and the plan stays at that step."""
+    world.register_system(PlanningSystem(), priority=0)
+    model = ScriptedProvider(["Three facts.", "A report."])
+    entity = world.create_entity(
+        LLMComponent(model),
+        ConversationComponent([ChatMessage("user", "Write a report.")]),
+        PlanComponent(["Collect facts", "Draft the report"]),
+        UsageLimitsComponent(UsageLimits(requests=1)),
+    )
+    await run(world, entity)
+    assert reason(world, entity) == "usage_limit"
+    assert model.calls == 1
+    assert world.require_component(entity, PlanComponent).current_step == 1
+    assert messages(world, entity)[-1] == ChatMessage("assistant", "Three facts.")
+    failure = world.require_component(entity, ErrorComponent)
+    assert (failure.system_name, str(failure.error)) == (
+        "PlanningSystem",
+        "requests: 1 used, limit 1; the run needs another model call",
+    )
 
 
 def test_the_component_refuses_anything_but_usage_limits() -> None:
