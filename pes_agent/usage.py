@@ -73,8 +73,9 @@ class UsageLimits(BaseModel):
 
     What is counted, for the run as a whole:
     - `requests`: model calls (planning, its repair, re-evaluations, language steps,
-      synthesis; in `pes_agent.ecs`, each reasoning call). A provider's own retries of one
-      call are attempts of that call, not requests.
+      synthesis; for an ECS entity with a `UsageLimitsComponent`, every model call a system
+      makes for it). A provider's own retries of one call are attempts of that call, not
+      requests.
     - `input_tokens` / `output_tokens`: the answers' tokens plus those of attempts that were
       retried after they had started streaming (`Usage.retried_input_tokens`, ...).
     - `total_tokens`: `Usage.total_tokens`, which includes the retried attempts.

@@ -50,6 +50,13 @@ With observations attached, model calls, tool calls and errors are recorded as i
 (LLM_STREAM_*, THOUGHTS, TOOL_CALL, TOOL_EXECUTION, ERROR), per entity under its
 `AgentIdentityComponent` thread (default ``"entity-<id>"``).
 
+Budgets: a `UsageLimitsComponent(UsageLimits(...))` holds one entity to the limits PES runs
+have (model calls, input/output/total tokens, tool calls), whichever system calls the model
+for it; what it spent is kept in its `UsageSpentComponent` across turns and checkpoint
+restores. An entity that would cross a limit ends with `TerminalComponent("usage_limit")` (which
+`TerminalCleanupSystem` leaves in place unless told) and an `ErrorComponent` naming the limit
+and the figures; the other entities go on.
+
 Gates cannot be bypassed: a tool call runs only once every gate component on its entity has
 cleared it, whatever the tick order; every refused call is still answered with a tool message.
 """
@@ -82,6 +89,8 @@ from pes_agent.ecs.components import (
     ToolApprovalComponent,
     ToolRegistryComponent,
     ToolResultsComponent,
+    UsageLimitsComponent,
+    UsageSpentComponent,
     UserInputComponent,
     VectorStoreComponent,
 )
@@ -208,6 +217,8 @@ __all__ = [
     "ToolRegistryComponent",
     "ToolResultsComponent",
     "TreeSearchSystem",
+    "UsageLimitsComponent",
+    "UsageSpentComponent",
     "UserInputComponent",
     "UserInputRequestedEvent",
     "UserInputSystem",

@@ -28,9 +28,17 @@ summary = response.text                       # also .thoughts, .tool_calls, .us
   fails, with `error` set; a provider retry after tokens were sent ends the stream with an error
   and starts a new one, so a UI can reset).
 
+- with a `UsageLimitsComponent` on the entity, the call is held to its limits through the PES
+  `RunBudget` checks: a call the entity has no room for is not made, and an answer whose
+  tokens cross a limit is not returned. Either way the entity ends with
+  `TerminalComponent("usage_limit")` and `UsageLimitExceeded` is raised, for the calling
+  system to report as an `ErrorComponent` like any failure. Every call made, answered or not,
+  is added to the entity's `UsageSpentComponent` with its tokens (retried attempts included).
+
 It returns the `LLMResponse` (text, thinking blocks, native `ToolCallEvent`s, usage) and raises
-`ProviderError` when the call fails (`ScriptExhaustedError` when a scripted model ran out), or
-`UsageError` when the entity has no `LLMComponent` and none is passed. It changes no component:
+`ProviderError` when the call fails (`ScriptExhaustedError` when a scripted model ran out),
+`UsageLimitExceeded` as above, or `UsageError` when the entity has no `LLMComponent` and none
+is passed. Apart from the entity's spend and its end over budget it changes no component:
 what to do with the answer is the calling system's business.
 """
 
@@ -42,10 +50,11 @@ from typing import Any
 from ecs_core import EntityId, EventBus, World
 from pes_agent.config import LLMParams
 from pes_agent.ecs import events
+from pes_agent.ecs._budget import add_model_spend, end_over_budget, model_budget
 from pes_agent.ecs.components import LLMComponent, SystemPromptComponent
 from pes_agent.ecs.messages import ChatMessage
 from pes_agent.ecs.services import identity_of, services_of
-from pes_agent.errors import UsageError
+from pes_agent.errors import UsageError, UsageLimitExceeded
 from pes_agent.observing.streams import StreamEvent, StreamSocket
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.pes.llm_call import RunModelCaller
@@ -89,6 +98,7 @@ async def call_model(
         recorder=recorder_for(world, entity),
         stream=socket,
         params=LLMParams(temperature=llm.temperature, max_tokens=llm.max_tokens),
+        budget=model_budget(world, entity),
     )
     try:
         response = await caller(
@@ -102,7 +112,12 @@ async def call_model(
         # Cancellation included: whoever watches the stream must see it end.
         if relay is not None:
             await relay.end(error=str(error) or type(error).__name__)
+        if isinstance(error, UsageLimitExceeded):
+            end_over_budget(world, entity)
         raise
+    finally:
+        # A call that failed or crossed a limit was still made, and its tokens were spent.
+        add_model_spend(world, entity, caller.usage, caller.calls)
     if relay is not None:
         await relay.end()
     return response

@@ -5,7 +5,9 @@ comes back the same way:
 
 - `take_turn` awaits one entity's turn and never raises (but for cancellation), so one entity's
   failure cancels no other: a scripted model that ran out ends the entity with
-  ``"provider_exhausted"``; any other failure is counted (below).
+  ``"provider_exhausted"``; a usage limit reached (`UsageLimitExceeded`, the entity already
+  ended with ``"usage_limit"`` by `call_model`) leaves an `ErrorComponent` and is not counted;
+  any other failure is counted (below).
 - `record_answer` appends the answer as an assistant message with its tool calls, queues the
   runnable calls in a `PendingToolCallsComponent` (for the gates and `ToolExecutionSystem`)
   with a fresh `ToolResultsComponent`, and answers each call whose arguments were not valid
@@ -29,7 +31,7 @@ from pes_agent.ecs.components import (
     ToolResultsComponent,
 )
 from pes_agent.ecs.messages import ChatMessage
-from pes_agent.errors import ScriptExhaustedError
+from pes_agent.errors import ScriptExhaustedError, UsageLimitExceeded
 from pes_agent.protocols import LLMResponse
 
 __all__ = ["FailureCounter", "record_answer", "take_turn"]
@@ -84,12 +86,18 @@ async def take_turn(
 
     A failure (unless the entity is gone) is one more in a row in `entity`'s `counter`
     component, logged as `event`; the `max_failures`-th ends the entity with `terminal_reason`.
+    A usage limit is not a failure: it is reported, and the entity's ``"usage_limit"`` end stays.
     """
     try:
         await turn
     except ScriptExhaustedError:
         if world.entity_exists(entity):
             world.add_component(entity, TerminalComponent("provider_exhausted"))
+    except UsageLimitExceeded as error:
+        # Not a failure to retry: `call_model` has ended the entity with "usage_limit".
+        if world.entity_exists(entity):
+            log.warning("usage_limit_reached", entity=entity, source=source, error=str(error))
+            world.add_component(entity, ErrorComponent(error, source))
     except Exception as error:
         if not world.entity_exists(entity):
             return

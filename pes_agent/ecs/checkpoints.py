@@ -13,7 +13,9 @@ checkpoints.indices(world, agent)               # the indices that can be restor
 
 A checkpoint holds copies of every component of the entity except its `CheckpointComponent`
 (so snapshots never contain earlier snapshots, and restoring never rewinds the checkpoint
-settings) and its `ErrorComponent` (a failure report of one tick, not state). Plain data —
+settings), its `ErrorComponent` (a failure report of one tick, not state) and its
+`UsageSpentComponent` (a restore brings back the entity's `UsageLimitsComponent` but never
+what it spent: the entity goes on counting from what it really used). Plain data —
 scalars, lists, dicts, sets, dataclasses such as `ChatMessage`, pydantic models — is
 deep-copied. Live objects are not: provider objects, tools and tool
 registries, futures, embedding providers, vector stores, and any other object that is not plain
@@ -56,6 +58,7 @@ from pes_agent.ecs.components import (
     EmbeddingComponent,
     LLMComponent,
     ToolRegistryComponent,
+    UsageSpentComponent,
     VectorStoreComponent,
 )
 from pes_agent.ecs.events import CheckpointCreatedEvent, CheckpointRestoredEvent
@@ -362,9 +365,12 @@ def _item_step(index: int, value: object) -> Step:
 
 
 #: Never in a checkpoint, never removed by a restore: the checkpoints themselves (so snapshots
-#: never nest), and error reports, which `ErrorHandlingSystem` consumes in the tick they happen
-#: (restoring one would report an old failure again).
-_NOT_SNAPSHOTTED: frozenset[type[Any]] = frozenset({CheckpointComponent, ErrorComponent})
+#: never nest), error reports, which `ErrorHandlingSystem` consumes in the tick they happen
+#: (restoring one would report an old failure again), and what the entity spent against its
+#: usage limits (tokens and calls spent after a checkpoint were spent all the same).
+_NOT_SNAPSHOTTED: frozenset[type[Any]] = frozenset(
+    {CheckpointComponent, ErrorComponent, UsageSpentComponent}
+)
 
 
 def _snapshot(world: World, entity: EntityId, index: int) -> Checkpoint:

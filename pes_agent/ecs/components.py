@@ -17,10 +17,12 @@ from typing import Any
 
 from ecs_core import EntityId, ErrorComponent, TerminalComponent
 from pes_agent.ecs.messages import ChatMessage
+from pes_agent.errors import UsageError
 from pes_agent.providers.registry import ProviderSpec
 from pes_agent.tools.base import Tool, ToolResult
 from pes_agent.tools.calls import ToolCall
 from pes_agent.tools.registry import ToolRegistry
+from pes_agent.usage import Usage, UsageLimits
 
 __all__ = [
     "AgentIdentityComponent",
@@ -47,6 +49,8 @@ __all__ = [
     "ToolApprovalComponent",
     "ToolRegistryComponent",
     "ToolResultsComponent",
+    "UsageLimitsComponent",
+    "UsageSpentComponent",
     "UserInputComponent",
     "VectorStoreComponent",
 ]
@@ -122,6 +126,57 @@ class ReasoningFailuresComponent:
     success); at the system's limit the entity ends with `"reasoning_failed"`."""
 
     consecutive: int = 0
+
+
+@dataclass(slots=True)
+class UsageLimitsComponent:
+    """Hold the entity to `limits`: its model calls, their tokens and its tool calls.
+
+    ```python
+    world.add_component(agent, UsageLimitsComponent(UsageLimits(total_tokens=20_000, tool_calls=5)))
+    ```
+
+    The limits are counted as in PES runs (`UsageLimits`), over the entity's whole life: every
+    model call any system makes for it (reasoning, plan steps, replanning, tree search,
+    compaction) and every tool call `ToolExecutionSystem` runs for it. What it spent is kept
+    in its `UsageSpentComponent`, added at its first model call. Checked before each model
+    call (a call with no room is not made), after each answer (its tokens, retried attempts
+    included) and before each tool call (a call with no room does not run; it is answered
+    with an error). Reaching a limit exactly is fine; the entity that would cross one ends
+    with `TerminalComponent("usage_limit")` and an `ErrorComponent` holding the
+    `UsageLimitExceeded` (``"total_tokens: 4,120 used, limit 4,000; ..."``); an answer that
+    crossed a limit is not applied. Other entities go on.
+
+    A checkpoint restores the limits as they were; it never gives back what was spent.
+
+    Raises:
+        UsageError: `limits` is not a `UsageLimits`.
+    """
+
+    limits: UsageLimits
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.limits, UsageLimits):
+            raise UsageError(
+                f"UsageLimitsComponent takes a UsageLimits, got {type(self.limits).__name__} "
+                f"{self.limits!r}; write e.g. "
+                "UsageLimitsComponent(UsageLimits(total_tokens=20_000, tool_calls=5))"
+            )
+
+
+@dataclass(slots=True)
+class UsageSpentComponent:
+    """What the entity has spent against its `UsageLimitsComponent`, kept across ticks and turns.
+
+    `usage` sums its model calls' tokens (retried attempts included), `requests` counts the
+    model calls made (failed ones too), `tool_calls` the tool calls started. The model-call
+    helper and `ToolExecutionSystem` add to it; it is never part of a checkpoint and never
+    removed by a restore, so a restored entity keeps what it spent.
+    """
+
+    usage: Usage = field(default_factory=Usage)
+    requests: int = 0
+    tool_calls: int = 0
 
 
 @dataclass(slots=True)

@@ -20,8 +20,11 @@ class TerminalCleanupSystem:
 
     With the default `{"reasoning_complete"}` a chat entity answers, is marked finished, and
     is ready for the next user message a tick later (`ReasoningSystem` never calls the model
-    again until one arrives). Other reasons (`reasoning_failed`, `user_input_timeout`, ...)
-    stay. A `Runner` waiting for such an entity only stops on a reason not cleaned up.
+    again until one arrives). Other reasons (`reasoning_failed`, `user_input_timeout`,
+    `usage_limit`, ...) stay. A `Runner` waiting for such an entity only stops on a reason not
+    cleaned up. Lifting ``"usage_limit"`` gives no new budget: the entity's calls are still
+    held to its `UsageLimitsComponent` and what it spent, so the next one without room ends it
+    again.
     """
 
     def __init__(self, reasons: Iterable[str] = ("reasoning_complete",)) -> None:

@@ -48,7 +48,10 @@ class ReasoningSystem:
       entity only;
     - a scripted model that ran out: `TerminalComponent("provider_exhausted")`; any other
       failure: an `ErrorComponent`, and after `max_failures` failures in a row (counted in a
-      `ReasoningFailuresComponent`, reset by a success) `TerminalComponent("reasoning_failed")`.
+      `ReasoningFailuresComponent`, reset by a success) `TerminalComponent("reasoning_failed")`;
+    - over its `UsageLimitsComponent` (no room for the call, or an answer whose tokens cross a
+      limit): `TerminalComponent("usage_limit")` and an `ErrorComponent` naming the limit and
+      the figures; an answer that crossed a limit is not appended.
 
     With `StreamingComponent(enabled=True)` the entity's stream events are published (see
     `pes_agent.ecs._model`); with observations attached to the world, the calls are recorded

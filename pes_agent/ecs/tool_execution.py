@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from ecs_core import EntityId, World
+from ecs_core import EntityId, ErrorComponent, World
+from pes_agent.ecs._budget import end_over_budget, take_tool_calls
 from pes_agent.ecs._model import recorder_for
-from pes_agent.ecs._pending import answer_calls, error_result
+from pes_agent.ecs._pending import answer_calls, error_result, refuse_call
 from pes_agent.ecs._tools import tools_of
 from pes_agent.ecs.components import PendingToolCallsComponent, ToolRegistryComponent
 from pes_agent.ecs.gates import cleared
@@ -41,6 +42,11 @@ class ToolExecutionSystem:
     which is removed once empty. Errors (a tool that raised or timed out, invalid arguments, a
     broken registry or executor) are error results the model reads. With observations
     attached, each call is recorded as TOOL_CALL and TOOL_EXECUTION, as in PES runs.
+
+    An entity with a `UsageLimitsComponent` setting `tool_calls` runs only the calls it has
+    room for, in call order, each counted as started in its `UsageSpentComponent`; a call
+    without room does not run: it is answered with an error naming the limit, and the entity
+    gets an `ErrorComponent` (the `UsageLimitExceeded`) and `TerminalComponent("usage_limit")`.
     """
 
     def __init__(
@@ -70,17 +76,26 @@ class ToolExecutionSystem:
             for entity, ready in work:
                 group.create_task(self._run(world, entity, ready))
 
-    async def _run(self, world: World, entity: EntityId, calls: list[ToolCall]) -> None:
-        hooks = ObservingHooks(recorder_for(world, entity))
-        try:
-            results = await self._execute(world, entity, calls, hooks)
-        except asyncio.CancelledError:
-            # What finished is answered; the rest stays pending.
+    async def _run(self, world: World, entity: EntityId, ready: list[ToolCall]) -> None:
+        calls, breach = take_tool_calls(world, entity, ready)
+        if calls:
+            hooks = ObservingHooks(recorder_for(world, entity))
+            try:
+                results = await self._execute(world, entity, calls, hooks)
+            except asyncio.CancelledError:
+                # What finished is answered; the rest stays pending.
+                if world.entity_exists(entity):
+                    answer_calls(world, entity, list(hooks.finished.values()))
+                raise
             if world.entity_exists(entity):
-                answer_calls(world, entity, list(hooks.finished.values()))
-            raise
-        if world.entity_exists(entity):
-            answer_calls(world, entity, results)
+                answer_calls(world, entity, results)
+        if breach is not None and world.entity_exists(entity):
+            # Over budget: the other calls never run, but each is answered (the model APIs
+            # need every call answered) and the entity ends.
+            for call in ready[len(calls) :]:
+                await refuse_call(world, entity, call, f"Not run: {breach}")
+            world.add_component(entity, ErrorComponent(breach, type(self).__name__))
+            end_over_budget(world, entity)
 
     async def _execute(
         self, world: World, entity: EntityId, calls: list[ToolCall], hooks: ObservingHooks
