@@ -52,6 +52,9 @@ async def test_readme_snippet_runs(snippet: str, tmp_path: Path) -> None:
             **os.environ,
             "OPENAI_API_KEY": "sk-readme-test",
             "OPENAI_BASE_URL": server.openai_base_url,
+            # For the snippets that name both vendors (fallbacks): the server speaks both.
+            "ANTHROPIC_API_KEY": "sk-ant-readme-test",
+            "ANTHROPIC_BASE_URL": server.anthropic_base_url,
         }
         process = await asyncio.create_subprocess_exec(
             sys.executable,
