@@ -32,6 +32,8 @@ result with an ERROR observation instead.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "ConfigurationError",
     "NotAwaitingApprovalError",
@@ -56,6 +58,19 @@ class PESAgentError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled whole, attributes and all, whatever the subclass's __init__ requires: a
+        # durable engine keeps a failed step's error and raises it again on replay.
+        return (_restored, (type(self), self.message, dict(self.__dict__)))
+
+
+def _restored(kind: type[PESAgentError], message: str, state: dict[str, Any]) -> PESAgentError:
+    """An error of `kind` with `message` and attributes `state`, its __init__ not called."""
+    error = kind.__new__(kind)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
 
 
 class UsageError(PESAgentError, ValueError):
