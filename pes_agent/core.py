@@ -22,6 +22,7 @@ from pes_agent._closing import AsyncCloseable, ClosedOnExit, close_all
 from pes_agent.approvals.gate import ApprovalGate, ask_always, decided_content
 from pes_agent.approvals.models import ApprovalContext, Approve, Decision, Deny, PausedRun
 from pes_agent.config import ProviderConfig
+from pes_agent.durable.effects import DurableEngine, EffectInvoker, RunEffects
 from pes_agent.errors import (
     NotAwaitingApprovalError,
     RunError,
@@ -66,6 +67,7 @@ from pes_agent.threads.ids import check_thread_id
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 from pes_agent.threads.state import StateManager, ThreadContext
 from pes_agent.tools.base import ToolResult, needs_approval
+from pes_agent.tools.invoker import IN_PROCESS
 from pes_agent.tools.registry import ToolRegistry
 from pes_agent.usage import Usage, UsageLimits
 
@@ -218,6 +220,7 @@ class AgentCore(ClosedOnExit):
         defaults: AgentDefaults,
         owned: Sequence[AsyncCloseable] = (),
         retriever: Retriever | None = None,
+        engine: DurableEngine | None = None,
     ) -> None:
         """Assemble an agent from parts `create_agent(...)` has built and checked.
 
@@ -233,6 +236,8 @@ class AgentCore(ClosedOnExit):
             defaults: Every run's settings, before thread config and call options.
             owned: What `aclose()` closes (objects the caller passed in stay open).
             retriever: Searched for each query before planning, when given.
+            engine: Where `process()` sends runs to be made durable (a workflow on a worker,
+                `pes_agent.durable`); None runs them in this process.
         """
         self.tools = tools
         self.state = StateManager(storage, observations=observations)
@@ -244,6 +249,7 @@ class AgentCore(ClosedOnExit):
         self._storage = storage
         self._owned = tuple(owned)
         self._defaults = defaults
+        self._engine = engine
         self._resources = ResourceTable()  # each run's services, found by its run entity
         systems = _phase_systems(
             self._resources, tools, storage, defaults, planner, executor, synthesizer, retriever
@@ -380,6 +386,9 @@ class AgentCore(ClosedOnExit):
                 "it would wait forever: use another thread_id for the inner run"
             )
         trace_id = props.trace_id or uuid.uuid4().hex
+        if self._engine is not None:
+            # A worker runs it (`_process_on_engine`), maybe in another process.
+            return await self._engine.run(self, props.model_copy(update={"trace_id": trace_id}))
         started = time.perf_counter()
         with self._in_flight("process", props.thread_id, trace_id) as run:
             try:
@@ -395,8 +404,22 @@ class AgentCore(ClosedOnExit):
                     props, trace_id, started, "cancelled", _CANCELLED_BY_CLOSE, status="cancelled"
                 )
 
+    async def _process_on_engine(
+        self, props: AgentProps, trace_id: str, effects: RunEffects
+    ) -> AgentFinalResponse:
+        """`process()` as a durable engine's workflow runs it on a worker: the same run, its
+        side effects steps of `effects` (an engine's, `pes_agent.durable`)."""
+        started = time.perf_counter()
+        with self._in_flight("process", props.thread_id, trace_id) as run:
+            return await self._locked_run(props, trace_id, started, run, effects)
+
     async def _locked_run(
-        self, props: AgentProps, trace_id: str, started: float, run: _InFlight
+        self,
+        props: AgentProps,
+        trace_id: str,
+        started: float,
+        run: _InFlight,
+        effects: RunEffects | None = None,
     ) -> AgentFinalResponse:
         async with contextlib.AsyncExitStack() as stack:
             try:
@@ -415,7 +438,7 @@ class AgentCore(ClosedOnExit):
                     thread_id=props.thread_id,
                     trace_id=waiting[0].trace_id,
                 )
-            return await self._run(props, trace_id, started, run)
+            return await self._run(props, trace_id, started, run, effects=effects)
         raise AssertionError("unreachable: the block above always returns")
 
     async def _run(
@@ -426,11 +449,13 @@ class AgentCore(ClosedOnExit):
         run: _InFlight,
         paused: PausedRun | None = None,
         decisions: dict[str, Decision] | None = None,
+        effects: RunEffects | None = None,
     ) -> AgentFinalResponse:
         """Prepare, drive and conclude a run on a thread the caller holds locked; its
-        response is kept on `run` too, for an `aclose()` cancelling the caller after it."""
+        response is kept on `run` too, for an `aclose()` cancelling the caller after it.
+        With `effects`, the run is a durable engine's workflow: its side effects are steps."""
         with running(props.thread_id, trace_id):
-            ready = await self._prepare(props, trace_id, started, paused, decisions)
+            ready = await self._prepare(props, trace_id, started, paused, decisions, effects)
             if isinstance(ready, _Prepared):
                 run.result = _outcome(ready, await self._drive(ready, run))
             else:  # it ended before its entity was spawned
@@ -444,10 +469,11 @@ class AgentCore(ClosedOnExit):
         started: float,
         paused: PausedRun | None,
         decisions: dict[str, Decision] | None,
+        effects: RunEffects | None,
     ) -> _Prepared | AgentFinalResponse:
         """The run's components and resources, ready to spawn; or the response of a run that
         ended here, its tool sources or thread failing to load."""
-        loaded = await self._load(props, trace_id, started)
+        loaded = await self._load(props, trace_id, started, effects)
         if not isinstance(loaded, _Loaded):
             return loaded  # it ended while loading
         settings, context = loaded.settings, loaded.context
@@ -461,6 +487,7 @@ class AgentCore(ClosedOnExit):
             stream=self.stream,
             params=settings.llm_params,
             budget=budget,
+            effects=effects,
         )
         spec = RunSpec(
             props=props,
@@ -479,11 +506,18 @@ class AgentCore(ClosedOnExit):
             max_revisions=settings.max_revisions,
         )
         gate = self._gate(props, trace_id, settings, recorder, paused, decisions)
-        resources = RunResources(llm=llm, recorder=recorder, approvals=gate, budget=budget)
+        resources = RunResources(
+            llm=llm,
+            recorder=recorder,
+            approvals=gate,
+            budget=budget,
+            invoker=IN_PROCESS if effects is None else EffectInvoker(effects),
+            effects=effects,
+        )
         return _Prepared(spec, timings, resources, started, paused)
 
     async def _load(
-        self, props: AgentProps, trace_id: str, started: float
+        self, props: AgentProps, trace_id: str, started: float, effects: RunEffects | None
     ) -> _Loaded | AgentFinalResponse:
         """Open the tool sources, load the thread and resolve the run's settings; or the
         response of a run that failed to (the thread's saved configuration is data: a bad one
@@ -496,13 +530,20 @@ class AgentCore(ClosedOnExit):
                 props, trace_id, started, "tools", error.message, status="error"
             )
         thread_id = props.thread_id
-        try:
+
+        async def read() -> tuple[ThreadContext, list[ConversationMessage], RunSettings]:
             context = await self.state.load_context(thread_id)
             settings = RunSettings.resolve(
                 self._defaults, context.config, props.options, self.tools.names
             )
             limit = settings.history_limit
             history = await self._storage.get_messages(thread_id, limit=limit) if limit else []
+            return context, history, settings
+
+        try:
+            # On an engine, read once: a replayed run sees the thread as it first did.
+            loaded = await (read() if effects is None else effects.once("pes_agent.load", read))
+            context, history, settings = loaded
             config = settings.provider_config
             provider = self._providers.get(config) if config is not None else self._provider
         except RunError as error:

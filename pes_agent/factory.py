@@ -16,6 +16,7 @@ from pes_agent.config import (
     StateSaving,
 )
 from pes_agent.core import AgentCore
+from pes_agent.durable.effects import DurableEngine
 from pes_agent.errors import UsageError
 from pes_agent.execution.executors import ConcurrentExecutor
 from pes_agent.observing.manager import ObservationManager
@@ -85,6 +86,7 @@ def create_agent(
     approval_handler: ApprovalHandler | None = None,
     approval_timeout_s: float | None = None,
     usage_limits: UsageLimits | None = None,
+    engine: DurableEngine | None = None,
 ) -> AgentCore:
     """Build an agent: `create_agent(provider="openai:gpt-4o-mini", tools=[get_weather])`.
 
@@ -151,6 +153,10 @@ def create_agent(
             would cross a limit stops with `status="error"` and nothing saved. A thread's
             `ThreadConfig.usage_limits` and a call's `RunOptions.usage_limits` can lower
             these limits, never raise them.
+        engine: A durable engine (`pes_agent.durable.dbos.DBOSEngine`): `process()` submits
+            each run to it, and a worker (`async with engine.worker(agent)`, in this or
+            another process) runs it as a workflow whose steps survive the worker. None runs
+            every run in this process.
 
     Returns:
         The agent, ready for `await agent.process(AgentProps(query, thread_id))`.
@@ -222,6 +228,11 @@ def create_agent(
 
     # The agent closes only what it builds here; objects passed in belong to the caller, who
     # may share them with other agents.
+    if engine is not None and not isinstance(engine, DurableEngine):
+        raise UsageError(
+            "engine must be a durable engine such as pes_agent.durable.dbos.DBOSEngine(...) "
+            f"(with run() and worker()); got {type(engine).__name__}"
+        )
     providers = ProviderPool(retry_policy=retry_policy, max_size=max_providers)
     # The registry's pool of sync-tool threads too: closing it never waits for hung tools.
     owned: list[AsyncCloseable] = [providers, registry]
@@ -251,6 +262,7 @@ def create_agent(
         owned.append(store)
     observations = observation_manager or ObservationManager(store)
     return AgentCore(
+        engine=engine,
         provider=default_provider,
         providers=providers,
         owned=owned,

@@ -16,6 +16,7 @@ from typing import Any
 
 from pes_agent.approvals.gate import ApprovalGate, denial_message
 from pes_agent.approvals.models import Deny
+from pes_agent.durable.effects import CURRENT_STEP
 from pes_agent.errors import RunError, ToolExecutionError, UsageLimitExceeded
 from pes_agent.execution._deadlines import Deadlines
 from pes_agent.execution.dag import CallGraph
@@ -268,6 +269,9 @@ class CallRunner:
         """Run a call whose dependencies have all finished; every failure becomes a result,
         except the run's budget being spent (`UsageLimitExceeded`), which stops the run."""
         call = self.ledger.calls[index]
+        # A durable engine keys the call's step by its number (the call's task has its own
+        # context; a call run in the caller's task resets it after).
+        step = CURRENT_STEP.set(index + 1)
         try:
             return await self._run_checked(index, call, limiter)
         except UsageLimitExceeded:
@@ -276,6 +280,8 @@ class CallRunner:
             # A bug of ours, not of the tool: still a result, so the plan's other calls finish.
             self.logger().exception("tool_call_internal_error", call_id=call.call_id)
             return error_result(call, f"Internal error while running the call: {describe(exc)}")
+        finally:
+            CURRENT_STEP.reset(step)
 
     async def report_end(self, index: int, result: ToolResult) -> None:
         """Tell `on_call_end` about a result; a hook failure is logged, never raised."""

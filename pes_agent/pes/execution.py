@@ -111,6 +111,8 @@ class Execution:
         executor = self.executor
         if run.spec.reevaluate != "never" or not isinstance(executor, SupportsStreaming):
             return None
+        if run.resources.effects is not None:
+            return None  # on a durable engine the plan is a step: its calls start once it is
         if run.resources.approvals is not None and not _honours_approvals(executor):
             return None  # the execution phase refuses such a run, saying why
         return RunDispatch(executor, lambda: self.context(run, None, resumed=None), run.recorder)

@@ -86,9 +86,10 @@ class FinalizationSystem(PhaseSystem[Executed, Synthesized]):
                 "tool_calls": len(executed.results),
             },
         )
-        try:
+
+        async def commit() -> AgentState | None:
             try:
-                saved = await self._save_turn(spec, [user, answer])
+                return await self._save_turn(spec, [user, answer])
             except Exception as error:
                 if not _transient(error):
                     raise
@@ -98,7 +99,14 @@ class FinalizationSystem(PhaseSystem[Executed, Synthesized]):
                     trace_id=spec.trace_id,
                     error_type=type(error).__name__,
                 )
-                saved = await self._save_turn(spec, [user, answer])
+                return await self._save_turn(spec, [user, answer])
+
+        effects = run.resources.effects
+        try:
+            # On an engine the commit is a step: a run taken over after it saves nothing again.
+            saved = await (
+                commit() if effects is None else effects.once("pes_agent.commit_turn", commit)
+            )
         except Exception as error:
             # The answer was written and paid for: hand it back with the error, never drop it.
             metadata = {**answer.metadata, "status": "error", "saved": False}

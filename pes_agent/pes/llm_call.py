@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any, assert_never
 
 from pes_agent.config import LLMParams
+from pes_agent.durable.effects import RunEffects
 from pes_agent.errors import ProviderError, UsageError, UsageLimitExceeded
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.streams import StreamEvent, StreamEventKind, StreamSocket
@@ -90,9 +91,11 @@ class RunModelCaller:
         stream: StreamSocket,
         params: LLMParams,
         budget: RunBudget | None = None,
+        effects: RunEffects | None = None,
     ) -> None:
         self.provider = provider
         self.budget = budget
+        self.effects = effects
         self.thread_id = recorder.thread_id
         self.trace_id = recorder.trace_id
         self.params = params
@@ -139,6 +142,35 @@ class RunModelCaller:
             response_format=response_format,
         )
         self.calls += 1
+        effects = self.effects
+        if effects is None:
+            response = await self._call_provider(request, self.calls, listener)
+        else:
+            # A durable run: the call is a step, done once; replayed, it answers from the record
+            # (its observations and tokens were recorded when it ran). Nothing listens to the
+            # stream: streaming dispatch is an in-process optimisation.
+            number = self.calls
+
+            async def call() -> LLMResponse:
+                return await self._call_provider(request, number, None)
+
+            response = await effects.model_call(phase, call)
+        self.usage = self.usage + response.usage
+        answer = response.text
+        # A turn that only calls tools (a plan sent through submit_plan) is kept as its calls,
+        # so what the model sent still shows, e.g. as the PLAN observation's raw output.
+        self.outputs.append((phase, answer or _calls_text(response.tool_calls)))
+        if budget is not None:
+            budget.after_response(self.usage)
+        return response
+
+    async def _call_provider(
+        self, request: LLMRequest, number: int, listener: StreamListener | None
+    ) -> LLMResponse:
+        """Stream `request` from the provider, recording the call's observations and
+        publishing its tokens; the answer with its usage and metadata."""
+        phase = request.phase
+        budget = self.budget
         provider = self.provider
         label: dict[str, Any] = {
             "phase": phase,
@@ -146,7 +178,7 @@ class RunModelCaller:
             "model": provider.model,
             # Language steps stream side by side in one phase: the number pairs each call's
             # start with its end (the trace's LLM spans).
-            "llmCall": self.calls,
+            "llmCall": number,
         }
         start = {**label, **_request_details(request, provider)}
         await self._record(ObservationType.LLM_STREAM_START, f"{phase} call started", start)
@@ -214,11 +246,7 @@ class RunModelCaller:
                 message, provider=provider.name, thread_id=self.thread_id, trace_id=self.trace_id
             ) from error
         usage = metadata.usage if metadata is not None else Usage(requests=1)
-        self.usage = self.usage + usage
         answer = "".join(text)
-        # A turn that only calls tools (a plan sent through submit_plan) is kept as its calls,
-        # so what the model sent still shows, e.g. as the PLAN observation's raw output.
-        self.outputs.append((phase, answer or _calls_text(calls)))
         await self._record(
             ObservationType.LLM_STREAM_METADATA,
             f"{phase} call usage",
@@ -235,8 +263,6 @@ class RunModelCaller:
         )
         await self._record(ObservationType.LLM_STREAM_END, f"{phase} call finished", label)
         await self._publish(phase, "end")
-        if budget is not None:
-            budget.after_response(self.usage)
         if _log.enabled_for(logging.DEBUG):
             _log.debug(
                 "llm_call",

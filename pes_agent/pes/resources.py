@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ecs_core import EntityId, World
 from pes_agent.approvals.gate import ApprovalGate
+from pes_agent.durable.effects import RunEffects
 from pes_agent.pes.budget import RunBudget
 from pes_agent.pes.llm_call import RunModelCaller
 from pes_agent.pes.recorder import RunRecorder
@@ -26,13 +27,15 @@ __all__ = ["ResourceTable", "RunResources"]
 class RunResources:
     """The services one run works through: its model caller, its observation recorder, (when
     any call may need approval) its approval gate, how its tool calls reach their tools (the
-    executor's `ExecutionContext.invoker`), and (when it has usage limits) its budget."""
+    executor's `ExecutionContext.invoker`), (when it has usage limits) its budget, and (on a
+    durable engine) the engine's `RunEffects`, through which its side effects are steps."""
 
     llm: RunModelCaller
     recorder: RunRecorder
     approvals: ApprovalGate | None = None
     invoker: ToolInvoker = IN_PROCESS
     budget: RunBudget | None = None
+    effects: RunEffects | None = None
 
 
 class ResourceTable:

@@ -51,6 +51,11 @@ class ToolSystem(PhaseSystem[Planned]):
         context, hooks = execution.context(
             run, planned.output, resumed=resumed.calls if resumed is not None else None
         )
+        effects = run.resources.effects
+        if effects is not None:
+            # Places for every call's step, the revisions' calls included, before any starts.
+            revisions = context.reevaluation.max_revisions if context.reevaluation else 0
+            effects.open_calls(len(calls) + revisions * context.max_tool_calls, revisions)
         try:
             results = await execution.executor.execute(calls, context)
         except asyncio.CancelledError:

@@ -1,0 +1,323 @@
+"""`DBOSEngine`: runs that survive their worker, on DBOS, on SQLite or PostgreSQL.
+
+```python
+from pes_agent.durable.dbos import DBOSEngine     # pip install 'pes-agent[dbos]'
+
+engine = DBOSEngine("sqlite:///runs.sqlite", worker_id="worker-1")
+agent = create_agent(provider=..., tools=[...], storage="sqlite:///agent.db", engine=engine)
+async with engine.worker(agent):                  # this process runs runs too
+    result = await agent.process(AgentProps("...", "thread-1"))
+```
+
+A run is the DBOS workflow `pes_agent.run`; its side effects are steps (names in
+`pes_agent.durable.effects`), kept in DBOS's system database beside the workflow. When a worker
+dies mid-run, the run is taken over where it stood: steps that had finished answer from the
+record (their tools are not called again, the turn is committed once), and the step that was
+running runs again (at least once, like any retried call).
+
+- **Workers.** `engine.worker(agent)` launches DBOS in this process and runs submitted runs
+  with `agent`, which holds the tools and providers. Give each live worker its own
+  `worker_id` and reuse it when that worker restarts: at launch, a worker takes over the runs
+  its previous life left unfinished (DBOS recovers the workflows of its executor id). Two live
+  workers must never share an id.
+- **Submitting.** `agent.process(...)` on an agent with `engine=` enqueues the run on the
+  engine's queue (DBOS's client: the submitting process need not be a worker) and awaits its
+  response; cancelling the awaiting task cancels the workflow and its running steps.
+- **One turn at a time per thread**, across every worker: the queue is partitioned by thread id
+  with one run at a time per partition.
+- **The database.** ``sqlite:///PATH`` (one machine; its file opened in WAL mode) or
+  ``postgresql://...`` (workers on several machines). The agent's own storage is separate and
+  must be shared by the workers and the submitting processes (SQLite file or PostgreSQL).
+- **Streaming dispatch** is an in-process optimisation: on an engine, a plan's calls start once
+  the planning step has finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pes_agent.durable.effects import CURRENT_STEP
+from pes_agent.errors import ConfigurationError, UsageError
+from pes_agent.protocols import LLMResponse
+from pes_agent.run import AgentFinalResponse, AgentProps
+
+try:
+    import sqlalchemy
+    from dbos import DBOS, DBOSClient, StepOptions, StepReservation, WorkflowHandleAsync
+except ImportError as error:  # pragma: no cover - the extra is installed in CI
+    raise ConfigurationError(
+        "DBOSEngine needs the dbos package: pip install 'pes-agent[dbos]'"
+    ) from error
+
+if TYPE_CHECKING:
+    from pes_agent.core import AgentCore
+
+__all__ = ["RUN_WORKFLOW", "DBOSEngine"]
+
+T = TypeVar("T")
+
+RUN_WORKFLOW = "pes_agent.run"
+"""The DBOS workflow name of a run (persisted: runs in flight need it unchanged)."""
+
+# The agent this process's worker runs runs with (DBOS is one instance per process).
+_worker_agent: AgentCore | None = None
+
+
+class _Effects:
+    """A run's side effects as DBOS steps (`pes_agent.durable.effects.RunEffects`)."""
+
+    __slots__ = ("_calls", "_revised", "_revisions")
+
+    def __init__(self) -> None:
+        self._calls: list[StepReservation] = []
+        self._revisions: list[StepReservation] = []
+        self._revised = 0
+
+    async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        return await DBOS.run_step_async(_options(name), effect)
+
+    def open_calls(self, steps: int, revisions: int) -> None:
+        # Reserved now, in order, before any call starts: each call's step keeps its place
+        # whatever order the calls finish in, on the first run and on every replay.
+        self._calls = [DBOS.reserve_step() for _ in range(steps)]
+        self._revisions = [DBOS.reserve_step() for _ in range(revisions)]
+        self._revised = 0
+
+    async def model_call(
+        self, phase: str, call: Callable[[], Coroutine[Any, Any, LLMResponse]]
+    ) -> Any:
+        name = f"pes_agent.model.{phase}"
+        if phase == "language_step":
+            return await self._in_call(name, call)
+        if phase == "reevaluation" and self._revised < len(self._revisions):
+            reservation = self._revisions[self._revised]
+            self._revised += 1
+            return await reservation.run_async(_options(name), call)
+        return await DBOS.run_step_async(_options(name), call)
+
+    async def tool_call(self, name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        return await self._in_call(f"pes_agent.tool.{name}", call)
+
+    async def _in_call(self, name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        step = CURRENT_STEP.get()
+        if 1 <= step <= len(self._calls):
+            return await self._calls[step - 1].run_async(_options(name), call)
+        # Beyond the places kept (a custom executor): the next step id, its name checked, so
+        # a replay that starts calls in another order fails loudly rather than mixing them up.
+        return await DBOS.run_step_async(_options(name), call)
+
+
+def _options(name: str) -> StepOptions:
+    # Preemptible: cancelling the run cancels the step's task (a slow tool stops). No DBOS
+    # retries: model calls retry in their provider, and tool calls are not retried in process.
+    return {"name": name, "preemptible": True, "retries_allowed": False}
+
+
+@DBOS.workflow(name=RUN_WORKFLOW)
+async def _run_workflow(props: AgentProps) -> AgentFinalResponse:
+    """One run, on a worker: `process()` with its side effects as steps."""
+    agent = _worker_agent
+    if agent is None:  # pragma: no cover - DBOS runs workflows only where a worker launched
+        raise UsageError(
+            "no pes-agent worker in this process: use `async with engine.worker(agent)`"
+        )
+    assert props.trace_id is not None  # set by the submitting process
+    return await agent._process_on_engine(props, props.trace_id, _Effects())
+
+
+class DBOSEngine:
+    """Durable runs on DBOS (see the module docstring).
+
+    The engine is configured here and does nothing until used: `worker(agent)` launches DBOS
+    in this process; an agent built with `create_agent(engine=engine)` submits its runs.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        worker_id: str = "pes-agent-worker",
+        app_name: str = "pes-agent",
+        app_version: str = "1",
+        queue: str = "pes-agent-runs",
+        concurrency: int = 16,
+        poll_interval_s: float = 0.05,
+    ) -> None:
+        """Configure the engine.
+
+        Args:
+            database_url: DBOS's system database: ``sqlite:///PATH`` or ``postgresql://...``.
+            worker_id: This process's DBOS executor id when it is a worker. Unique per live
+                worker, and the same when the worker restarts, so it takes over its runs.
+            app_name: The DBOS application; workers and submitters of one agent share it.
+            app_version: Runs are recovered only by workers of the same version: change it
+                when a new release changes what a run does, and old runs keep their workers.
+            queue: The DBOS queue runs are submitted to.
+            concurrency: The most runs one worker runs at once.
+            poll_interval_s: How often the queue and a run's result are polled.
+
+        Raises:
+            UsageError: An argument is out of range (the message says the fix).
+        """
+        if not isinstance(database_url, str) or not database_url.startswith(
+            ("sqlite:///", "postgresql://", "postgres://", "postgresql+psycopg://")
+        ):
+            raise UsageError(
+                "DBOSEngine needs its database as 'sqlite:///PATH' or 'postgresql://USER@HOST/DB'"
+                f", got {database_url!r}"
+            )
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise UsageError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        if not isinstance(poll_interval_s, int | float) or not 0 < poll_interval_s <= 10:
+            raise UsageError(
+                f"poll_interval_s must be a number of seconds in (0, 10], got {poll_interval_s!r}"
+            )
+        for label, value in (("worker_id", worker_id), ("app_name", app_name), ("queue", queue)):
+            if not isinstance(value, str) or not value.strip():
+                raise UsageError(f"{label} must be a non-empty str, got {value!r}")
+        self.database_url = database_url
+        self.worker_id = worker_id
+        self.app_name = app_name
+        self.app_version = app_version
+        self.queue = queue
+        self.concurrency = concurrency
+        self.poll_interval_s = float(poll_interval_s)
+        self._client: DBOSClient | None = None
+
+    def __repr__(self) -> str:
+        where = self.database_url.split("@")[-1] if "@" in self.database_url else self.database_url
+        return f"DBOSEngine({where!r}, worker_id={self.worker_id!r})"
+
+    # submitting ---------------------------------------------------------------------------
+    async def run(self, agent: AgentCore, props: AgentProps) -> AgentFinalResponse:
+        """Submit the run `props` (its `trace_id` set) and await its response.
+
+        Args:
+            agent: The submitting agent (its storage is the workers').
+            props: The run; its `trace_id` names the workflow (`pes-agent-run-TRACE_ID`).
+
+        Returns:
+            The run's response, as a worker's `process()` returned it.
+
+        Raises:
+            UsageError: What `process()` raises on the worker (a thread waiting for approval,
+                say), raised here.
+        """
+        assert props.trace_id is not None
+        workflow_id = f"pes-agent-run-{props.trace_id}"
+        client = await self._submitter()
+        handle: WorkflowHandleAsync[AgentFinalResponse] = await client.enqueue_async(
+            {
+                "workflow_name": RUN_WORKFLOW,
+                "queue_name": self.queue,
+                "queue_partition_key": props.thread_id,
+                "workflow_id": workflow_id,
+                "app_version": self.app_version,
+            },
+            props,
+        )
+        try:
+            result: AgentFinalResponse = await handle.get_result(
+                polling_interval_sec=self.poll_interval_s
+            )
+        except asyncio.CancelledError:
+            # The caller gave up: the run stops wherever it runs, as it would in process.
+            await asyncio.shield(client.cancel_workflow_async(workflow_id))
+            raise
+        return result
+
+    async def _submitter(self) -> DBOSClient:
+        if self._client is None:
+            self._client = await asyncio.to_thread(
+                DBOSClient,
+                system_database_url=_system_url(self.database_url),
+                application_name=self.app_name,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the submitting client's connections (a worker closes its own)."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.destroy()  # closes its pool's connections: quick
+
+    # working ------------------------------------------------------------------------------
+    @asynccontextmanager
+    async def worker(self, agent: AgentCore) -> AsyncIterator[None]:
+        """Run `agent`'s runs in this process while the block lasts (one worker per process).
+
+        At launch the worker takes over the runs its `worker_id` left unfinished, then takes
+        runs from the queue, at most `concurrency` at once and one at a time per thread.
+
+        Args:
+            agent: The agent whose tools and providers the runs use.
+
+        Yields:
+            Nothing: leave the block to stop the worker (runs under way are left to be taken
+            over by the next worker with this id).
+
+        Raises:
+            UsageError: This process already runs a worker.
+        """
+        global _worker_agent
+        if _worker_agent is not None:
+            raise UsageError(
+                "this process already runs a pes-agent worker (DBOS runs one per process); "
+                "start another process for another worker"
+            )
+        _worker_agent = agent
+        try:
+            DBOS(
+                config={
+                    "name": self.app_name,
+                    "system_database_url": _system_url(self.database_url),
+                    "system_database_engine": _engine_for(self.database_url),
+                    "application_version": self.app_version,
+                    "executor_id": self.worker_id,
+                    "log_level": os.environ.get("PES_DBOS_LOG_LEVEL", "WARNING"),
+                    "notification_listener_polling_interval_sec": self.poll_interval_s,
+                }
+            )
+            await asyncio.to_thread(DBOS.launch)
+            await DBOS.register_queue_async(
+                self.queue,
+                worker_concurrency=self.concurrency,
+                partition_concurrency=1,
+                polling_interval_sec=self.poll_interval_s,
+            )
+            yield
+        finally:
+            _worker_agent = None
+            await asyncio.to_thread(DBOS.destroy)
+            # DBOS made its thread pool the loop's default executor and has shut it down:
+            # give the loop a working one back, for asyncio.to_thread everywhere else.
+            asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
+
+
+def _system_url(database_url: str) -> str:
+    if database_url.startswith("postgres://"):
+        return "postgresql://" + database_url.removeprefix("postgres://")
+    return database_url
+
+
+def _engine_for(database_url: str) -> sqlalchemy.Engine | None:
+    """SQLite in WAL mode with synchronous=NORMAL (a commit per step costs a fraction of the
+    default's); None lets DBOS build PostgreSQL's engine."""
+    if not database_url.startswith("sqlite:///"):
+        return None
+    engine = sqlalchemy.create_engine(database_url, connect_args={"timeout": 30})
+
+    @sqlalchemy.event.listens_for(engine, "connect")
+    def _tune(connection: Any, _record: Any) -> None:
+        cursor = connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    return engine

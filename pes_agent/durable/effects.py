@@ -1,0 +1,145 @@
+"""The seam a durable engine takes a run by: its side effects, each done once and kept.
+
+A run reaches the world only through its resources (DESIGN §14): the thread's load, each model
+call, each tool call, storing a paused run and committing the turn. On an engine, the run's
+code runs as a workflow and each of those becomes a step the engine keeps: when a worker dies
+and another takes the run over, the workflow's code runs again from the top, and every step
+that had finished answers from the record instead of happening again. The DAG, placeholders,
+gates and budgets are plain code in between, so they run the same on every replay.
+
+An engine implements `RunEffects`; `AgentCore` hands it to the run's model caller, tool
+invoker and phases (`RunResources.effects`), and nothing else changes. Steps have stable
+names (the README lists them: they are persisted, so renaming one breaks runs in flight):
+
+| step | when |
+|---|---|
+| `pes_agent.load` | the thread's config, state and history, read once |
+| `pes_agent.model.<phase>` | a model call (planning, repair, synthesis, reevaluation, ...) |
+| `pes_agent.tool.<tool name>` | one tool call |
+| `pes_agent.pause` | a run waiting for approval is stored |
+| `pes_agent.claim` | a resumed run takes its stored pause |
+| `pes_agent.commit_turn` | the turn's messages (and state) are saved |
+
+Calls of the DAG run side by side and finish in any order, so the steps they make cannot be
+told apart by the order they start in. The executor marks each call's task with its step
+number (`CURRENT_STEP`, the position of the call in the plan, which never changes) before the
+call's tool or language-step model call; an engine keys those steps by it (`open_calls`
+reserves their places before the first call starts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+from pes_agent.errors import ToolExecutionError
+from pes_agent.protocols import LLMResponse
+from pes_agent.tools.base import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from pes_agent.core import AgentCore
+    from pes_agent.run import AgentFinalResponse, AgentProps
+
+__all__ = ["CURRENT_STEP", "DurableEngine", "EffectInvoker", "RunEffects"]
+
+T = TypeVar("T")
+
+CURRENT_STEP: ContextVar[int] = ContextVar("pes_agent_durable_step", default=0)
+"""The step number (1-based position in the plan) of the DAG call the current task runs;
+0 outside a call. Set by the executor for each call's task."""
+
+
+@runtime_checkable
+class RunEffects(Protocol):
+    """How one run's side effects go through a durable engine (see the module docstring)."""
+
+    async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """`effect()`'s outcome, done once per run under the step `name`; a replayed run gets
+        the recorded outcome (its value, or the error it raised) without doing it again.
+        For the run's sequential steps: load, pause, claim, commit."""
+        ...
+
+    def open_calls(self, steps: int, revisions: int) -> None:
+        """Before a DAG starts: keep places for the steps of up to `steps` calls and
+        `revisions` re-evaluations, so that calls finishing in any order get the same step
+        identities on every replay."""
+        ...
+
+    async def model_call(
+        self, phase: str, call: Callable[[], Coroutine[Any, Any, LLMResponse]]
+    ) -> Any:
+        """One model call of `phase` as a step (a language step's keyed by `CURRENT_STEP`, a
+        re-evaluation's by its number); returns the `LLMResponse`."""
+        ...
+
+    async def tool_call(self, name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """The tool call of the current DAG call (`CURRENT_STEP`) to the tool `name`, as a
+        step."""
+        ...
+
+
+class _Outcome:
+    """What a tool call came to, as a step keeps it: the output, or the failure's text."""
+
+    __slots__ = ("failure", "output")
+
+    def __init__(self, output: Any = None, failure: str | None = None) -> None:
+        self.output = output
+        self.failure = failure
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Outcome, (self.output, self.failure))
+
+
+class EffectInvoker:
+    """A `ToolInvoker` whose calls are steps of the run's engine (`RunEffects.tool_call`).
+
+    The step keeps what the tool returned, or the text of what it raised (a tool's own
+    exception class need not survive a trip through the engine's store): replayed, a failed
+    call fails again with the same message, without running.
+    """
+
+    __slots__ = ("_effects",)
+
+    def __init__(self, effects: RunEffects) -> None:
+        self._effects = effects
+
+    async def invoke(self, tool: Tool, arguments: dict[str, Any], context: ToolContext) -> Any:
+        """The tool's output for `arguments`, from the engine's record when the step ran
+        before; raises `ToolExecutionError` with the failure's text when the tool failed."""
+
+        async def call() -> _Outcome:
+            try:
+                return _Outcome(output=await tool.execute(arguments, context))
+            except ToolExecutionError as error:
+                return _Outcome(failure=error.message)
+            except Exception as error:
+                return _Outcome(failure=_describe(error))
+
+        name = tool.schema.name
+        outcome = await self._effects.tool_call(name, call)
+        if outcome.failure is not None:
+            raise ToolExecutionError(outcome.failure, call_id=context.call_id, tool_name=name)
+        return outcome.output
+
+
+def _describe(error: BaseException) -> str:
+    message = str(error)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+@runtime_checkable
+class DurableEngine(Protocol):
+    """Where an agent built with `create_agent(engine=...)` sends its runs: `process()` submits
+    the run and awaits its response, which a worker (`worker(agent)`) produces."""
+
+    async def run(self, agent: AgentCore, props: AgentProps) -> AgentFinalResponse:
+        """Submit `props` (its `trace_id` set) as a run of `agent`'s and await its response;
+        cancelling the awaiting task cancels the run."""
+        ...
+
+    def worker(self, agent: AgentCore) -> AbstractAsyncContextManager[None]:
+        """Run `agent`'s runs in this process while the block lasts."""
+        ...

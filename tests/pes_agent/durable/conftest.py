@@ -1,0 +1,110 @@
+"""Fixtures of the durable-engine tests: engine databases and worker processes.
+
+DBOS runs on a SQLite file and on the PostgreSQL at 127.0.0.1:5432 (a fresh database per test,
+dropped afterwards). Workers are real processes (`dbos_worker.py`), killed with SIGKILL to
+prove that their runs survive them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.pes_agent.storage.conftest import POSTGRES_URL, require_postgres, wait_until
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class Workers:
+    """Worker processes on one engine database and one agent store, stopped at the end."""
+
+    def __init__(self, engine_db: str, storage: str, effects: Path) -> None:
+        self.engine_db = engine_db
+        self.storage = storage
+        self.effects = effects
+        self.log = effects.with_name("workers.log")
+        self._log_file = self.log.open("a", encoding="utf-8")
+        self.processes: list[asyncio.subprocess.Process] = []
+
+    async def start(self, worker_id: str, *, slow_s: float = 2.0) -> asyncio.subprocess.Process:
+        """A worker process, once it says it is ready (DBOS launched, its runs taken over)."""
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.pes_agent.durable.dbos_worker",
+            self.engine_db,
+            self.storage,
+            worker_id,
+            str(self.effects),
+            cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE,
+            # A file, not a pipe nobody reads: a chatty worker must never block on it.
+            stderr=self._log_file,
+            env={**os.environ, "PES_TEST_SLOW_S": str(slow_s)},
+        )
+        self.processes.append(process)
+        assert process.stdout is not None
+        line = await asyncio.wait_for(process.stdout.readline(), 90)
+        if line.strip() != b"ready":
+            process.kill()
+            await process.wait()
+            raise AssertionError(
+                f"the worker did not start: {line!r} {self.log.read_text()[-3000:]}"
+            )
+        return process
+
+    async def kill(self, process: asyncio.subprocess.Process) -> None:
+        """SIGKILL: the worker gets no chance to clean up."""
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+
+    def effects_lines(self) -> list[str]:
+        if not self.effects.exists():
+            return []
+        return self.effects.read_text(encoding="utf-8").splitlines()
+
+    async def wait_for_effect(self, line: str) -> None:
+        await wait_until(lambda: line in self.effects_lines(), f"the side effect {line!r}")
+
+    async def stop_all(self) -> None:
+        for process in self.processes:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        self._log_file.close()
+
+
+def _psql(sql: str) -> None:
+    subprocess.run(["psql", POSTGRES_URL, "-qc", sql], check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def engine_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """DBOS's system database: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.sqlite'}"
+        return
+    require_postgres()
+    name = f"pes_dbos_{uuid.uuid4().hex[:12]}"
+    _psql(f"CREATE DATABASE {name}")
+    try:
+        yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        _psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+async def workers(engine_db: str, tmp_path: Path) -> AsyncIterator[Workers]:
+    pool = Workers(engine_db, f"sqlite:///{tmp_path / 'agent.db'}", tmp_path / "effects.log")
+    try:
+        yield pool
+    finally:
+        await pool.stop_all()

@@ -1,0 +1,81 @@
+"""A pes-agent worker process on DBOS, for the durable tests: `python -m ... ENGINE_DB STORAGE
+WORKER_ID EFFECTS_FILE`.
+
+Its tools append what they do to EFFECTS_FILE (a line per side effect, flushed at once), so a
+test can count how often each happened across worker deaths. The scripted model plans
+`PLAN` and answers "All done.". It prints "ready" once DBOS has launched (and taken over
+what an earlier life of WORKER_ID left), and exits 0 on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+from pes_agent import LLMRequest, create_agent, tool
+from pes_agent.durable.dbos import DBOSEngine
+from pes_agent.testing import ScriptedProvider, plan_call, plan_lines
+
+PLAN = plan_lines(
+    plan_call(1, "note", text="a"),
+    plan_call(2, "slow_note", text="b", seconds=float(os.environ.get("PES_TEST_SLOW_S", "2"))),
+    plan_call(3, "note", text="{step_1_result}-c"),
+    plan_call(4, "note", text="{step_2_result}-d"),
+    intent="notes, one of them slow",
+)
+ANSWER = "All done."
+
+
+def effects_file() -> Path:
+    return Path(sys.argv[4])
+
+
+def log_effect(line: str) -> None:
+    with effects_file().open("a", encoding="utf-8") as out:
+        out.write(line + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+@tool
+async def note(text: str) -> str:
+    """Write a note; returns it in capitals."""
+    log_effect(f"note {text}")
+    return text.upper()
+
+
+@tool
+async def slow_note(text: str, seconds: float) -> str:
+    """Write a note after `seconds`."""
+    log_effect(f"slow-start {text}")
+    await asyncio.sleep(seconds)
+    log_effect(f"slow-done {text}")
+    return text.upper()
+
+
+def respond(request: LLMRequest) -> str:
+    return PLAN if request.phase == "planning" else ANSWER
+
+
+async def main() -> None:
+    engine_db, storage, worker_id = sys.argv[1], sys.argv[2], sys.argv[3]
+    engine = DBOSEngine(engine_db, worker_id=worker_id, poll_interval_s=0.05)
+    agent = create_agent(
+        provider=ScriptedProvider([respond], repeat=True),
+        tools=[note, slow_note],
+        storage=storage,
+        engine=engine,
+    )
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with agent, engine.worker(agent):
+        print("ready", flush=True)
+        await stop.wait()
+    await engine.aclose()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

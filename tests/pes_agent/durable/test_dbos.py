@@ -1,0 +1,132 @@
+"""Runs on DBOS survive their worker: real worker processes, SIGKILLed mid-run, on a SQLite
+file and on PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
+
+from pes_agent import AgentProps, ObservationType, create_agent
+from pes_agent.core import AgentCore
+from pes_agent.durable.dbos import DBOSEngine
+from pes_agent.testing import ScriptedProvider
+from tests.pes_agent.storage.conftest import wait_until
+
+from .conftest import Workers
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def client(workers: Workers) -> AsyncIterator[AgentCore]:
+    """A thin submitting agent: no tools, no model; the workers hold both."""
+    engine = DBOSEngine(workers.engine_db, poll_interval_s=0.05)
+    agent = create_agent(provider=ScriptedProvider([]), storage=workers.storage, engine=engine)
+    async with agent:
+        yield agent
+    await engine.aclose()
+
+
+async def finished_calls(agent: AgentCore, thread_id: str, count: int) -> None:
+    """Wait until `count` calls of the thread's run have ended (TOOL_EXECUTION recorded)."""
+
+    async def ended() -> bool:
+        found = await agent.observations.get_observations(
+            thread_id, types=[ObservationType.TOOL_EXECUTION]
+        )
+        return len(found) >= count
+
+    await wait_until(ended, f"{count} finished calls")
+
+
+async def test_a_run_completes_on_a_worker_in_another_process(
+    workers: Workers, client: AgentCore
+) -> None:
+    await workers.start("w1", slow_s=0.2)
+    result = await asyncio.wait_for(client.process(AgentProps("Take notes", "t1")), 60)
+
+    assert result.metadata.status == "success", result.metadata.error
+    assert result.response.content == "All done."
+    assert result.metadata.tool_calls == 4
+    # The dependent calls got their dependencies' results through the placeholders.
+    assert Counter(workers.effects_lines()) == Counter(
+        ["note a", "slow-start b", "slow-done b", "note A-c", "note B-d"]
+    )
+    messages = await client.conversation.get_messages("t1")
+    assert [m.content for m in messages] == ["Take notes", "All done."]
+    # The worker's observations are in the shared store, under the run's trace.
+    executions = await client.observations.get_observations(
+        "t1", types=[ObservationType.TOOL_EXECUTION]
+    )
+    assert {o.trace_id for o in executions} == {result.metadata.trace_id}
+    assert len(executions) == 4
+
+
+async def test_a_run_whose_worker_is_killed_mid_tool_is_finished_by_the_next(
+    workers: Workers, client: AgentCore
+) -> None:
+    first = await workers.start("w1", slow_s=2.0)
+    run = asyncio.create_task(client.process(AgentProps("Take notes", "t1")))
+    await workers.wait_for_effect("slow-start b")
+    # Both quick calls have finished (their results recorded) while the slow one runs.
+    await finished_calls(client, "t1", 2)
+    await workers.kill(first)  # no cleanup, the slow call half done
+    assert "slow-done b" not in workers.effects_lines()
+
+    await workers.start("w1", slow_s=2.0)  # the same worker slot, restarted
+    result = await asyncio.wait_for(run, 90)
+
+    assert result.metadata.status == "success", result.metadata.error
+    effects = Counter(workers.effects_lines())
+    # Every call that had finished ran once; the one cut off ran again, once to the end.
+    assert effects["note a"] == 1
+    assert effects["note A-c"] == 1
+    assert effects["slow-start b"] == 2
+    assert effects["slow-done b"] == 1
+    assert effects["note B-d"] == 1
+    # The turn was saved once.
+    messages = await client.conversation.get_messages("t1")
+    assert [m.content for m in messages] == ["Take notes", "All done."]
+
+
+async def test_cancelling_the_caller_cancels_the_run_and_its_slow_tool(
+    workers: Workers, client: AgentCore
+) -> None:
+    await workers.start("w1", slow_s=4.0)
+    run = asyncio.create_task(client.process(AgentProps("Take notes", "t1")))
+    await workers.wait_for_effect("slow-start b")
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    await asyncio.sleep(5.0)  # past the time the slow tool would have finished
+    assert "slow-done b" not in workers.effects_lines()
+    assert await client.conversation.get_messages("t1") == []
+
+
+async def test_runs_on_one_thread_take_turns_across_two_workers(
+    workers: Workers, client: AgentCore
+) -> None:
+    await workers.start("w1", slow_s=0.5)
+    await workers.start("w2", slow_s=0.5)
+    started = time.perf_counter()
+    results = await asyncio.wait_for(
+        asyncio.gather(*(client.process(AgentProps(f"Run {n}", "t1")) for n in range(3))), 120
+    )
+    assert [r.metadata.status for r in results] == ["success"] * 3
+    assert time.perf_counter() - started >= 1.5  # three slow calls, one after another
+    lines = workers.effects_lines()
+    # Each run's slow call finished before the next run's started.
+    order = [line for line in lines if line.startswith("slow-")]
+    assert order == ["slow-start b", "slow-done b"] * 3
+    messages = await client.conversation.get_messages("t1")
+    assert len(messages) == 6
+
+
+async def test_a_worker_stops_cleanly_on_sigterm(workers: Workers) -> None:
+    process = await workers.start("w1", slow_s=0.1)
+    process.terminate()
+    assert await asyncio.wait_for(process.wait(), 30) == 0
