@@ -464,7 +464,11 @@ async def test_trace_view_screenshot_shows_a_bar_per_call_overlapping_lookups(
 async def wait_for_message_back(page: Any) -> None:
     """Until the message box holds text again: a refused send puts its message back once the
     request has ended, a moment after the refusal shows."""
-    await page.wait_for_function("document.getElementById('query').value !== ''", timeout=WAIT_MS)
+    from playwright.async_api import expect
+
+    # Not wait_for_function with an expression: the console's CSP forbids eval, which
+    # Playwright falls back to when the expression is not true at once.
+    await expect(page.locator("#query")).not_to_have_value("", timeout=WAIT_MS)
 
 
 async def test_approval_flow_approve_resumes_the_run(
