@@ -678,14 +678,44 @@ class AgentCore(ClosedOnExit):
                 f"resume() was called for thread {thread_id!r} from inside a run on that "
                 "thread; resume it after that run returns"
             )
+        if self._engine is not None:
+            # A worker resumes it (`_resume_on_engine`); the decisions are checked there, as
+            # the run is claimed.
+            return await self._engine.resume(self, thread_id, trace_id, given)
+        return await self._resume_here(thread_id, trace_id, given, None)
+
+    async def _resume_on_engine(
+        self, thread_id: str, trace_id: str, decisions: dict[str, Decision], effects: RunEffects
+    ) -> AgentFinalResponse:
+        """`resume()` as a durable engine's workflow runs it on a worker: the claim (with the
+        decisions' observations) and the run's side effects are steps of `effects`."""
+        return await self._resume_here(thread_id, trace_id, decisions, effects)
+
+    async def _resume_here(
+        self,
+        thread_id: str,
+        trace_id: str,
+        given: dict[str, Decision],
+        effects: RunEffects | None,
+    ) -> AgentFinalResponse:
         started = time.perf_counter()
         with self._in_flight("resume", thread_id, trace_id) as run:
             async with self._lock_to_resume(thread_id, trace_id):
-                claimed, given = await self._claim(thread_id, trace_id, given)
-                recorder = RunRecorder(self.observations, thread_id, trace_id)
-                await _record_decisions(recorder, claimed, given)
-                merged = {**claimed.decisions, **given}
-                return await self._run(claimed.props, trace_id, started, run, claimed, merged)
+
+                async def claim() -> tuple[PausedRun, dict[str, Decision]]:
+                    claimed, decided = await self._claim(thread_id, trace_id, given)
+                    recorder = RunRecorder(self.observations, thread_id, trace_id)
+                    await _record_decisions(recorder, claimed, decided)
+                    return claimed, decided
+
+                # On an engine the claim is a step: a run taken over never claims twice.
+                claimed, decided = await (
+                    claim() if effects is None else effects.once("pes_agent.claim", claim)
+                )
+                merged = {**claimed.decisions, **decided}
+                return await self._run(
+                    claimed.props, trace_id, started, run, claimed, merged, effects=effects
+                )
 
     @contextlib.asynccontextmanager
     async def _lock_to_resume(self, thread_id: str, trace_id: str) -> AsyncIterator[None]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -55,14 +56,17 @@ except ImportError as error:  # pragma: no cover - the extra is installed in CI
     ) from error
 
 if TYPE_CHECKING:
+    from pes_agent.approvals.models import Decision
     from pes_agent.core import AgentCore
 
-__all__ = ["RUN_WORKFLOW", "DBOSEngine"]
+__all__ = ["RESUME_WORKFLOW", "RUN_WORKFLOW", "DBOSEngine"]
 
 T = TypeVar("T")
 
 RUN_WORKFLOW = "pes_agent.run"
 """The DBOS workflow name of a run (persisted: runs in flight need it unchanged)."""
+RESUME_WORKFLOW = "pes_agent.resume"
+"""The DBOS workflow name of a paused run's resumption (persisted too)."""
 
 # The agent this process's worker runs runs with (DBOS is one instance per process).
 _worker_agent: AgentCore | None = None
@@ -118,16 +122,28 @@ def _options(name: str) -> StepOptions:
     return {"name": name, "preemptible": True, "retries_allowed": False}
 
 
-@DBOS.workflow(name=RUN_WORKFLOW)
-async def _run_workflow(props: AgentProps) -> AgentFinalResponse:
-    """One run, on a worker: `process()` with its side effects as steps."""
+def _worker() -> AgentCore:
     agent = _worker_agent
     if agent is None:  # pragma: no cover - DBOS runs workflows only where a worker launched
         raise UsageError(
             "no pes-agent worker in this process: use `async with engine.worker(agent)`"
         )
+    return agent
+
+
+@DBOS.workflow(name=RUN_WORKFLOW)
+async def _run_workflow(props: AgentProps) -> AgentFinalResponse:
+    """One run, on a worker: `process()` with its side effects as steps."""
     assert props.trace_id is not None  # set by the submitting process
-    return await agent._process_on_engine(props, props.trace_id, _Effects())
+    return await _worker()._process_on_engine(props, props.trace_id, _Effects())
+
+
+@DBOS.workflow(name=RESUME_WORKFLOW)
+async def _resume_workflow(
+    thread_id: str, trace_id: str, decisions: dict[str, Decision]
+) -> AgentFinalResponse:
+    """The resumption of a paused run, on a worker: `resume()` with its side effects as steps."""
+    return await _worker()._resume_on_engine(thread_id, trace_id, decisions, _Effects())
 
 
 class DBOSEngine:
@@ -209,27 +225,57 @@ class DBOSEngine:
                 say), raised here.
         """
         assert props.trace_id is not None
-        workflow_id = f"pes-agent-run-{props.trace_id}"
+        return await self._submit(
+            RUN_WORKFLOW, f"pes-agent-run-{props.trace_id}", props.thread_id, props
+        )
+
+    async def resume(
+        self, agent: AgentCore, thread_id: str, trace_id: str, decisions: dict[str, Decision]
+    ) -> AgentFinalResponse:
+        """Submit the resumption of the paused run `trace_id` and await its response.
+
+        Args:
+            agent: The submitting agent.
+            thread_id: The thread the run paused on.
+            trace_id: The paused run's trace id.
+            decisions: `Approve()` or `Deny(reason)` for each pending call id.
+
+        Returns:
+            The run's response, as a worker's `resume()` returned it.
+
+        Raises:
+            NotAwaitingApprovalError: No such run waits (resumed or cancelled already).
+            UsageError: The decisions do not fit the pending calls (checked on the worker as
+                the run is claimed, raised here).
+        """
+        # A run may pause again and be resumed again: each resumption is a workflow of its own.
+        workflow_id = f"pes-agent-resume-{trace_id}-{uuid.uuid4().hex[:12]}"
+        return await self._submit(
+            RESUME_WORKFLOW, workflow_id, thread_id, thread_id, trace_id, decisions
+        )
+
+    async def _submit(
+        self, workflow: str, workflow_id: str, thread_id: str, *args: Any
+    ) -> AgentFinalResponse:
+        """Enqueue `workflow(*args)` on the thread's partition and await its result; a
+        cancelled caller cancels it."""
         client = await self._submitter()
         handle: WorkflowHandleAsync[AgentFinalResponse] = await client.enqueue_async(
             {
-                "workflow_name": RUN_WORKFLOW,
+                "workflow_name": workflow,
                 "queue_name": self.queue,
-                "queue_partition_key": props.thread_id,
+                "queue_partition_key": thread_id,
                 "workflow_id": workflow_id,
                 "app_version": self.app_version,
             },
-            props,
+            *args,
         )
         try:
-            result: AgentFinalResponse = await handle.get_result(
-                polling_interval_sec=self.poll_interval_s
-            )
+            return await handle.get_result(polling_interval_sec=self.poll_interval_s)
         except asyncio.CancelledError:
             # The caller gave up: the run stops wherever it runs, as it would in process.
             await asyncio.shield(client.cancel_workflow_async(workflow_id))
             raise
-        return result
 
     async def _submitter(self) -> DBOSClient:
         if self._client is None:

@@ -39,6 +39,7 @@ from pes_agent.protocols import LLMResponse
 from pes_agent.tools.base import Tool, ToolContext
 
 if TYPE_CHECKING:
+    from pes_agent.approvals.models import Decision
     from pes_agent.core import AgentCore
     from pes_agent.run import AgentFinalResponse, AgentProps
 
@@ -58,7 +59,8 @@ class RunEffects(Protocol):
     async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """`effect()`'s outcome, done once per run under the step `name`; a replayed run gets
         the recorded outcome (its value, or the error it raised) without doing it again.
-        For the run's sequential steps: load, pause, claim, commit."""
+        For the run's sequential steps: load, pause, claim, commit. `effect` is an async
+        function (an engine tells async steps from sync ones)."""
         ...
 
     def open_calls(self, steps: int, revisions: int) -> None:
@@ -138,6 +140,13 @@ class DurableEngine(Protocol):
     async def run(self, agent: AgentCore, props: AgentProps) -> AgentFinalResponse:
         """Submit `props` (its `trace_id` set) as a run of `agent`'s and await its response;
         cancelling the awaiting task cancels the run."""
+        ...
+
+    async def resume(
+        self, agent: AgentCore, thread_id: str, trace_id: str, decisions: dict[str, Decision]
+    ) -> AgentFinalResponse:
+        """Submit the resumption of the paused run `trace_id` with `decisions` and await its
+        response (`agent.resume()` on an agent with this engine)."""
         ...
 
     def worker(self, agent: AgentCore) -> AbstractAsyncContextManager[None]:

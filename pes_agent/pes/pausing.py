@@ -57,11 +57,12 @@ class PauseSystem(PhaseSystem[Planned, Paused]):
             usage=budget.spent + run.llm.usage if budget is not None else run.llm.usage,
             tool_calls=budget.tool_calls if budget is not None else 0,
         )
-        effects = run.resources.effects
-        if effects is None:
+
+        async def pause() -> None:
             await self._storage.save_paused_run(stored)
-        else:
-            await effects.once("pes_agent.pause", lambda: self._storage.save_paused_run(stored))
+
+        effects = run.resources.effects
+        await (pause() if effects is None else effects.once("pes_agent.pause", pause))
         for pending in paused.pending:
             await run.recorder.record(
                 ObservationType.APPROVAL_REQUESTED,

@@ -34,7 +34,9 @@ class Workers:
         self._log_file = self.log.open("a", encoding="utf-8")
         self.processes: list[asyncio.subprocess.Process] = []
 
-    async def start(self, worker_id: str, *, slow_s: float = 2.0) -> asyncio.subprocess.Process:
+    async def start(
+        self, worker_id: str, *, slow_s: float = 2.0, plan: str = "notes"
+    ) -> asyncio.subprocess.Process:
         """A worker process, once it says it is ready (DBOS launched, its runs taken over)."""
         process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -48,7 +50,7 @@ class Workers:
             stdout=asyncio.subprocess.PIPE,
             # A file, not a pipe nobody reads: a chatty worker must never block on it.
             stderr=self._log_file,
-            env={**os.environ, "PES_TEST_SLOW_S": str(slow_s)},
+            env={**os.environ, "PES_TEST_SLOW_S": str(slow_s), "PES_TEST_PLAN": plan},
         )
         self.processes.append(process)
         assert process.stdout is not None

@@ -26,6 +26,13 @@ PLAN = plan_lines(
     plan_call(4, "note", text="{step_2_result}-d"),
     intent="notes, one of them slow",
 )
+# PES_TEST_PLAN=pay: a plan whose payments wait for approval (the tool `pay` is gated).
+PAY_PLAN = plan_lines(
+    plan_call(1, "note", text="x"),
+    plan_call(2, "pay", amount=5),
+    plan_call(3, "pay", amount=7),
+    intent="two payments",
+)
 ANSWER = "All done."
 
 
@@ -56,8 +63,17 @@ async def slow_note(text: str, seconds: float) -> str:
     return text.upper()
 
 
+@tool
+async def pay(amount: int) -> str:
+    """Pay `amount` euros."""
+    log_effect(f"pay {amount}")
+    return f"paid {amount}"
+
+
 def respond(request: LLMRequest) -> str:
-    return PLAN if request.phase == "planning" else ANSWER
+    if request.phase != "planning":
+        return ANSWER
+    return PAY_PLAN if os.environ.get("PES_TEST_PLAN") == "pay" else PLAN
 
 
 async def main() -> None:
@@ -65,7 +81,8 @@ async def main() -> None:
     engine = DBOSEngine(engine_db, worker_id=worker_id, poll_interval_s=0.05)
     agent = create_agent(
         provider=ScriptedProvider([respond], repeat=True),
-        tools=[note, slow_note],
+        tools=[note, slow_note, pay],
+        require_approval=["pay"],
         storage=storage,
         engine=engine,
     )

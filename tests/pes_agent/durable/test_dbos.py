@@ -10,7 +10,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from pes_agent import AgentProps, ObservationType, create_agent
+from pes_agent import (
+    AgentProps,
+    Approve,
+    Deny,
+    NotAwaitingApprovalError,
+    ObservationType,
+    create_agent,
+)
 from pes_agent.core import AgentCore
 from pes_agent.durable.dbos import DBOSEngine
 from pes_agent.testing import ScriptedProvider
@@ -130,3 +137,49 @@ async def test_a_worker_stops_cleanly_on_sigterm(workers: Workers) -> None:
     process = await workers.start("w1", slow_s=0.1)
     process.terminate()
     assert await asyncio.wait_for(process.wait(), 30) == 0
+
+
+async def test_a_paused_run_waits_with_no_worker_and_a_new_one_resumes_it(
+    workers: Workers, client: AgentCore
+) -> None:
+    first = await workers.start("w1", plan="pay")
+    paused = await asyncio.wait_for(client.process(AgentProps("Pay both", "t1")), 60)
+    assert paused.metadata.status == "awaiting_approval", paused.metadata.error
+    pending = {
+        p.tool_name + str(p.arguments["amount"]): p.call_id
+        for p in paused.metadata.pending_approvals
+    }
+    assert set(pending) == {"pay5", "pay7"}
+    await workers.kill(first)  # no process holds the paused run
+
+    # The storage answers without any worker alive.
+    (waiting,) = await client.pending_runs("t1")
+    assert waiting.trace_id == paused.metadata.trace_id
+    assert workers.effects_lines() == ["note x"]
+
+    await workers.start("w2", plan="pay")
+    result = await asyncio.wait_for(
+        client.resume(
+            "t1",
+            paused.metadata.trace_id,
+            {pending["pay5"]: Approve(), pending["pay7"]: Deny("too much")},
+        ),
+        60,
+    )
+    assert result.metadata.status == "partial", result.metadata.error  # the denied call
+    assert Counter(workers.effects_lines()) == Counter(["note x", "pay 5"])  # 7 never paid
+    assert await client.pending_runs("t1") == []
+    messages = await client.conversation.get_messages("t1")
+    assert [m.content for m in messages] == ["Pay both", "All done."]
+
+
+async def test_resuming_twice_is_refused_by_the_worker_and_raised_here(
+    workers: Workers, client: AgentCore
+) -> None:
+    await workers.start("w1", plan="pay")
+    paused = await asyncio.wait_for(client.process(AgentProps("Pay both", "t1")), 60)
+    decisions = {p.call_id: Deny("no") for p in paused.metadata.pending_approvals}
+    await asyncio.wait_for(client.resume("t1", paused.metadata.trace_id, decisions), 60)
+    with pytest.raises(NotAwaitingApprovalError):
+        await asyncio.wait_for(client.resume("t1", paused.metadata.trace_id, decisions), 60)
+    assert "pay 5" not in workers.effects_lines()
