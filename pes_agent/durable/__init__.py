@@ -18,5 +18,48 @@ imports no engine.
 from __future__ import annotations
 
 from pes_agent.durable.effects import CURRENT_STEP, DurableEngine, EffectInvoker, RunEffects
+from pes_agent.errors import ConfigurationError, UsageError
 
-__all__ = ["CURRENT_STEP", "DurableEngine", "EffectInvoker", "RunEffects"]
+__all__ = ["CURRENT_STEP", "DurableEngine", "EffectInvoker", "RunEffects", "engine_from_url"]
+
+_ENGINE_URLS = "dbos+sqlite:///PATH, dbos+postgresql://USER@HOST/DB or temporal://HOST:PORT"
+
+
+def engine_from_url(url: str, *, worker_id: str | None = None) -> DurableEngine:
+    """The engine an URL names, as the command line takes it (`--engine URL`).
+
+    Args:
+        url: ``dbos+sqlite:///PATH`` or ``dbos+postgresql://...`` (a `DBOSEngine` on that
+            database), or ``temporal://HOST:PORT`` (a `TemporalEngine`; a task queue as
+            ``temporal://HOST:PORT/QUEUE``).
+        worker_id: The DBOS worker id of this process, when it is a worker.
+
+    Returns:
+        The engine (nothing is connected yet).
+
+    Raises:
+        UsageError: The URL names no engine (the message lists the forms).
+        ConfigurationError: The engine's extra is not installed (the message names it).
+    """
+    if not isinstance(url, str):
+        raise UsageError(f"an engine URL is a str ({_ENGINE_URLS}), got {type(url).__name__}")
+    if url.startswith("dbos+"):
+        from pes_agent.durable.dbos import DBOSEngine
+
+        database = url.removeprefix("dbos+")
+        if worker_id is None:
+            return DBOSEngine(database)
+        return DBOSEngine(database, worker_id=worker_id)
+    if url.startswith("temporal://"):
+        try:
+            from pes_agent.durable import temporal  # type: ignore[attr-defined,unused-ignore]
+        except ImportError as error:
+            raise ConfigurationError(
+                f"{url}: the Temporal engine needs pip install 'pes-agent[temporal]' ({error})"
+            ) from None
+        address, _, queue = url.removeprefix("temporal://").partition("/")
+        engine: DurableEngine = temporal.TemporalEngine(
+            address, **({"task_queue": queue} if queue else {})
+        )
+        return engine
+    raise UsageError(f"unknown engine URL {url!r}: give {_ENGINE_URLS}")
