@@ -49,7 +49,14 @@ from pes_agent.run import AgentFinalResponse, AgentProps
 
 try:
     import sqlalchemy
-    from dbos import DBOS, DBOSClient, StepOptions, StepReservation, WorkflowHandleAsync
+    from dbos import (
+        DBOS,
+        DBOSClient,
+        SetWorkflowID,
+        StepOptions,
+        StepReservation,
+        WorkflowHandleAsync,
+    )
 except ImportError as error:  # pragma: no cover - the extra is installed in CI
     raise ConfigurationError(
         "DBOSEngine needs the dbos package: pip install 'pes-agent[dbos]'"
@@ -83,7 +90,7 @@ class _Effects:
         self._revised = 0
 
     async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        return await DBOS.run_step_async(_options(name), effect)
+        return await DBOS.run_step_async(_options(name, preemptible=False), effect)
 
     def open_calls(self, steps: int, revisions: int) -> None:
         # Reserved now, in order, before any call starts: each call's step keeps its place
@@ -116,10 +123,12 @@ class _Effects:
         return await DBOS.run_step_async(_options(name), call)
 
 
-def _options(name: str) -> StepOptions:
-    # Preemptible: cancelling the run cancels the step's task (a slow tool stops). No DBOS
-    # retries: model calls retry in their provider, and tool calls are not retried in process.
-    return {"name": name, "preemptible": True, "retries_allowed": False}
+def _options(name: str, *, preemptible: bool = True) -> StepOptions:
+    # Preemptible: cancelling the run cancels the step's task (a slow tool stops); it costs
+    # a check of the run's status as the step starts, so the quick steps of the run's own
+    # bookkeeping (load, pause, claim, commit) go without. No DBOS retries: model calls retry
+    # in their provider, and tool calls are not retried in process either.
+    return {"name": name, "preemptible": preemptible, "retries_allowed": False}
 
 
 def _worker() -> AgentCore:
@@ -144,6 +153,12 @@ async def _resume_workflow(
 ) -> AgentFinalResponse:
     """The resumption of a paused run, on a worker: `resume()` with its side effects as steps."""
     return await _worker()._resume_on_engine(thread_id, trace_id, decisions, _Effects())
+
+
+_WORKFLOWS: dict[str, Callable[..., Coroutine[Any, Any, AgentFinalResponse]]] = {
+    RUN_WORKFLOW: _run_workflow,
+    RESUME_WORKFLOW: _resume_workflow,
+}
 
 
 class DBOSEngine:
@@ -204,6 +219,7 @@ class DBOSEngine:
         self.concurrency = concurrency
         self.poll_interval_s = float(poll_interval_s)
         self._client: DBOSClient | None = None
+        self._working = False  # this process runs this engine's worker
 
     def __repr__(self) -> str:
         where = self.database_url.split("@")[-1] if "@" in self.database_url else self.database_url
@@ -258,7 +274,9 @@ class DBOSEngine:
         self, workflow: str, workflow_id: str, thread_id: str, *args: Any
     ) -> AgentFinalResponse:
         """Enqueue `workflow(*args)` on the thread's partition and await its result; a
-        cancelled caller cancels it."""
+        cancelled caller cancels it. A worker process starts it itself instead."""
+        if self._working:
+            return await self._start_here(workflow, workflow_id, *args)
         client = await self._submitter()
         handle: WorkflowHandleAsync[AgentFinalResponse] = await client.enqueue_async(
             {
@@ -275,6 +293,19 @@ class DBOSEngine:
         except asyncio.CancelledError:
             # The caller gave up: the run stops wherever it runs, as it would in process.
             await asyncio.shield(client.cancel_workflow_async(workflow_id))
+            raise
+
+    async def _start_here(self, workflow: str, workflow_id: str, *args: Any) -> AgentFinalResponse:
+        """Start the workflow in this worker process: no queue and no polling, so a run costs
+        only its steps. Its turn on the thread is still its own: the run takes the thread's
+        lock in the agent's storage, which every process shares."""
+        function = _WORKFLOWS[workflow]
+        with SetWorkflowID(workflow_id):
+            handle = await DBOS.start_workflow_async(function, *args)
+        try:
+            return await handle.get_result()
+        except asyncio.CancelledError:
+            await asyncio.shield(DBOS.cancel_workflow_async(workflow_id))
             raise
 
     async def _submitter(self) -> DBOSClient:
@@ -336,8 +367,10 @@ class DBOSEngine:
                 partition_concurrency=1,
                 polling_interval_sec=self.poll_interval_s,
             )
+            self._working = True
             yield
         finally:
+            self._working = False
             _worker_agent = None
             await asyncio.to_thread(DBOS.destroy)
             # DBOS made its thread pool the loop's default executor and has shut it down:

@@ -1,0 +1,240 @@
+"""Durable runs: what an engine costs per run over running in process, and its throughput.
+
+Every run is the same: an instant scripted model plans three independent tool calls (instant
+tools), then answers; the agent's store is a SQLite file. Two tables:
+
+1. **Per-run overhead.** One run at a time, the in-process agent and the engine's agent taking
+   turns (`--runs` each, after 5 to warm up), the engine's worker in this process (a worker
+   starts its own runs without the queue). Overhead = median engine run - median in-process
+   run. Targets: DBOS on SQLite <= 15 ms; Temporal <= 40 ms.
+2. **Throughput.** `--concurrent` runs at once, each on a thread of its own, submitted by this
+   process through the engine's queue to 1, then 2 worker processes; runs per second, beside
+   the same runs in process.
+
+Engines: `dbos-sqlite` (a temporary SQLite file), `dbos-postgres` (a fresh database on
+`--postgres-url`, dropped afterwards). Every run must succeed with its three calls, else the
+script stops with the reason and exits 1.
+
+    python benchmarks/durable.py [--engines dbos-sqlite,dbos-postgres] [--runs 30]
+                                 [--concurrent 50] [--postgres-url postgresql://...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from _table import print_table
+
+from pes_agent import AgentCore, AgentProps, configure_logging, create_agent, tool
+from pes_agent.durable.dbos import DBOSEngine
+from pes_agent.providers.base import LLMRequest
+from pes_agent.testing import ScriptedProvider, plan_call, plan_lines
+
+ANSWER = "Three lookups done."
+PLAN = plan_lines(
+    plan_call(1, "lookup", key="a"),
+    plan_call(2, "lookup", key="b"),
+    plan_call(3, "lookup", key="c"),
+    intent="three lookups",
+)
+TARGETS_MS = {"dbos-sqlite": 15.0, "temporal": 40.0}
+WARMUP = 5
+
+
+@tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    return key
+
+
+def respond(request: LLMRequest) -> str:
+    return PLAN if request.phase == "planning" else ANSWER
+
+
+def build_agent(storage: str, engine: DBOSEngine | None = None) -> AgentCore:
+    model = ScriptedProvider([respond], repeat=True)
+    return create_agent(provider=model, tools=[lookup], storage=storage, engine=engine)
+
+
+def check(result: object, where: str) -> None:
+    metadata = getattr(result, "metadata", None)
+    if metadata is None or metadata.status != "success" or metadata.tool_calls != 3:
+        raise SystemExit(f"{where}: a run did not succeed with its 3 calls: {metadata!r}")
+
+
+@asynccontextmanager
+async def engine_database(name: str, folder: Path, postgres_url: str) -> AsyncIterator[str]:
+    """The engine's database URL for `name`, removed afterwards."""
+    if name == "dbos-sqlite":
+        yield f"sqlite:///{folder / f'runs-{uuid.uuid4().hex[:8]}.sqlite'}"
+        return
+    database = f"pes_bench_{uuid.uuid4().hex[:10]}"
+    await psql(postgres_url, f"CREATE DATABASE {database}")
+    try:
+        yield postgres_url.rsplit("/", 1)[0] + f"/{database}"
+    finally:
+        await psql(postgres_url, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+
+
+async def psql(url: str, sql: str) -> None:
+    process = await asyncio.create_subprocess_exec("psql", url, "-qc", sql)
+    if await process.wait() != 0:
+        raise SystemExit(f"psql failed on {url}: {sql}")
+
+
+async def overhead(name: str, database: str, folder: Path, runs: int) -> list[object]:
+    """Median ms of an in-process run and of an engine run, taking turns, and the overhead."""
+    engine = DBOSEngine(database, worker_id=f"bench-{uuid.uuid4().hex[:6]}")
+    local = build_agent(f"sqlite:///{folder / 'local.db'}")
+    durable = build_agent(f"sqlite:///{folder / 'durable.db'}", engine)
+    here: list[float] = []
+    there: list[float] = []
+    async with local, durable, engine.worker(durable):
+        for n in range(WARMUP + runs):
+            started = time.perf_counter()
+            check(await local.process(AgentProps("go", f"local-{n}")), "in process")
+            middle = time.perf_counter()
+            check(await durable.process(AgentProps("go", f"durable-{n}")), name)
+            ended = time.perf_counter()
+            if n >= WARMUP:
+                here.append((middle - started) * 1000)
+                there.append((ended - middle) * 1000)
+    await engine.aclose()
+    local_ms, engine_ms = statistics.median(here), statistics.median(there)
+    target = TARGETS_MS.get(name)
+    extra = engine_ms - local_ms
+    verdict = "-" if target is None else ("met" if extra <= target else "NOT met")
+    return [name, runs, local_ms, engine_ms, extra, "-" if target is None else target, verdict]
+
+
+async def throughput_in_process(folder: Path, concurrent: int) -> float:
+    agent = build_agent(f"sqlite:///{folder / f'wave-{uuid.uuid4().hex[:6]}.db'}")
+    async with agent:
+        await asyncio.gather(*(agent.process(AgentProps("go", f"warm-{n}")) for n in range(5)))
+        started = time.perf_counter()
+        results = await asyncio.gather(
+            *(agent.process(AgentProps("go", f"run-{n}")) for n in range(concurrent))
+        )
+        wall = time.perf_counter() - started
+    for result in results:
+        check(result, "in process")
+    return concurrent / wall
+
+
+async def throughput_on_workers(
+    database: str, folder: Path, workers: int, concurrent: int
+) -> float:
+    """Runs per second through the queue to `workers` worker processes."""
+    storage = f"sqlite:///{folder / f'shared-{uuid.uuid4().hex[:6]}.db'}"
+    processes = []
+    try:
+        for n in range(workers):
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                __file__,
+                "--worker",
+                database,
+                storage,
+                f"w{n}",
+                stdout=asyncio.subprocess.PIPE,
+            )
+            processes.append(process)
+            assert process.stdout is not None
+            line = await asyncio.wait_for(process.stdout.readline(), 120)
+            if line.strip() != b"ready":
+                raise SystemExit(f"worker {n} did not start: {line!r}")
+        engine = DBOSEngine(database)
+        client = create_agent(provider=ScriptedProvider([]), storage=storage, engine=engine)
+        async with client:
+            await asyncio.gather(*(client.process(AgentProps("go", f"w-{n}")) for n in range(4)))
+            started = time.perf_counter()
+            results = await asyncio.gather(
+                *(client.process(AgentProps("go", f"t-{n}")) for n in range(concurrent))
+            )
+            wall = time.perf_counter() - started
+        await engine.aclose()
+    finally:
+        for process in processes:
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+                await process.wait()
+    for result in results:
+        check(result, f"{workers} worker(s)")
+    return concurrent / wall
+
+
+async def worker_main(database: str, storage: str, worker_id: str) -> None:
+    """A worker process of the throughput table (`--worker`)."""
+    engine = DBOSEngine(database, worker_id=worker_id)
+    agent = build_agent(storage, engine)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with agent, engine.worker(agent):
+        print("ready", flush=True)
+        await stop.wait()
+
+
+async def main(args: argparse.Namespace) -> None:
+    engines = [name for name in args.engines.split(",") if name]
+    unknown = set(engines) - {"dbos-sqlite", "dbos-postgres"}
+    if unknown:
+        raise SystemExit(f"unknown engines {sorted(unknown)}: use dbos-sqlite, dbos-postgres")
+    overhead_rows: list[list[object]] = []
+    throughput_rows: list[list[object]] = []
+    with tempfile.TemporaryDirectory(prefix="pes-durable-") as name:
+        folder = Path(name)
+        for engine_name in engines:
+            async with engine_database(engine_name, folder, args.postgres_url) as database:
+                overhead_rows.append(await overhead(engine_name, database, folder, args.runs))
+            local = await throughput_in_process(folder, args.concurrent)
+            row: list[object] = [engine_name, args.concurrent, local]
+            for workers in (1, 2):
+                async with engine_database(engine_name, folder, args.postgres_url) as database:
+                    row.append(
+                        await throughput_on_workers(database, folder, workers, args.concurrent)
+                    )
+            throughput_rows.append(row)
+    print_table(
+        f"Per-run overhead of a durable engine (instant model, 3 tool calls, SQLite store; "
+        f"median of {args.runs}, taking turns with in-process runs)",
+        ["engine", "runs", "in process ms", "engine ms", "overhead ms", "target ms", "met?"],
+        overhead_rows,
+    )
+    print_table(
+        f"Throughput: {args.concurrent} runs at once, one thread each (runs/s)",
+        ["engine", "runs", "in process", "1 worker", "2 workers"],
+        throughput_rows,
+    )
+    print(
+        "durable: " + "; ".join(f"{r[0]} overhead {r[4]:.1f} ms" for r in overhead_rows)  # type: ignore[str-format]
+    )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        configure_logging("ERROR")
+        asyncio.run(worker_main(*sys.argv[2:5]))
+        sys.exit(0)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--engines", default="dbos-sqlite,dbos-postgres")
+    parser.add_argument("--runs", type=int, default=30, help="runs per engine in table 1")
+    parser.add_argument("--concurrent", type=int, default=50, help="runs at once in table 2")
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get(
+            "PES_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+        ),
+    )
+    configure_logging("ERROR")
+    asyncio.run(main(parser.parse_args()))
