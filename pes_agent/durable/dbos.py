@@ -219,6 +219,7 @@ class DBOSEngine:
         self.concurrency = concurrency
         self.poll_interval_s = float(poll_interval_s)
         self._client: DBOSClient | None = None
+        self._client_lock = asyncio.Lock()
         self._working = False  # this process runs this engine's worker
 
     def __repr__(self) -> str:
@@ -309,13 +310,16 @@ class DBOSEngine:
             raise
 
     async def _submitter(self) -> DBOSClient:
-        if self._client is None:
-            self._client = await asyncio.to_thread(
-                DBOSClient,
-                system_database_url=_system_url(self.database_url),
-                application_name=self.app_name,
-            )
-        return self._client
+        """The one client of this engine's submissions, made by the first (runs submitted at
+        once wait for it rather than each making a client of their own)."""
+        async with self._client_lock:
+            if self._client is None:
+                self._client = await asyncio.to_thread(
+                    DBOSClient,
+                    system_database_url=_system_url(self.database_url),
+                    application_name=self.app_name,
+                )
+            return self._client
 
     async def aclose(self) -> None:
         """Close the submitting client's connections (a worker closes its own)."""
