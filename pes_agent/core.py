@@ -479,7 +479,7 @@ class AgentCore(ClosedOnExit):
         settings, context = loaded.settings, loaded.context
         timings = RunTimings()
         timings.phases.load_ms = (time.perf_counter() - started) * 1000
-        recorder = RunRecorder(self.observations, props.thread_id, trace_id)
+        recorder = RunRecorder(self.observations, props.thread_id, trace_id, effects)
         budget = _budget(settings.usage_limits, paused)
         llm = RunModelCaller(
             provider=loaded.provider,

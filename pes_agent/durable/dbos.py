@@ -75,22 +75,48 @@ RUN_WORKFLOW = "pes_agent.run"
 RESUME_WORKFLOW = "pes_agent.resume"
 """The DBOS workflow name of a paused run's resumption (persisted too)."""
 
-# The agent this process's worker runs runs with (DBOS is one instance per process).
+# The agent this process's worker runs runs with, and its engine (DBOS is one instance per
+# process).
 _worker_agent: AgentCore | None = None
+_worker_engine: DBOSEngine | None = None
 
 
 class _Effects:
-    """A run's side effects as DBOS steps (`pes_agent.durable.effects.RunEffects`)."""
+    """A run's side effects as DBOS steps (`pes_agent.durable.effects.RunEffects`).
 
-    __slots__ = ("_calls", "_revised", "_revisions")
+    `recorded` holds the ids of the steps an earlier life of this workflow finished: empty on
+    a run's first life. Until a step runs for real, the run replays (`replaying`).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_calls", "_live", "_recorded", "_revised", "_revisions")
+
+    def __init__(self, recorded: frozenset[int] = frozenset()) -> None:
         self._calls: list[StepReservation] = []
         self._revisions: list[StepReservation] = []
         self._revised = 0
+        self._recorded = recorded
+        self._live = not recorded
+
+    def replaying(self) -> bool:
+        step = CURRENT_STEP.get()
+        if 1 <= step <= len(self._calls):
+            return self._calls[step - 1].step_id in self._recorded
+        return not self._live
+
+    def _running(
+        self, effect: Callable[[], Coroutine[Any, Any, T]]
+    ) -> Callable[[], Coroutine[Any, Any, T]]:
+        """`effect`, marking the run live when DBOS actually runs it (a recorded step is
+        answered without running its function)."""
+
+        async def run() -> T:
+            self._live = True
+            return await effect()
+
+        return run
 
     async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        return await DBOS.run_step_async(_options(name, preemptible=False), effect)
+        return await DBOS.run_step_async(_options(name, preemptible=False), self._running(effect))
 
     def open_calls(self, steps: int, revisions: int) -> None:
         # Reserved now, in order, before any call starts: each call's step keeps its place
@@ -108,8 +134,8 @@ class _Effects:
         if phase == "reevaluation" and self._revised < len(self._revisions):
             reservation = self._revisions[self._revised]
             self._revised += 1
-            return await reservation.run_async(_options(name), call)
-        return await DBOS.run_step_async(_options(name), call)
+            return await reservation.run_async(_options(name), self._running(call))
+        return await DBOS.run_step_async(_options(name), self._running(call))
 
     async def tool_call(self, name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
         return await self._in_call(f"pes_agent.tool.{name}", call)
@@ -117,10 +143,10 @@ class _Effects:
     async def _in_call(self, name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
         step = CURRENT_STEP.get()
         if 1 <= step <= len(self._calls):
-            return await self._calls[step - 1].run_async(_options(name), call)
+            return await self._calls[step - 1].run_async(_options(name), self._running(call))
         # Beyond the places kept (a custom executor): the next step id, its name checked, so
         # a replay that starts calls in another order fails loudly rather than mixing them up.
-        return await DBOS.run_step_async(_options(name), call)
+        return await DBOS.run_step_async(_options(name), self._running(call))
 
 
 def _options(name: str, *, preemptible: bool = True) -> StepOptions:
@@ -129,6 +155,18 @@ def _options(name: str, *, preemptible: bool = True) -> StepOptions:
     # bookkeeping (load, pause, claim, commit) go without. No DBOS retries: model calls retry
     # in their provider, and tool calls are not retried in process either.
     return {"name": name, "preemptible": preemptible, "retries_allowed": False}
+
+
+async def _effects() -> _Effects:
+    """The effects of the workflow running now, knowing which of its steps an earlier life
+    finished (read outside DBOS's own record: a workflow's reads are steps, replayed too)."""
+    workflow_id = DBOS.workflow_id
+    engine = _worker_engine
+    if workflow_id is None or engine is None:  # pragma: no cover - only inside a worker's run
+        return _Effects()
+    client = await engine._submitter()
+    steps = await client.list_workflow_steps_async(workflow_id, load_output=False)
+    return _Effects(frozenset(step["function_id"] for step in steps))
 
 
 def _worker() -> AgentCore:
@@ -144,7 +182,7 @@ def _worker() -> AgentCore:
 async def _run_workflow(props: AgentProps) -> AgentFinalResponse:
     """One run, on a worker: `process()` with its side effects as steps."""
     assert props.trace_id is not None  # set by the submitting process
-    return await _worker()._process_on_engine(props, props.trace_id, _Effects())
+    return await _worker()._process_on_engine(props, props.trace_id, await _effects())
 
 
 @DBOS.workflow(name=RESUME_WORKFLOW)
@@ -152,7 +190,7 @@ async def _resume_workflow(
     thread_id: str, trace_id: str, decisions: dict[str, Decision]
 ) -> AgentFinalResponse:
     """The resumption of a paused run, on a worker: `resume()` with its side effects as steps."""
-    return await _worker()._resume_on_engine(thread_id, trace_id, decisions, _Effects())
+    return await _worker()._resume_on_engine(thread_id, trace_id, decisions, await _effects())
 
 
 _WORKFLOWS: dict[str, Callable[..., Coroutine[Any, Any, AgentFinalResponse]]] = {
@@ -345,13 +383,13 @@ class DBOSEngine:
         Raises:
             UsageError: This process already runs a worker.
         """
-        global _worker_agent
+        global _worker_agent, _worker_engine
         if _worker_agent is not None:
             raise UsageError(
                 "this process already runs a pes-agent worker (DBOS runs one per process); "
                 "start another process for another worker"
             )
-        _worker_agent = agent
+        _worker_agent, _worker_engine = agent, self
         try:
             DBOS(
                 config={
@@ -375,7 +413,7 @@ class DBOSEngine:
             yield
         finally:
             self._working = False
-            _worker_agent = None
+            _worker_agent = _worker_engine = None
             await asyncio.to_thread(DBOS.destroy)
             # DBOS made its thread pool the loop's default executor and has shut it down:
             # give the loop a working one back, for asyncio.to_thread everywhere else.

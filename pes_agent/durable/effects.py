@@ -49,7 +49,8 @@ T = TypeVar("T")
 
 CURRENT_STEP: ContextVar[int] = ContextVar("pes_agent_durable_step", default=0)
 """The step number (1-based position in the plan) of the DAG call the current task runs;
-0 outside a call. Set by the executor for each call's task."""
+0 outside a call. Set by the executor for each call's task, and while the call's end is
+reported (what the recorder records then is the call's)."""
 
 
 @runtime_checkable
@@ -79,6 +80,13 @@ class RunEffects(Protocol):
     async def tool_call(self, name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """The tool call of the current DAG call (`CURRENT_STEP`) to the tool `name`, as a
         step."""
+        ...
+
+    def replaying(self) -> bool:
+        """Whether the run is now going again over what an earlier life of it did (its steps
+        answer from the record): its observations were recorded then, so the run's recorder
+        leaves them out. Inside a DAG call (`CURRENT_STEP`), whether that call's step is
+        recorded; elsewhere, whether no step has run for real yet in this life."""
         ...
 
 

@@ -290,12 +290,15 @@ class CallRunner:
         if hooks is None or index in ledger.prior or index in ledger.held:
             return  # reported before the pause, or not run yet: reported when it is
         call = ledger.calls[index]
+        step = CURRENT_STEP.set(index + 1)  # what it records is the call's (durable engines)
         try:
             await hooks.on_call_end(call, result)
         except Exception:
             self.logger().exception(
                 "execution_hook_failed", hook="on_call_end", call_id=call.call_id
             )
+        finally:
+            CURRENT_STEP.reset(step)
 
     async def report_revision(self, outcome: PlanRevision) -> None:
         """Tell hooks that want it (`PlanRevisionHooks`) how a re-evaluation ended."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from pes_agent.durable.effects import RunEffects
 from pes_agent.observing.types import Observation, ObservationType, new_id
 from pes_agent.protocols import ObservationRecorder
 
@@ -14,12 +15,21 @@ __all__ = ["RunRecorder"]
 class RunRecorder:
     """Records observations of one run (one thread, one trace) through an ObservationRecorder."""
 
-    __slots__ = ("_observations", "thread_id", "trace_id")
+    __slots__ = ("_effects", "_observations", "thread_id", "trace_id")
 
-    def __init__(self, observations: ObservationRecorder, thread_id: str, trace_id: str) -> None:
+    def __init__(
+        self,
+        observations: ObservationRecorder,
+        thread_id: str,
+        trace_id: str,
+        effects: RunEffects | None = None,
+    ) -> None:
         self._observations = observations
         self.thread_id = thread_id
         self.trace_id = trace_id
+        # On a durable engine: a run taken over replays what it had done, whose observations
+        # were recorded then; they are not recorded (nor published, nor traced) again.
+        self._effects = effects
 
     async def record(
         self,
@@ -44,4 +54,7 @@ class RunRecorder:
             metadata=metadata,
             parent_id=parent_id,
         )
+        effects = self._effects
+        if effects is not None and effects.replaying():
+            return observation
         return await self._observations.record(observation)

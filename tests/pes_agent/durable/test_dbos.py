@@ -98,6 +98,26 @@ async def test_a_run_whose_worker_is_killed_mid_tool_is_finished_by_the_next(
     # The turn was saved once.
     messages = await client.conversation.get_messages("t1")
     assert [m.content for m in messages] == ["Take notes", "All done."]
+    # What the first worker did was recorded then and not again: the plan once, one end per call
+    # (the call cut off ended only once, on the second worker), one answer.
+    seen = await client.observations.get_observations("t1")
+    kinds = Counter(o.type for o in seen)
+    assert kinds[ObservationType.PLAN] == 2  # "preparing", then the plan
+    assert kinds[ObservationType.INTENT] == kinds[ObservationType.TITLE] == 1
+    ended = [
+        (o.content.get("callId"), o.content.get("status"))
+        for o in seen
+        if o.type is ObservationType.TOOL_EXECUTION
+    ]
+    assert kinds[ObservationType.TOOL_EXECUTION] == 4, ended
+    assert kinds[ObservationType.FINAL_RESPONSE] == 1
+    planning = [o for o in seen if o.type is ObservationType.LLM_STREAM_START]
+    assert [o.content["phase"] for o in planning] == ["planning", "synthesis"]
+    started = Counter(
+        o.content.get("toolName") for o in seen if o.type is ObservationType.TOOL_CALL
+    )
+    # The slow call started twice, for real: once on each worker.
+    assert started == Counter({"note": 3, "slow_note": 2})
 
 
 async def test_cancelling_the_caller_cancels_the_run_and_its_slow_tool(
