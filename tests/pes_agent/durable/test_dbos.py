@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -21,9 +22,11 @@ from pes_agent import (
 from pes_agent.core import AgentCore
 from pes_agent.durable.dbos import DBOSEngine
 from pes_agent.testing import ScriptedProvider
-from tests.pes_agent.storage.conftest import wait_until
+from tests.pes_agent.storage.conftest import pg_schema, require_postgres, wait_until
 
 from .conftest import Workers
+
+__all__ = ["pg_schema"]  # the fixture, imported for the tests below
 
 pytestmark = pytest.mark.slow
 
@@ -203,3 +206,29 @@ async def test_resuming_twice_is_refused_by_the_worker_and_raised_here(
     with pytest.raises(NotAwaitingApprovalError):
         await asyncio.wait_for(client.resume("t1", paused.metadata.trace_id, decisions), 60)
     assert "pay 5" not in workers.effects_lines()
+
+
+async def test_a_listener_on_the_shared_store_sees_the_run_a_worker_makes(
+    engine_db: str, tmp_path: Path, pg_schema: str
+) -> None:
+    """With PostgreSQL as the agent's store, `observations.listen()` in the submitting process
+    gets what the worker records, as the run goes."""
+    url = require_postgres()
+    storage = f"{url}?schema={pg_schema}"
+    pool = Workers(engine_db, storage, tmp_path / "effects.log")
+    engine = DBOSEngine(engine_db, poll_interval_s=0.05)
+    client = create_agent(provider=ScriptedProvider([]), storage=storage, engine=engine)
+    seen: list[ObservationType] = []
+    try:
+        await pool.start("w1", slow_s=0.2)
+        async with client:
+            stop = await client.observations.listen(lambda o: seen.append(o.type), thread_id="t1")
+            result = await asyncio.wait_for(client.process(AgentProps("Take notes", "t1")), 60)
+            await wait_until(lambda: ObservationType.FINAL_RESPONSE in seen, "the answer")
+            stop()
+    finally:
+        await pool.stop_all()
+        await engine.aclose()
+    assert result.metadata.status == "success", result.metadata.error
+    assert seen.count(ObservationType.TOOL_EXECUTION) == 4
+    assert seen.index(ObservationType.PLAN) < seen.index(ObservationType.TOOL_EXECUTION)
