@@ -421,13 +421,21 @@ class AgentCore(ClosedOnExit):
         run: _InFlight,
         effects: RunEffects | None = None,
     ) -> AgentFinalResponse:
+        thread_id = props.thread_id
         async with contextlib.AsyncExitStack() as stack:
             try:
-                await stack.enter_async_context(self._storage.lock_thread(props.thread_id))
-                waiting = await self._storage.get_paused_runs(props.thread_id)
+                if effects is not None and effects.serialises_turns:
+                    # The engine runs the thread's turns one at a time: no lock to take (its
+                    # workflow code may do no I/O), the check is a step.
+                    waiting = await effects.once(
+                        "pes_agent.check_thread", lambda: self._storage.get_paused_runs(thread_id)
+                    )
+                else:
+                    await stack.enter_async_context(self._storage.lock_thread(thread_id))
+                    waiting = await self._storage.get_paused_runs(thread_id)
             except RunError as error:
                 # The store is unreachable: a runtime failure like any other, not a raise.
-                return await self._load_failure(props, trace_id, started, error.message)
+                return await self._load_failure(props, trace_id, started, error.message, effects)
             if waiting:
                 raise ThreadAwaitingApprovalError(
                     f"thread {props.thread_id!r} has a run waiting for approval (trace id "
@@ -479,7 +487,7 @@ class AgentCore(ClosedOnExit):
         settings, context = loaded.settings, loaded.context
         timings = RunTimings()
         timings.phases.load_ms = (time.perf_counter() - started) * 1000
-        recorder = RunRecorder(self.observations, props.thread_id, trace_id)
+        recorder = RunRecorder(self.observations, props.thread_id, trace_id, effects)
         budget = _budget(settings.usage_limits, paused)
         llm = RunModelCaller(
             provider=loaded.provider,
@@ -527,7 +535,7 @@ class AgentCore(ClosedOnExit):
             await self.tools.open_sources()
         except RunError as error:
             return await self._ended_early(
-                props, trace_id, started, "tools", error.message, status="error"
+                props, trace_id, started, "tools", error.message, status="error", effects=effects
             )
         thread_id = props.thread_id
 
@@ -547,9 +555,9 @@ class AgentCore(ClosedOnExit):
             config = settings.provider_config
             provider = self._providers.get(config) if config is not None else self._provider
         except RunError as error:
-            return await self._load_failure(props, trace_id, started, error.message)
+            return await self._load_failure(props, trace_id, started, error.message, effects)
         except UsageError as error:
-            return await self._load_failure(props, trace_id, started, str(error))
+            return await self._load_failure(props, trace_id, started, str(error), effects)
         return _Loaded(context, history, settings, provider)
 
     async def _drive(self, prepared: _Prepared, run: _InFlight) -> _Ended:
@@ -700,7 +708,14 @@ class AgentCore(ClosedOnExit):
     ) -> AgentFinalResponse:
         started = time.perf_counter()
         with self._in_flight("resume", thread_id, trace_id) as run:
-            async with self._lock_to_resume(thread_id, trace_id):
+            serialised = effects is not None and effects.serialises_turns
+            # An engine that runs the thread's turns one at a time needs no lock (the claim,
+            # atomic in the store, still refuses a run resumed or cancelled meanwhile).
+            async with (
+                contextlib.nullcontext()
+                if serialised
+                else self._lock_to_resume(thread_id, trace_id)
+            ):
 
                 async def claim() -> tuple[PausedRun, dict[str, Decision]]:
                     claimed, decided = await self._claim(thread_id, trace_id, given)
@@ -816,10 +831,17 @@ class AgentCore(ClosedOnExit):
         await world.process()
 
     async def _load_failure(
-        self, props: AgentProps, trace_id: str, started: float, message: str
+        self,
+        props: AgentProps,
+        trace_id: str,
+        started: float,
+        message: str,
+        effects: RunEffects | None = None,
     ) -> AgentFinalResponse:
         message = "loading the thread failed: " + message
-        return await self._ended_early(props, trace_id, started, "load", message, status="error")
+        return await self._ended_early(
+            props, trace_id, started, "load", message, status="error", effects=effects
+        )
 
     async def _ended_early(
         self,
@@ -830,10 +852,11 @@ class AgentCore(ClosedOnExit):
         message: str,
         *,
         status: RunStatus,
+        effects: RunEffects | None = None,
     ) -> AgentFinalResponse:
         """The response of a run that ended before its entity was spawned, with its ERROR."""
         title = "Run cancelled" if status == "cancelled" else f"{phase.capitalize()} failed"
-        await RunRecorder(self.observations, props.thread_id, trace_id).record(
+        await RunRecorder(self.observations, props.thread_id, trace_id, effects).record(
             ObservationType.ERROR, title, {"phase": phase, "error": message}
         )
         return AgentFinalResponse(

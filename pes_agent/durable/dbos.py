@@ -42,10 +42,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pes_agent.durable.effects import CURRENT_STEP
+from pes_agent.durable.effects import CURRENT_STEP, ToolOutcome
 from pes_agent.errors import ConfigurationError, UsageError
+from pes_agent.observing.types import Observation
 from pes_agent.protocols import LLMResponse
 from pes_agent.run import AgentFinalResponse, AgentProps
+from pes_agent.tools.base import ToolContext
 
 try:
     import sqlalchemy
@@ -77,6 +79,9 @@ class _Effects:
 
     __slots__ = ("_calls", "_revised", "_revisions")
 
+    # The queue's partitions run one turn per thread, and the run also holds the store's lock.
+    serialises_turns = False
+
     def __init__(self) -> None:
         self._calls: list[StepReservation] = []
         self._revisions: list[StepReservation] = []
@@ -104,8 +109,24 @@ class _Effects:
             return await reservation.run_async(_options(name), call)
         return await DBOS.run_step_async(_options(name), call)
 
-    async def tool_call(self, name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    async def tool_call(
+        self,
+        name: str,
+        call: Callable[[], Coroutine[Any, Any, ToolOutcome]],
+        *,
+        arguments: dict[str, Any],
+        context: ToolContext,
+    ) -> ToolOutcome:
+        # The workflow runs where the tools are: the call runs in this process.
         return await self._in_call(f"pes_agent.tool.{name}", call)
+
+    async def record(
+        self,
+        observation: Observation,
+        write: Callable[[Observation], Coroutine[Any, Any, Observation]],
+    ) -> Observation:
+        # A DBOS workflow's code may do I/O: written at once (again, if the run is replayed).
+        return await write(observation)
 
     async def _in_call(self, name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
         step = CURRENT_STEP.get()

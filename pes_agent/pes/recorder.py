@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pes_agent.observing.types import Observation, ObservationType, new_id
 from pes_agent.protocols import ObservationRecorder
+
+if TYPE_CHECKING:
+    from pes_agent.durable.effects import RunEffects
 
 __all__ = ["RunRecorder"]
 
 
 class RunRecorder:
-    """Records observations of one run (one thread, one trace) through an ObservationRecorder."""
+    """Records observations of one run (one thread, one trace) through an ObservationRecorder;
+    on a durable engine, through the run's `RunEffects.record` (the engine says when)."""
 
-    __slots__ = ("_observations", "thread_id", "trace_id")
+    __slots__ = ("_effects", "_observations", "thread_id", "trace_id")
 
-    def __init__(self, observations: ObservationRecorder, thread_id: str, trace_id: str) -> None:
+    def __init__(
+        self,
+        observations: ObservationRecorder,
+        thread_id: str,
+        trace_id: str,
+        effects: RunEffects | None = None,
+    ) -> None:
         self._observations = observations
+        self._effects = effects
         self.thread_id = thread_id
         self.trace_id = trace_id
 
@@ -44,4 +55,6 @@ class RunRecorder:
             metadata=metadata,
             parent_id=parent_id,
         )
+        if self._effects is not None:
+            return await self._effects.record(observation, self._observations.record)
         return await self._observations.record(observation)
