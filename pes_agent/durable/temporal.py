@@ -48,6 +48,7 @@ async with agent, engine.worker(agent):                    # in each worker proc
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
 import pickle
 import uuid
@@ -167,15 +168,39 @@ async def _tool_activity(info: activity.Info, arg: RawValue) -> bytes:
         raise ApplicationError(f"no tool {name!r} on this worker", non_retryable=True)
     payload = activity.payload_converter().from_payload(arg.payload, bytes)
     arguments, context = pickle.loads(payload)
+    state = context.state
+    before = copy.deepcopy(state.data) if state is not None else None
     call = asyncio.ensure_future(run_tool(tool, arguments, context))
     every = info.heartbeat_timeout.total_seconds() / 3 if info.heartbeat_timeout else 1.0
     try:
         while not call.done():
             activity.heartbeat()
             await asyncio.wait((call,), timeout=every)
-        return _pickled(call.result())
+        changes = _StateChanges.between(before, state.data) if state is not None else None
+        return _pickled((call.result(), changes))
     finally:
         call.cancel()
+
+
+@dataclass(slots=True, frozen=True)
+class _StateChanges:
+    """What a tool changed in its copy of the run's state (`context.state.data`, saved with
+    the turn when state saving is implicit), for the workflow to apply to the run's own."""
+
+    changed: dict[str, Any]
+    removed: tuple[str, ...]
+
+    @classmethod
+    def between(cls, before: Any, after: dict[str, Any]) -> _StateChanges | None:
+        changed = {k: v for k, v in after.items() if k not in before or before[k] != v}
+        removed = tuple(k for k in before if k not in after)
+        return cls(changed, removed) if changed or removed else None
+
+    def apply(self, data: dict[str, Any]) -> None:
+        # Key by key: calls running side by side that change other keys keep their changes.
+        data.update(self.changed)
+        for key in self.removed:
+            data.pop(key, None)
 
 
 @dataclass(slots=True, frozen=True)
@@ -242,8 +267,10 @@ class _Effects:
                     maximum_interval=timedelta(seconds=timeouts.heartbeat_s),
                 ),
             )
-        outcome = pickle.loads(done)
+        outcome, changes = pickle.loads(done)
         assert isinstance(outcome, ToolOutcome)
+        if changes is not None and context.state is not None:
+            changes.apply(context.state.data)
         return outcome
 
     async def record(

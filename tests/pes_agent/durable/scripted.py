@@ -1,7 +1,7 @@
 """The worker processes' agent parts, shared by every engine's worker script: tools that
 append what they do to the effects file (argv[4]: a line per side effect, flushed at once,
 so a test can count how often each happened across worker deaths) and a scripted model that
-plans `PLAN` (or `PAY_PLAN` with PES_TEST_PLAN=pay) and answers "All done."."""
+plans `PLAN` (or another of `PLANS`, named by PES_TEST_PLAN) and answers "All done."."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from pes_agent import LLMRequest, tool
+from pes_agent import LLMRequest, ToolContext, tool
 from pes_agent.testing import plan_call, plan_lines
 
 PLAN = plan_lines(
@@ -27,6 +27,13 @@ PAY_PLAN = plan_lines(
     plan_call(3, "pay", amount=7),
     intent="two payments",
 )
+# PES_TEST_PLAN=state: a call that changes the run's state (saved with the turn: implicit).
+STATE_PLAN = plan_lines(
+    plan_call(1, "remember", key="colour", value="green"),
+    plan_call(2, "note", text="y"),
+    intent="remember a colour",
+)
+PLANS = {"pay": PAY_PLAN, "state": STATE_PLAN}
 ANSWER = "All done."
 
 
@@ -64,10 +71,19 @@ async def pay(amount: int) -> str:
     return f"paid {amount}"
 
 
-TOOLS = [note, slow_note, pay]
+@tool
+async def remember(key: str, value: str, context: ToolContext) -> str:
+    """Keep `value` under `key` in the thread's state."""
+    assert context.state is not None
+    context.state.data[key] = value
+    log_effect(f"remember {key}")
+    return "kept"
+
+
+TOOLS = [note, slow_note, pay, remember]
 
 
 def respond(request: LLMRequest) -> str:
     if request.phase != "planning":
         return ANSWER
-    return PAY_PLAN if os.environ.get("PES_TEST_PLAN") == "pay" else PLAN
+    return PLANS.get(os.environ.get("PES_TEST_PLAN", ""), PLAN)

@@ -38,6 +38,7 @@ def build_agent(engine: TemporalEngine, storage: str) -> AgentCore:
         provider=ScriptedProvider([respond], repeat=True),
         tools=TOOLS,
         require_approval=["pay"],
+        state_saving="implicit",  # a tool's state changes are saved with the turn
         storage=storage,
         engine=engine,
     )

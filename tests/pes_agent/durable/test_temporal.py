@@ -163,6 +163,19 @@ async def test_a_run_whose_worker_is_killed_mid_tool_is_finished_by_the_next(
     print(f"takeover after SIGKILL: {takeover_s:.2f} s")
 
 
+async def test_a_tools_state_changes_are_saved_with_the_turn(
+    temporal_workers: Workers, client: AgentCore
+) -> None:
+    """A tool's change to `context.state` on the worker is saved with the turn (implicit)."""
+    workers = temporal_workers
+    await workers.start(workers.queue, plan="state")
+    result = await asyncio.wait_for(client.process(AgentProps("Remember green", "t1")), 60)
+    assert result.metadata.status == "success", result.metadata.error
+    state = await client.state.get_agent_state("t1")
+    assert state is not None
+    assert state.data == {"colour": "green"}
+
+
 async def test_cancelling_the_caller_cancels_the_run_and_its_slow_tool(
     temporal_workers: Workers, client: AgentCore
 ) -> None:
