@@ -33,7 +33,14 @@ STATE_PLAN = plan_lines(
     plan_call(2, "note", text="y"),
     intent="remember a colour",
 )
-PLANS = {"pay": PAY_PLAN, "state": STATE_PLAN}
+# PES_TEST_PLAN=fan: five independent calls finishing in the reverse of their plan order,
+# then one that needs them all.
+FAN_PLAN = plan_lines(
+    *(plan_call(n, "slow_note", text=f"f{n}", seconds=0.1 * (6 - n)) for n in range(1, 6)),
+    plan_call(6, "note", text="{step_1_result}{step_3_result}{step_5_result}"),
+    intent="fan out, fan in",
+)
+PLANS = {"pay": PAY_PLAN, "state": STATE_PLAN, "fan": FAN_PLAN}
 ANSWER = "All done."
 
 

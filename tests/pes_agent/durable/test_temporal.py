@@ -104,20 +104,26 @@ async def test_a_run_completes_on_a_worker_in_another_process(
     assert len(finals) == 1
 
 
+@pytest.mark.parametrize("plan", ["notes", "fan"])
 async def test_a_finished_run_replays_from_its_history(
-    temporal_workers: Workers, client: AgentCore
+    temporal_workers: Workers, client: AgentCore, plan: str
 ) -> None:
-    """Replaying a finished run's history (calls finishing in any order) raises nothing."""
+    """Replaying a finished run's history raises nothing, its calls having finished in
+    another order than they started (fan: in the reverse of it); no tool runs again."""
     workers = temporal_workers
-    await workers.start(workers.queue, slow_s=0.2)
+    await workers.start(workers.queue, slow_s=0.2, plan=plan)
     result = await asyncio.wait_for(client.process(AgentProps("Take notes", "t1")), 60)
     assert result.metadata.status == "success", result.metadata.error
+    lines = workers.effects_lines()
+    if plan == "fan":
+        done = [line for line in lines if line.startswith("slow-done")]
+        assert done == [f"slow-done f{n}" for n in range(5, 0, -1)]
+        assert lines[-1] == "note F1F3F5"
     connection = await Client.connect(workers.engine_db)
     run_id = f"pes-agent/{workers.queue}/run/{result.metadata.trace_id}"
     history = await connection.get_workflow_handle(run_id).fetch_history()
     del connection
     gc.collect()
-    lines = workers.effects_lines()
 
     engine = engine_of(workers)
     async with build_agent(engine, workers.storage) as agent, engine.replayer(agent) as replayer:
