@@ -14,7 +14,7 @@ async with agent, engine.worker(agent):                    # in each worker proc
   placeholders, gates and budgets run in the workflow. Its side effects have stable names
   (`docs/durable.md`): tool calls (`pes_agent.tool.<name>`) are activities any worker of the
   queue runs, heartbeating; the rest (load, model calls, pause, claim, commit, and
-  `pes_agent.record` for the observations workflow code recorded) are *local activities*, run
+  `pes_agent.record`, which waits for the run's observations) are *local activities*, run
   by the worker running the workflow, whose agent holds the providers, with no round trip
   through the server. The client's agent may be thin (no tools, no model).
 - **A worker dies** (SIGKILL): a tool call it ran stops heartbeating and is tried again on
@@ -31,13 +31,14 @@ async with agent, engine.worker(agent):                    # in each worker proc
 - **Cancelling** the task awaiting `process()` cancels the run's workflow (or drops the turn
   if it has not started): its running tool is cancelled, the run ends CANCELED.
 - **Determinism.** Workflow code may do no I/O, and ours does none: everything that reaches
-  the world goes through `RunEffects` (observations are kept and written by the run's next
-  step). The workflows run unsandboxed (`UnsandboxedWorkflowRunner`): the sandbox would import
-  pes-agent again for every run and forbid the clock the observations' timestamps and the
-  run's timings read, which decide nothing. What decides the run's course — the plan, the
-  results, the approvals — comes from the steps, so a replay takes the same path; a replay
-  that does not (a changed agent) fails with Temporal's non-determinism error instead of
-  mixing steps up. `TemporalEngine.replayer(agent)` replays a history to check it.
+  the world goes through `RunEffects` (observations are handed to the worker's own loop,
+  which writes them; a replay does not write them again). The workflows run unsandboxed
+  (`UnsandboxedWorkflowRunner`): the sandbox would import pes-agent again for every run and
+  forbid the clock the observations' timestamps and the run's timings read, which decide
+  nothing. What decides the run's course — the plan, the results, the approvals — comes from
+  the steps, so a replay takes the same path; a replay that does not (a changed agent) fails
+  with Temporal's non-determinism error instead of mixing steps up.
+  `TemporalEngine.replayer(agent)` replays a history to check it.
 - **Values in the history** are pickled (the steps' outcomes and the run's response, like
   DBOS's steps): the workers and submitters must share pes-agent's version.
 - **Streaming dispatch** is an in-process optimisation: on an engine, a plan's calls start once
@@ -48,12 +49,13 @@ async with agent, engine.worker(agent):                    # in each worker proc
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import copy
 import gc
 import pickle
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -110,8 +112,9 @@ RECORD_ACTIVITY = "pes_agent.record"
 _TOOL_PREFIX = "pes_agent.tool."
 """The local activity that writes the observations a run's last steps left."""
 
-# The agent each task queue's worker in this process runs runs with.
-_AGENTS: dict[str, AgentCore] = {}
+# The agent each task queue's worker in this process runs runs with, and its event loop (the
+# activities' and the observations'; workflow code runs on loops of Temporal's own).
+_AGENTS: dict[str, tuple[AgentCore, asyncio.AbstractEventLoop]] = {}
 # Each side effect a workflow scheduled, by the token its local activity carries. Local
 # activities run in the process whose workflow scheduled them, so the effect is here; a
 # workflow replayed after a worker died makes its effects anew, with new tokens.
@@ -162,8 +165,8 @@ async def _tool_activity(info: activity.Info, arg: RawValue) -> bytes:
     stops heartbeating and the call is tried again elsewhere; a cancelled run's call hears
     of it at its next heartbeat."""
     name = info.activity_type.removeprefix(_TOOL_PREFIX)
-    agent = _AGENTS.get(info.task_queue)
-    tool = agent.tools.as_mapping().get(name) if agent is not None else None
+    worker = _AGENTS.get(info.task_queue)
+    tool = worker[0].tools.as_mapping().get(name) if worker is not None else None
     if tool is None:  # pragma: no cover - workers of one queue share their tools
         raise ApplicationError(f"no tool {name!r} on this worker", non_retryable=True)
     payload = activity.payload_converter().from_payload(arg.payload, bytes)
@@ -216,16 +219,15 @@ class _Timeouts:
 class _Effects:
     """A run's side effects as local activities (`pes_agent.durable.effects.RunEffects`)."""
 
-    __slots__ = ("_flusher", "_pending", "_timeouts")
+    __slots__ = ("_loop", "_timeouts", "_written")
 
     # The thread's workflow runs its turns one at a time.
     serialises_turns = True
 
-    def __init__(self, timeouts: _Timeouts) -> None:
+    def __init__(self, timeouts: _Timeouts, loop: asyncio.AbstractEventLoop) -> None:
         self._timeouts = timeouts
-        # Observations recorded by workflow code, and the task writing them (`pes_agent.record`).
-        self._pending: list[tuple[Observation, Callable[..., Coroutine[Any, Any, Any]]]] = []
-        self._flusher: asyncio.Task[None] | None = None
+        self._loop = loop  # the worker's: where observations recorded by workflow code go
+        self._written: concurrent.futures.Future[Any] | None = None  # the last of them
 
     async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
         result: T = await self._step(name, effect)
@@ -281,30 +283,32 @@ class _Effects:
         if not workflow.in_workflow():
             # A step's own observations (a model call's stream): the step is an activity.
             return await write(observation)
-        # Workflow code: written by a step of its own as soon as the workflow yields, with
-        # whatever else was recorded meanwhile. Replayed, that step answers from the history
-        # and the observations, written already, are dropped.
-        self._pending.append((observation, write))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.get_running_loop().create_task(self._write_pending())
+        # Workflow code does no I/O: the worker's own loop writes it, after the run's earlier
+        # ones. A replay does not write again what was written when first recorded; only
+        # what a workflow task that never completed recorded may be written twice.
+        if workflow.unsafe.is_replaying():
+            return observation
+        previous = self._written
+
+        async def write_in_order() -> Any:
+            if previous is not None:
+                with suppress(Exception):
+                    await asyncio.wrap_future(previous)
+            return await write(observation)
+
+        self._written = asyncio.run_coroutine_threadsafe(write_in_order(), self._loop)
         return observation
 
-    async def _write_pending(self) -> None:
-        while self._pending:
-            pending, self._pending = self._pending, []
-
-            async def write_all(pending: list[Any] = pending) -> None:
-                for observation, write in pending:
-                    await write(observation)
-
-            await self._step(RECORD_ACTIVITY, write_all)
-
     async def flush(self) -> None:
-        """Wait until every observation recorded so far is written."""
-        if self._flusher is not None:
-            await self._flusher
-        if self._pending:
-            await self._write_pending()
+        """Wait until every observation the run recorded is written (`pes_agent.record`,
+        once per run, at its end: subscribers see the last ones before the caller's answer)."""
+        written = self._written
+
+        async def written_all() -> None:
+            if written is not None:
+                await asyncio.wrap_future(written)
+
+        await self._step(RECORD_ACTIVITY, written_all)
 
     async def _step(self, name: str, run: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         # Not part of the history's identity of the step (its name and number are), so a
@@ -342,13 +346,13 @@ def _cancellation() -> Iterator[None]:
         raise
 
 
-def _agent(job: _Job) -> AgentCore:
+def _worker(job: _Job) -> tuple[AgentCore, asyncio.AbstractEventLoop]:
     # The job's queue, not workflow.info()'s: a Replayer runs the workflow on a queue of its own.
     queue = job.task_queue
-    agent = _AGENTS.get(queue)
-    if agent is None:  # pragma: no cover - only a worker polls the queue
+    worker = _AGENTS.get(queue)
+    if worker is None:  # pragma: no cover - only a worker polls the queue
         raise ApplicationError(f"no pes-agent worker for the task queue {queue!r} here")
-    return agent
+    return worker
 
 
 async def _concluded(effects: _Effects, run: Coroutine[Any, Any, AgentFinalResponse]) -> bytes:
@@ -386,10 +390,9 @@ class _RunWorkflow:
     async def run(self, job: _Job) -> bytes:
         props = AgentProps.model_validate_json(job.body)
         assert props.trace_id is not None  # set by the submitting process
-        effects = _Effects(_Timeouts(job.step_s, job.task_s, job.heartbeat_s))
-        return await _concluded(
-            effects, _agent(job)._process_on_engine(props, props.trace_id, effects)
-        )
+        agent, loop = _worker(job)
+        effects = _Effects(_Timeouts(job.step_s, job.task_s, job.heartbeat_s), loop)
+        return await _concluded(effects, agent._process_on_engine(props, props.trace_id, effects))
 
 
 class _Resumption(BaseModel):
@@ -408,12 +411,11 @@ class _ResumeWorkflow:
     @workflow.run
     async def run(self, job: _Job) -> bytes:
         asked = _Resumption.model_validate_json(job.body)
-        effects = _Effects(_Timeouts(job.step_s, job.task_s, job.heartbeat_s))
+        agent, loop = _worker(job)
+        effects = _Effects(_Timeouts(job.step_s, job.task_s, job.heartbeat_s), loop)
         return await _concluded(
             effects,
-            _agent(job)._resume_on_engine(
-                asked.thread_id, asked.trace_id, asked.decisions, effects
-            ),
+            agent._resume_on_engine(asked.thread_id, asked.trace_id, asked.decisions, effects),
         )
 
 
@@ -655,7 +657,7 @@ class TemporalEngine:
         await agent.tools.open_sources()
         client: Client | None = await Client.connect(self.address, namespace=self.namespace)
         assert client is not None
-        _AGENTS[self.task_queue] = agent
+        _AGENTS[self.task_queue] = (agent, asyncio.get_running_loop())
         try:
             async with Worker(
                 client,
@@ -685,7 +687,7 @@ class TemporalEngine:
             raise UsageError(
                 f"this process runs a pes-agent worker on the task queue {self.task_queue!r}"
             )
-        _AGENTS[self.task_queue] = agent
+        _AGENTS[self.task_queue] = (agent, asyncio.get_running_loop())
         try:
             yield Replayer(workflows=list(_WORKFLOWS), workflow_runner=UnsandboxedWorkflowRunner())
         finally:
