@@ -48,7 +48,7 @@ class Workers:
         self.queue = ""  # Temporal: the test's task queue
 
     async def start(
-        self, worker_id: str, *, slow_s: float = 2.0, plan: str = "notes"
+        self, worker_id: str, *, slow_s: float = 2.0, plan: str = "notes", model_s: float = 0.0
     ) -> asyncio.subprocess.Process:
         """A worker process, once it says it is ready (DBOS launched, its runs taken over;
         Temporal: polling). `worker_id` is DBOS's executor id, Temporal's task queue."""
@@ -64,7 +64,12 @@ class Workers:
             stdout=asyncio.subprocess.PIPE,
             # A file, not a pipe nobody reads: a chatty worker must never block on it.
             stderr=self._log_file,
-            env={**os.environ, "PES_TEST_SLOW_S": str(slow_s), "PES_TEST_PLAN": plan},
+            env={
+                **os.environ,
+                "PES_TEST_SLOW_S": str(slow_s),
+                "PES_TEST_PLAN": plan,
+                "PES_TEST_MODEL_S": str(model_s),
+            },
         )
         self.processes.append(process)
         assert process.stdout is not None

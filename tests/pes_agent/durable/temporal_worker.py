@@ -8,6 +8,7 @@ a scripted model. It prints "ready" once it polls the task queue, and exits 0 on
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 
@@ -35,7 +36,10 @@ def engine(address: str, task_queue: str) -> TemporalEngine:
 def build_agent(engine: TemporalEngine, storage: str) -> AgentCore:
     """The workers' agent (the replay test builds one too)."""
     return create_agent(
-        provider=ScriptedProvider([respond], repeat=True),
+        # PES_TEST_MODEL_S: every model call takes this long.
+        provider=ScriptedProvider(
+            [respond], repeat=True, latency_s=float(os.environ.get("PES_TEST_MODEL_S", "0"))
+        ),
         tools=TOOLS,
         require_approval=["pay"],
         state_saving="implicit",  # a tool's state changes are saved with the turn

@@ -26,7 +26,7 @@ from pes_agent.testing import ScriptedProvider
 from tests.pes_agent.storage.conftest import wait_until
 
 from .conftest import Workers
-from .temporal_worker import HEARTBEAT_TIMEOUT_S, build_agent, engine
+from .temporal_worker import HEARTBEAT_TIMEOUT_S, TASK_TIMEOUT_S, build_agent, engine
 
 pytestmark = pytest.mark.slow
 
@@ -180,6 +180,65 @@ async def test_a_tools_state_changes_are_saved_with_the_turn(
     state = await client.state.get_agent_state("t1")
     assert state is not None
     assert state.data == {"colour": "green"}
+
+
+async def test_a_run_whose_worker_dies_mid_model_call_is_finished_by_the_next(
+    temporal_workers: Workers, client: AgentCore
+) -> None:
+    """SIGKILL during the synthesis call (a local activity: the workflow task is held by the
+    dead worker): after the task's timeout another worker makes the call again and saves
+    the turn once; no tool runs again."""
+    workers = temporal_workers
+    first = await workers.start(workers.queue, slow_s=0.1, model_s=1.5)
+    run = asyncio.create_task(client.process(AgentProps("Take notes", "t1")))
+
+    async def synthesis_calls() -> int:
+        started = await client.observations.get_observations(
+            "t1", types=[ObservationType.LLM_STREAM_START]
+        )
+        return sum(1 for o in started if o.content.get("phase") == "synthesis")
+
+    async def synthesising(count: int) -> bool:
+        return await synthesis_calls() >= count
+
+    await wait_until(lambda: synthesising(1), "the synthesis call")
+    await workers.kill(first)
+    killed = time.perf_counter()
+    await workers.start(workers.queue, slow_s=0.1, model_s=1.5)
+    await wait_until(lambda: synthesising(2), "the synthesis call again")
+    takeover_s = time.perf_counter() - killed
+    result = await asyncio.wait_for(run, 90)
+
+    assert result.metadata.status == "success", result.metadata.error
+    assert Counter(workers.effects_lines()) == Counter(
+        ["note a", "slow-start b", "slow-done b", "note A-c", "note B-d"]
+    )
+    messages = await client.conversation.get_messages("t1")
+    assert [m.content for m in messages] == ["Take notes", "All done."]
+    assert takeover_s < TASK_TIMEOUT_S + 10, takeover_s
+    print(f"workflow task takeover after SIGKILL: {takeover_s:.2f} s")
+
+
+async def test_cancelling_a_turn_that_waits_for_its_thread_drops_it(
+    temporal_workers: Workers, client: AgentCore
+) -> None:
+    """A run cancelled while an earlier run holds its thread never starts; the earlier one
+    finishes."""
+    workers = temporal_workers
+    await workers.start(workers.queue, slow_s=1.5)
+    first = asyncio.create_task(client.process(AgentProps("First", "t1")))
+    await workers.wait_for_effect("slow-start b")
+    second = asyncio.create_task(client.process(AgentProps("Second", "t1", trace_id="s2")))
+    await asyncio.sleep(0.5)  # the second turn waits in the thread's workflow
+    second.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    result = await asyncio.wait_for(first, 60)
+    assert result.metadata.status == "success", result.metadata.error
+    await asyncio.sleep(2.0)  # time the second run would have needed to start
+    assert workers.effects_lines().count("note a") == 1
+    messages = await client.conversation.get_messages("t1")
+    assert [m.content for m in messages] == ["First", "All done."]
 
 
 async def test_cancelling_the_caller_cancels_the_run_and_its_slow_tool(
