@@ -333,14 +333,20 @@ class AgentCore(ClosedOnExit):
             raise UsageError("this agent was closed with aclose(); create a new one")
 
     @contextlib.contextmanager
-    def _in_flight(self, method: str, thread_id: str, trace_id: str) -> Iterator[_InFlight]:
+    def _in_flight(
+        self, method: str, thread_id: str, trace_id: str, effects: RunEffects | None = None
+    ) -> Iterator[_InFlight]:
         """Count the calling task as a run under way for the block: `aclose()` waits for it,
-        and past its timeout cancels it."""
+        and past its timeout cancels it. Not a run whose engine runs it on a loop of its own
+        (`RunEffects.runs_elsewhere`): the engine's worker hands that over when it stops."""
         task = asyncio.current_task()
         if task is None:
             raise UsageError(f"{method}() must be awaited inside an asyncio task")
-        # Registered before the first await, so an aclose() starting now waits for this run.
         run = _InFlight(task, thread_id, trace_id)
+        if effects is not None and effects.runs_elsewhere:
+            yield run
+            return
+        # Registered before the first await, so an aclose() starting now waits for this run.
         self._runs.add(run)
         self._idle.clear()
         try:
@@ -410,7 +416,7 @@ class AgentCore(ClosedOnExit):
         """`process()` as a durable engine's workflow runs it on a worker: the same run, its
         side effects steps of `effects` (an engine's, `pes_agent.durable`)."""
         started = time.perf_counter()
-        with self._in_flight("process", props.thread_id, trace_id) as run:
+        with self._in_flight("process", props.thread_id, trace_id, effects) as run:
             return await self._locked_run(props, trace_id, started, run, effects)
 
     async def _locked_run(
@@ -707,7 +713,7 @@ class AgentCore(ClosedOnExit):
         effects: RunEffects | None,
     ) -> AgentFinalResponse:
         started = time.perf_counter()
-        with self._in_flight("resume", thread_id, trace_id) as run:
+        with self._in_flight("resume", thread_id, trace_id, effects) as run:
             serialised = effects is not None and effects.serialises_turns
             # An engine that runs the thread's turns one at a time needs no lock (the claim,
             # atomic in the store, still refuses a run resumed or cancelled meanwhile).

@@ -81,6 +81,8 @@ class _Effects:
 
     # The queue's partitions run one turn per thread, and the run also holds the store's lock.
     serialises_turns = False
+    # The workflow runs on the worker's loop: the agent's aclose() waits for it.
+    runs_elsewhere = False
 
     def __init__(self) -> None:
         self._calls: list[StepReservation] = []

@@ -77,6 +77,11 @@ class RunEffects(Protocol):
     """True when the engine itself runs one turn at a time per thread, across all workers:
     the run then takes no lock in the store (the engine's workflow code may do no I/O)."""
 
+    runs_elsewhere: bool
+    """True when the engine runs the run's code on event loops of its own (Temporal's
+    workflow threads): the worker's agent does not count it as a run under way (`aclose()`
+    neither waits for it nor cancels it); the engine's worker hands it over when it stops."""
+
     async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """`effect()`'s outcome, done once per run under the step `name`; a replayed run gets
         the recorded outcome (its value, or the error it raised) without doing it again.

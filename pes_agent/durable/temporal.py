@@ -223,6 +223,8 @@ class _Effects:
 
     # The thread's workflow runs its turns one at a time.
     serialises_turns = True
+    # Workflow code runs on Temporal's loops, in its threads; the worker hands runs over.
+    runs_elsewhere = True
 
     def __init__(self, timeouts: _Timeouts, loop: asyncio.AbstractEventLoop) -> None:
         self._timeouts = timeouts

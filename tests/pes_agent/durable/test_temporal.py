@@ -293,6 +293,28 @@ async def test_a_worker_stops_cleanly_on_sigterm(temporal_workers: Workers) -> N
     assert await asyncio.wait_for(process.wait(), 30) == 0
 
 
+async def test_a_worker_stopped_mid_tool_exits_0_and_its_run_is_finished_by_another(
+    temporal_workers: Workers, client: AgentCore
+) -> None:
+    """SIGTERM during the slow call: the worker exits 0 at once (its call cancelled), another
+    worker makes the call again and finishes the run."""
+    workers = temporal_workers
+    first = await workers.start(workers.queue, slow_s=3.0)
+    run = asyncio.create_task(client.process(AgentProps("Take notes", "t1")))
+    await workers.wait_for_effect("slow-start b")
+    await workers.start(workers.queue, slow_s=0.5)
+    first.terminate()
+    assert await asyncio.wait_for(first.wait(), 30) == 0
+    result = await asyncio.wait_for(run, 60)
+    assert result.metadata.status == "success", result.metadata.error
+    effects = Counter(workers.effects_lines())
+    assert effects["slow-start b"] == 2
+    assert effects["slow-done b"] == 1
+    assert effects["note a"] == 1
+    messages = await client.conversation.get_messages("t1")
+    assert [m.content for m in messages] == ["Take notes", "All done."]
+
+
 async def test_a_paused_run_waits_with_no_worker_and_a_new_one_resumes_it(
     temporal_workers: Workers, client: AgentCore
 ) -> None:
