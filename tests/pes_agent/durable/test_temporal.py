@@ -18,6 +18,7 @@ from pes_agent import (
     Deny,
     NotAwaitingApprovalError,
     ObservationType,
+    ThreadAwaitingApprovalError,
     create_agent,
 )
 from pes_agent.core import AgentCore
@@ -336,6 +337,9 @@ async def test_a_paused_run_waits_with_no_worker_and_a_new_one_resumes_it(
     assert workers.effects_lines() == ["note x"]
 
     await workers.start(workers.queue, plan="pay")
+    # A new turn on the thread is refused on the worker, the error raised here.
+    with pytest.raises(ThreadAwaitingApprovalError):
+        await asyncio.wait_for(client.process(AgentProps("Another", "t1")), 60)
     result = await asyncio.wait_for(
         client.resume(
             "t1",
