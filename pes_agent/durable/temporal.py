@@ -94,6 +94,7 @@ __all__ = [
     "RECORD_ACTIVITY",
     "RESUME_WORKFLOW",
     "RUN_WORKFLOW",
+    "THREAD_TURN",
     "THREAD_WORKFLOW",
     "TemporalEngine",
 ]
@@ -109,8 +110,8 @@ THREAD_WORKFLOW = "pes_agent.thread"
 THREAD_TURN = "turn"
 """The thread workflow's update that runs one turn."""
 RECORD_ACTIVITY = "pes_agent.record"
+"""The local activity that ends each run by waiting until its observations are written."""
 _TOOL_PREFIX = "pes_agent.tool."
-"""The local activity that writes the observations a run's last steps left."""
 
 # The agent each task queue's worker in this process runs runs with, and its event loop (the
 # activities' and the observations'; workflow code runs on loops of Temporal's own).
@@ -134,12 +135,16 @@ class _Failed:
 
 
 def _pickled(value: Any) -> bytes:
+    """`value` as the history keeps it; a step's value or error that cannot be pickled
+    becomes the step's error."""
     try:
         return pickle.dumps(value)
-    except Exception:  # an error whose attributes cannot be pickled
-        if not isinstance(value, _Failed):
-            raise
-        return pickle.dumps(_Failed(RunError(f"{type(value.error).__name__}: {value.error}")))
+    except Exception as error:
+        if isinstance(value, _Failed):
+            value = f"{type(value.error).__name__}: {value.error}"
+        else:
+            value = f"its result could not be kept (pickled): {type(error).__name__}: {error}"
+        return pickle.dumps(_Failed(RunError(value)))
 
 
 @activity.defn(dynamic=True)
@@ -179,10 +184,14 @@ async def _tool_activity(info: activity.Info, arg: RawValue) -> bytes:
         while not call.done():
             activity.heartbeat()
             await asyncio.wait((call,), timeout=every)
-        changes = _StateChanges.between(before, state.data) if state is not None else None
-        return _pickled((call.result(), changes))
     finally:
         call.cancel()
+    changes = _StateChanges.between(before, state.data) if state is not None else None
+    try:
+        return pickle.dumps((call.result(), changes))
+    except Exception as error:  # the output cannot be kept: the call failed, not retried
+        kept = ToolOutcome(failure=f"its output could not be kept (pickled): {error}")
+        return pickle.dumps((kept, changes))
 
 
 @dataclass(slots=True, frozen=True)
