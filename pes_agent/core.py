@@ -333,14 +333,20 @@ class AgentCore(ClosedOnExit):
             raise UsageError("this agent was closed with aclose(); create a new one")
 
     @contextlib.contextmanager
-    def _in_flight(self, method: str, thread_id: str, trace_id: str) -> Iterator[_InFlight]:
+    def _in_flight(
+        self, method: str, thread_id: str, trace_id: str, effects: RunEffects | None = None
+    ) -> Iterator[_InFlight]:
         """Count the calling task as a run under way for the block: `aclose()` waits for it,
-        and past its timeout cancels it."""
+        and past its timeout cancels it. Not a run whose engine runs it on a loop of its own
+        (`RunEffects.runs_elsewhere`): the engine's worker hands that over when it stops."""
         task = asyncio.current_task()
         if task is None:
             raise UsageError(f"{method}() must be awaited inside an asyncio task")
-        # Registered before the first await, so an aclose() starting now waits for this run.
         run = _InFlight(task, thread_id, trace_id)
+        if effects is not None and effects.runs_elsewhere:
+            yield run
+            return
+        # Registered before the first await, so an aclose() starting now waits for this run.
         self._runs.add(run)
         self._idle.clear()
         try:
@@ -410,7 +416,7 @@ class AgentCore(ClosedOnExit):
         """`process()` as a durable engine's workflow runs it on a worker: the same run, its
         side effects steps of `effects` (an engine's, `pes_agent.durable`)."""
         started = time.perf_counter()
-        with self._in_flight("process", props.thread_id, trace_id) as run:
+        with self._in_flight("process", props.thread_id, trace_id, effects) as run:
             return await self._locked_run(props, trace_id, started, run, effects)
 
     async def _locked_run(
@@ -421,13 +427,21 @@ class AgentCore(ClosedOnExit):
         run: _InFlight,
         effects: RunEffects | None = None,
     ) -> AgentFinalResponse:
+        thread_id = props.thread_id
         async with contextlib.AsyncExitStack() as stack:
             try:
-                await stack.enter_async_context(self._storage.lock_thread(props.thread_id))
-                waiting = await self._storage.get_paused_runs(props.thread_id)
+                if effects is not None and effects.serialises_turns:
+                    # The engine runs the thread's turns one at a time: no lock to take (its
+                    # workflow code may do no I/O), the check is a step.
+                    waiting = await effects.once(
+                        "pes_agent.check_thread", lambda: self._storage.get_paused_runs(thread_id)
+                    )
+                else:
+                    await stack.enter_async_context(self._storage.lock_thread(thread_id))
+                    waiting = await self._storage.get_paused_runs(thread_id)
             except RunError as error:
                 # The store is unreachable: a runtime failure like any other, not a raise.
-                return await self._load_failure(props, trace_id, started, error.message)
+                return await self._load_failure(props, trace_id, started, error.message, effects)
             if waiting:
                 raise ThreadAwaitingApprovalError(
                     f"thread {props.thread_id!r} has a run waiting for approval (trace id "
@@ -527,7 +541,7 @@ class AgentCore(ClosedOnExit):
             await self.tools.open_sources()
         except RunError as error:
             return await self._ended_early(
-                props, trace_id, started, "tools", error.message, status="error"
+                props, trace_id, started, "tools", error.message, status="error", effects=effects
             )
         thread_id = props.thread_id
 
@@ -547,9 +561,9 @@ class AgentCore(ClosedOnExit):
             config = settings.provider_config
             provider = self._providers.get(config) if config is not None else self._provider
         except RunError as error:
-            return await self._load_failure(props, trace_id, started, error.message)
+            return await self._load_failure(props, trace_id, started, error.message, effects)
         except UsageError as error:
-            return await self._load_failure(props, trace_id, started, str(error))
+            return await self._load_failure(props, trace_id, started, str(error), effects)
         return _Loaded(context, history, settings, provider)
 
     async def _drive(self, prepared: _Prepared, run: _InFlight) -> _Ended:
@@ -699,8 +713,15 @@ class AgentCore(ClosedOnExit):
         effects: RunEffects | None,
     ) -> AgentFinalResponse:
         started = time.perf_counter()
-        with self._in_flight("resume", thread_id, trace_id) as run:
-            async with self._lock_to_resume(thread_id, trace_id):
+        with self._in_flight("resume", thread_id, trace_id, effects) as run:
+            serialised = effects is not None and effects.serialises_turns
+            # An engine that runs the thread's turns one at a time needs no lock (the claim,
+            # atomic in the store, still refuses a run resumed or cancelled meanwhile).
+            async with (
+                contextlib.nullcontext()
+                if serialised
+                else self._lock_to_resume(thread_id, trace_id)
+            ):
 
                 async def claim() -> tuple[PausedRun, dict[str, Decision]]:
                     claimed, decided = await self._claim(thread_id, trace_id, given)
@@ -816,10 +837,17 @@ class AgentCore(ClosedOnExit):
         await world.process()
 
     async def _load_failure(
-        self, props: AgentProps, trace_id: str, started: float, message: str
+        self,
+        props: AgentProps,
+        trace_id: str,
+        started: float,
+        message: str,
+        effects: RunEffects | None = None,
     ) -> AgentFinalResponse:
         message = "loading the thread failed: " + message
-        return await self._ended_early(props, trace_id, started, "load", message, status="error")
+        return await self._ended_early(
+            props, trace_id, started, "load", message, status="error", effects=effects
+        )
 
     async def _ended_early(
         self,
@@ -830,10 +858,11 @@ class AgentCore(ClosedOnExit):
         message: str,
         *,
         status: RunStatus,
+        effects: RunEffects | None = None,
     ) -> AgentFinalResponse:
         """The response of a run that ended before its entity was spawned, with its ERROR."""
         title = "Run cancelled" if status == "cancelled" else f"{phase.capitalize()} failed"
-        await RunRecorder(self.observations, props.thread_id, trace_id).record(
+        await RunRecorder(self.observations, props.thread_id, trace_id, effects).record(
             ObservationType.ERROR, title, {"phase": phase, "error": message}
         )
         return AgentFinalResponse(

@@ -1,9 +1,10 @@
 """Durable runs: a run that survives its worker, on an engine users already trust.
 
 ```python
+from pes_agent.durable.temporal import TemporalEngine  # pip install 'pes-agent[temporal]'
 from pes_agent.durable.dbos import DBOSEngine          # pip install 'pes-agent[dbos]'
 
-engine = DBOSEngine("sqlite:///runs.sqlite")          # or "postgresql://..."
+engine = TemporalEngine("127.0.0.1:7233")             # or DBOSEngine("sqlite:///runs.sqlite")
 agent = create_agent(provider=..., tools=[...], storage="sqlite:///agent.db", engine=engine)
 async with engine.worker(agent):                       # in each worker process
     result = await agent.process(AgentProps("...", "thread-1"))   # same call, same response
@@ -11,8 +12,8 @@ async with engine.worker(agent):                       # in each worker process
 
 A run on an engine is a workflow; its side effects (`pes_agent.durable.effects`) are steps the
 engine keeps, so a run whose worker died is finished by another worker without doing again
-what it had done. Without an engine, runs execute in process as always; `import pes_agent`
-imports no engine.
+what it had done (docs/durable.md lists the step names). Without an engine, runs execute in
+process as always; `import pes_agent` imports no engine.
 """
 
 from __future__ import annotations
@@ -52,14 +53,13 @@ def engine_from_url(url: str, *, worker_id: str | None = None) -> DurableEngine:
         return DBOSEngine(database, worker_id=worker_id)
     if url.startswith("temporal://"):
         try:
-            from pes_agent.durable import temporal  # type: ignore[attr-defined,unused-ignore]
+            from pes_agent.durable.temporal import TemporalEngine
         except ImportError as error:
             raise ConfigurationError(
                 f"{url}: the Temporal engine needs pip install 'pes-agent[temporal]' ({error})"
             ) from None
         address, _, queue = url.removeprefix("temporal://").partition("/")
-        engine: DurableEngine = temporal.TemporalEngine(
-            address, **({"task_queue": queue} if queue else {})
-        )
-        return engine
+        if queue:
+            return TemporalEngine(address, task_queue=queue)
+        return TemporalEngine(address)
     raise UsageError(f"unknown engine URL {url!r}: give {_ENGINE_URLS}")

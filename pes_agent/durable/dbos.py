@@ -42,10 +42,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pes_agent.durable.effects import CURRENT_STEP
+from pes_agent.durable.effects import CURRENT_STEP, ToolOutcome
 from pes_agent.errors import ConfigurationError, UsageError
+from pes_agent.observing.types import Observation
 from pes_agent.protocols import LLMResponse
 from pes_agent.run import AgentFinalResponse, AgentProps
+from pes_agent.tools.base import ToolContext
 
 try:
     import sqlalchemy
@@ -89,6 +91,11 @@ class _Effects:
     """
 
     __slots__ = ("_calls", "_live", "_recorded", "_revised", "_revisions")
+
+    # The queue's partitions run one turn per thread, and the run also holds the store's lock.
+    serialises_turns = False
+    # The workflow runs on the worker's loop: the agent's aclose() waits for it.
+    runs_elsewhere = False
 
     def __init__(self, recorded: frozenset[int] = frozenset()) -> None:
         self._calls: list[StepReservation] = []
@@ -137,8 +144,27 @@ class _Effects:
             return await reservation.run_async(_options(name), self._running(call))
         return await DBOS.run_step_async(_options(name), self._running(call))
 
-    async def tool_call(self, name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    async def tool_call(
+        self,
+        name: str,
+        call: Callable[[], Coroutine[Any, Any, ToolOutcome]],
+        *,
+        arguments: dict[str, Any],
+        context: ToolContext,
+    ) -> ToolOutcome:
+        # The workflow runs where the tools are: the call runs in this process.
         return await self._in_call(f"pes_agent.tool.{name}", call)
+
+    async def record(
+        self,
+        observation: Observation,
+        write: Callable[[Observation], Coroutine[Any, Any, Observation]],
+    ) -> Observation:
+        # A DBOS workflow's code may do I/O: written at once, unless an earlier life of the
+        # run recorded it (then it is not recorded, published nor traced again).
+        if self.replaying():
+            return observation
+        return await write(observation)
 
     async def _in_call(self, name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
         step = CURRENT_STEP.get()

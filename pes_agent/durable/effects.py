@@ -19,6 +19,15 @@ names (the README lists them: they are persisted, so renaming one breaks runs in
 | `pes_agent.pause` | a run waiting for approval is stored |
 | `pes_agent.claim` | a resumed run takes its stored pause |
 | `pes_agent.commit_turn` | the turn's messages (and state) are saved |
+| `pes_agent.check_thread` | no paused run waits on the thread (`serialises_turns` engines) |
+
+Two more things reach the world outside those steps, and an engine decides how:
+- **Observations.** A run's recorder hands each observation to `RunEffects.record`: an engine
+  whose workflow code may do I/O writes it at once; one whose workflow code may not (Temporal)
+  keeps it and has the run's next step write it first.
+- **The thread's turn.** In process, a run holds its thread's lock in the store. An engine
+  that runs one turn at a time per thread itself (`serialises_turns`) takes no lock: the run
+  only checks, as the step `pes_agent.check_thread`, that no paused run waits on the thread.
 
 Calls of the DAG run side by side and finish in any order, so the steps they make cannot be
 told apart by the order they start in. The executor marks each call's task with its step
@@ -41,9 +50,17 @@ from pes_agent.tools.base import Tool, ToolContext
 if TYPE_CHECKING:
     from pes_agent.approvals.models import Decision
     from pes_agent.core import AgentCore
+    from pes_agent.observing.types import Observation
     from pes_agent.run import AgentFinalResponse, AgentProps
 
-__all__ = ["CURRENT_STEP", "DurableEngine", "EffectInvoker", "RunEffects"]
+__all__ = [
+    "CURRENT_STEP",
+    "DurableEngine",
+    "EffectInvoker",
+    "RunEffects",
+    "ToolOutcome",
+    "run_tool",
+]
 
 T = TypeVar("T")
 
@@ -56,6 +73,15 @@ reported (what the recorder records then is the call's)."""
 @runtime_checkable
 class RunEffects(Protocol):
     """How one run's side effects go through a durable engine (see the module docstring)."""
+
+    serialises_turns: bool
+    """True when the engine itself runs one turn at a time per thread, across all workers:
+    the run then takes no lock in the store (the engine's workflow code may do no I/O)."""
+
+    runs_elsewhere: bool
+    """True when the engine runs the run's code on event loops of its own (Temporal's
+    workflow threads): the worker's agent does not count it as a run under way (`aclose()`
+    neither waits for it nor cancels it); the engine's worker hands it over when it stops."""
 
     async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """`effect()`'s outcome, done once per run under the step `name`; a replayed run gets
@@ -77,20 +103,30 @@ class RunEffects(Protocol):
         re-evaluation's by its number); returns the `LLMResponse`."""
         ...
 
-    async def tool_call(self, name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    async def tool_call(
+        self,
+        name: str,
+        call: Callable[[], Coroutine[Any, Any, ToolOutcome]],
+        *,
+        arguments: dict[str, Any],
+        context: ToolContext,
+    ) -> ToolOutcome:
         """The tool call of the current DAG call (`CURRENT_STEP`) to the tool `name`, as a
-        step."""
+        step: `call()` here, or `run_tool` with the tool `name`, `arguments` and `context` on
+        whichever worker the engine picks."""
         ...
 
-    def replaying(self) -> bool:
-        """Whether the run is now going again over what an earlier life of it did (its steps
-        answer from the record): its observations were recorded then, so the run's recorder
-        leaves them out. Inside a DAG call (`CURRENT_STEP`), whether that call's step is
-        recorded; elsewhere, whether no step has run for real yet in this life."""
+    async def record(
+        self,
+        observation: Observation,
+        write: Callable[[Observation], Coroutine[Any, Any, Observation]],
+    ) -> Observation:
+        """Have `write(observation)` happen: at once, or (from workflow code that may do no
+        I/O) before the run's next step; returns the observation as recorded or as given."""
         ...
 
 
-class _Outcome:
+class ToolOutcome:
     """What a tool call came to, as a step keeps it: the output, or the failure's text."""
 
     __slots__ = ("failure", "output")
@@ -100,7 +136,18 @@ class _Outcome:
         self.failure = failure
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_Outcome, (self.output, self.failure))
+        return (ToolOutcome, (self.output, self.failure))
+
+
+async def run_tool(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> ToolOutcome:
+    """Call `tool`, its failure kept as text (a tool's own exception class need not survive a
+    trip through the engine's store)."""
+    try:
+        return ToolOutcome(output=await tool.execute(arguments, context))
+    except ToolExecutionError as error:
+        return ToolOutcome(failure=error.message)
+    except Exception as error:
+        return ToolOutcome(failure=_describe(error))
 
 
 class EffectInvoker:
@@ -120,16 +167,11 @@ class EffectInvoker:
         """The tool's output for `arguments`, from the engine's record when the step ran
         before; raises `ToolExecutionError` with the failure's text when the tool failed."""
 
-        async def call() -> _Outcome:
-            try:
-                return _Outcome(output=await tool.execute(arguments, context))
-            except ToolExecutionError as error:
-                return _Outcome(failure=error.message)
-            except Exception as error:
-                return _Outcome(failure=_describe(error))
+        async def call() -> ToolOutcome:
+            return await run_tool(tool, arguments, context)
 
         name = tool.schema.name
-        outcome = await self._effects.tool_call(name, call)
+        outcome = await self._effects.tool_call(name, call, arguments=arguments, context=context)
         if outcome.failure is not None:
             raise ToolExecutionError(outcome.failure, call_id=context.call_id, tool_name=name)
         return outcome.output

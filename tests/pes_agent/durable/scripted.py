@@ -1,0 +1,96 @@
+"""The worker processes' agent parts, shared by every engine's worker script: tools that
+append what they do to the effects file (argv[4]: a line per side effect, flushed at once,
+so a test can count how often each happened across worker deaths) and a scripted model that
+plans `PLAN` (or another of `PLANS`, named by PES_TEST_PLAN) and answers "All done."."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from pes_agent import LLMRequest, ToolContext, tool
+from pes_agent.testing import plan_call, plan_lines
+
+PLAN = plan_lines(
+    plan_call(1, "note", text="a"),
+    plan_call(2, "slow_note", text="b", seconds=float(os.environ.get("PES_TEST_SLOW_S", "2"))),
+    plan_call(3, "note", text="{step_1_result}-c"),
+    plan_call(4, "note", text="{step_2_result}-d"),
+    intent="notes, one of them slow",
+)
+# PES_TEST_PLAN=pay: a plan whose payments wait for approval (the tool `pay` is gated).
+PAY_PLAN = plan_lines(
+    plan_call(1, "note", text="x"),
+    plan_call(2, "pay", amount=5),
+    plan_call(3, "pay", amount=7),
+    intent="two payments",
+)
+# PES_TEST_PLAN=state: a call that changes the run's state (saved with the turn: implicit).
+STATE_PLAN = plan_lines(
+    plan_call(1, "remember", key="colour", value="green"),
+    plan_call(2, "note", text="y"),
+    intent="remember a colour",
+)
+# PES_TEST_PLAN=fan: five independent calls finishing in the reverse of their plan order,
+# then one that needs them all.
+FAN_PLAN = plan_lines(
+    *(plan_call(n, "slow_note", text=f"f{n}", seconds=0.1 * (6 - n)) for n in range(1, 6)),
+    plan_call(6, "note", text="{step_1_result}{step_3_result}{step_5_result}"),
+    intent="fan out, fan in",
+)
+PLANS = {"pay": PAY_PLAN, "state": STATE_PLAN, "fan": FAN_PLAN}
+ANSWER = "All done."
+
+
+def effects_file() -> Path:
+    return Path(sys.argv[4])
+
+
+def log_effect(line: str) -> None:
+    with effects_file().open("a", encoding="utf-8") as out:
+        out.write(line + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+@tool
+async def note(text: str) -> str:
+    """Write a note; returns it in capitals."""
+    log_effect(f"note {text}")
+    return text.upper()
+
+
+@tool
+async def slow_note(text: str, seconds: float) -> str:
+    """Write a note after `seconds`."""
+    log_effect(f"slow-start {text}")
+    await asyncio.sleep(seconds)
+    log_effect(f"slow-done {text}")
+    return text.upper()
+
+
+@tool
+async def pay(amount: int) -> str:
+    """Pay `amount` euros."""
+    log_effect(f"pay {amount}")
+    return f"paid {amount}"
+
+
+@tool
+async def remember(key: str, value: str, context: ToolContext) -> str:
+    """Keep `value` under `key` in the thread's state."""
+    assert context.state is not None
+    context.state.data[key] = value
+    log_effect(f"remember {key}")
+    return "kept"
+
+
+TOOLS = [note, slow_note, pay, remember]
+
+
+def respond(request: LLMRequest) -> str:
+    if request.phase != "planning":
+        return ANSWER
+    return PLANS.get(os.environ.get("PES_TEST_PLAN", ""), PLAN)
