@@ -28,6 +28,10 @@ running runs again (at least once, like any retried call).
 - **The database.** ``sqlite:///PATH`` (one machine; its file opened in WAL mode) or
   ``postgresql://...`` (workers on several machines). The agent's own storage is separate and
   must be shared by the workers and the submitting processes (SQLite file or PostgreSQL).
+- **Cancelling from anywhere.** `engine.cancel(trace_id)` cancels the run's workflow (its id
+  is `pes-agent-run-TRACE_ID`, a resumption's `pes-agent-resume-TRACE_ID-...`) from any
+  process; the process awaiting it gets a response of status `cancelled`.
+  `engine.find(trace_id)` says where a run stands, from DBOS's record.
 - **Streaming dispatch** is an in-process optimisation: on an engine, a plan's calls start once
   the planning step has finished.
 """
@@ -42,14 +46,23 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pes_agent.durable.effects import CURRENT_STEP
+from pes_agent.durable.effects import CURRENT_STEP, EngineRun
 from pes_agent.errors import ConfigurationError, UsageError
 from pes_agent.protocols import LLMResponse
-from pes_agent.run import AgentFinalResponse, AgentProps
+from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata
+from pes_agent.threads.messages import ConversationMessage, MessageRole
 
 try:
     import sqlalchemy
-    from dbos import DBOS, DBOSClient, StepOptions, StepReservation, WorkflowHandleAsync
+    from dbos import (
+        DBOS,
+        DBOSClient,
+        StepOptions,
+        StepReservation,
+        WorkflowHandleAsync,
+        WorkflowStatus,
+    )
+    from dbos._error import DBOSAwaitedWorkflowCancelledError
 except ImportError as error:  # pragma: no cover - the extra is installed in CI
     raise ConfigurationError(
         "DBOSEngine needs the dbos package: pip install 'pes-agent[dbos]'"
@@ -67,6 +80,17 @@ RUN_WORKFLOW = "pes_agent.run"
 """The DBOS workflow name of a run (persisted: runs in flight need it unchanged)."""
 RESUME_WORKFLOW = "pes_agent.resume"
 """The DBOS workflow name of a paused run's resumption (persisted too)."""
+
+# DBOS's workflow statuses, as `EngineRun.status` says them (SUCCESS: the response's status).
+_STATUSES = {
+    "ENQUEUED": "queued",
+    "DELAYED": "queued",
+    "PENDING": "running",
+    "ERROR": "error",
+    "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "error",
+    "CANCELLED": "cancelled",
+}
+_CANCELLED_ELSEWHERE = "cancelled on its engine (DurableEngine.cancel, maybe from another process)"
 
 # The agent this process's worker runs runs with (DBOS is one instance per process).
 _worker_agent: AgentCore | None = None
@@ -226,7 +250,12 @@ class DBOSEngine:
         """
         assert props.trace_id is not None
         return await self._submit(
-            RUN_WORKFLOW, f"pes-agent-run-{props.trace_id}", props.thread_id, props
+            RUN_WORKFLOW,
+            _run_id(props.trace_id),
+            props.thread_id,
+            props.trace_id,
+            props.user_id,
+            props,
         )
 
     async def resume(
@@ -249,16 +278,23 @@ class DBOSEngine:
                 the run is claimed, raised here).
         """
         # A run may pause again and be resumed again: each resumption is a workflow of its own.
-        workflow_id = f"pes-agent-resume-{trace_id}-{uuid.uuid4().hex[:12]}"
+        workflow_id = f"{_resume_prefix(trace_id)}{uuid.uuid4().hex[:12]}"
         return await self._submit(
-            RESUME_WORKFLOW, workflow_id, thread_id, thread_id, trace_id, decisions
+            RESUME_WORKFLOW, workflow_id, thread_id, trace_id, None, thread_id, trace_id, decisions
         )
 
     async def _submit(
-        self, workflow: str, workflow_id: str, thread_id: str, *args: Any
+        self,
+        workflow: str,
+        workflow_id: str,
+        thread_id: str,
+        trace_id: str,
+        user_id: str | None,
+        *args: Any,
     ) -> AgentFinalResponse:
         """Enqueue `workflow(*args)` on the thread's partition and await its result; a
-        cancelled caller cancels it."""
+        cancelled caller cancels it, and a run cancelled elsewhere (`cancel`) answers
+        `cancelled`."""
         client = await self._submitter()
         handle: WorkflowHandleAsync[AgentFinalResponse] = await client.enqueue_async(
             {
@@ -272,10 +308,64 @@ class DBOSEngine:
         )
         try:
             return await handle.get_result(polling_interval_sec=self.poll_interval_s)
+        except DBOSAwaitedWorkflowCancelledError:
+            return _cancelled(thread_id, trace_id, user_id)
         except asyncio.CancelledError:
             # The caller gave up: the run stops wherever it runs, as it would in process.
             await asyncio.shield(client.cancel_workflow_async(workflow_id))
             raise
+
+    # any process ---------------------------------------------------------------------------
+    async def find(self, trace_id: str) -> EngineRun | None:
+        """The run `trace_id` (its latest resumption, if it was resumed) as DBOS records it.
+
+        Args:
+            trace_id: The run's trace id.
+
+        Returns:
+            The run (`EngineRun`), or None when it was never submitted to this engine.
+        """
+        found = await self._latest(trace_id)
+        return _engine_run(trace_id, found) if found is not None else None
+
+    async def cancel(self, trace_id: str) -> EngineRun | None:
+        """Cancel the run `trace_id`, from any process (its workflow, and its running steps
+        on whichever worker runs it); the process awaiting it gets a `cancelled` response.
+
+        Args:
+            trace_id: The run's trace id.
+
+        Returns:
+            The run as found before cancelling (one that had ended is left as it was), or
+            None when it was never submitted to this engine.
+        """
+        found = await self._latest(trace_id)
+        if found is None:
+            return None
+        run = _engine_run(trace_id, found)
+        if run.running:
+            client = await self._submitter()
+            await client.cancel_workflow_async(found.workflow_id)
+        return run
+
+    async def _latest(self, trace_id: str) -> WorkflowStatus | None:
+        """The workflow of the run `trace_id`: its latest resumption, else the run itself."""
+        client = await self._submitter()
+        prefix = _resume_prefix(trace_id)
+        resumptions = [
+            status
+            for status in await client.list_workflows_async(
+                workflow_id_prefix=prefix, sort_desc=True, load_input=False, load_output=True
+            )
+            # A longer trace id may start with this one and a dash: keep this run's own.
+            if len(status.workflow_id) == len(prefix) + 12
+        ]
+        if resumptions:
+            return resumptions[0]
+        runs = await client.list_workflows_async(
+            workflow_ids=[_run_id(trace_id)], load_input=False, load_output=True
+        )
+        return runs[0] if runs else None
 
     async def _submitter(self) -> DBOSClient:
         if self._client is None:
@@ -343,6 +433,45 @@ class DBOSEngine:
             # DBOS made its thread pool the loop's default executor and has shut it down:
             # give the loop a working one back, for asyncio.to_thread everywhere else.
             asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
+
+
+def _run_id(trace_id: str) -> str:
+    return f"pes-agent-run-{trace_id}"
+
+
+def _resume_prefix(trace_id: str) -> str:
+    return f"pes-agent-resume-{trace_id}-"
+
+
+def _engine_run(trace_id: str, status: WorkflowStatus) -> EngineRun:
+    if status.status == "SUCCESS":
+        output = status.output
+        state: str = output.metadata.status if isinstance(output, AgentFinalResponse) else "success"
+    else:
+        state = _STATUSES.get(status.status, "running")
+    return EngineRun(
+        trace_id=trace_id,
+        thread_id=status.queue_partition_key or "",
+        status=state,
+        worker_id=status.executor_id,
+    )
+
+
+def _cancelled(thread_id: str, trace_id: str, user_id: str | None) -> AgentFinalResponse:
+    """The response of a run whose workflow was cancelled by another caller than its own."""
+    return AgentFinalResponse(
+        response=ConversationMessage(
+            thread_id=thread_id, role=MessageRole.AI, content="The run was cancelled."
+        ),
+        metadata=ExecutionMetadata(
+            thread_id=thread_id,
+            trace_id=trace_id,
+            user_id=user_id,
+            status="cancelled",
+            total_duration_ms=0.0,
+            error=_CANCELLED_ELSEWHERE,
+        ),
+    )
 
 
 def _system_url(database_url: str) -> str:

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from pes_agent.errors import ToolExecutionError
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from pes_agent.core import AgentCore
     from pes_agent.run import AgentFinalResponse, AgentProps
 
-__all__ = ["CURRENT_STEP", "DurableEngine", "EffectInvoker", "RunEffects"]
+__all__ = ["CURRENT_STEP", "DurableEngine", "EffectInvoker", "EngineRun", "RunEffects"]
 
 T = TypeVar("T")
 
@@ -132,6 +133,26 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
+@dataclass(frozen=True, slots=True)
+class EngineRun:
+    """A run as its engine knows it (`DurableEngine.find`, `DurableEngine.cancel`).
+
+    `status` is `queued` (submitted, no worker has taken it yet) or `running` while the run
+    goes on, then the status its response has (`success`, `partial`, `error`,
+    `awaiting_approval`) or `cancelled`. `worker_id` names the worker that took it last.
+    """
+
+    trace_id: str
+    thread_id: str
+    status: str
+    worker_id: str | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether the run still goes on (queued or running)."""
+        return self.status in ("queued", "running")
+
+
 @runtime_checkable
 class DurableEngine(Protocol):
     """Where an agent built with `create_agent(engine=...)` sends its runs: `process()` submits
@@ -151,4 +172,17 @@ class DurableEngine(Protocol):
 
     def worker(self, agent: AgentCore) -> AbstractAsyncContextManager[None]:
         """Run `agent`'s runs in this process while the block lasts."""
+        ...
+
+    async def find(self, trace_id: str) -> EngineRun | None:
+        """The run `trace_id` (its latest resumption, when it was resumed) as the engine
+        knows it, from any process; None when it was never submitted."""
+        ...
+
+    async def cancel(self, trace_id: str) -> EngineRun | None:
+        """Cancel the run `trace_id` from any process: the engine stops it (and its running
+        tools) wherever it runs, and the process awaiting it gets a `cancelled` response.
+
+        Returns the run as found before cancelling (a run that had ended is left alone);
+        None when it was never submitted."""
         ...
