@@ -408,7 +408,7 @@ class DBOSEngine:
             )
         _worker_agent = agent
         try:
-            DBOS(
+            dbos = DBOS(
                 config={
                     "name": self.app_name,
                     "system_database_url": _system_url(self.database_url),
@@ -419,7 +419,14 @@ class DBOSEngine:
                     "notification_listener_polling_interval_sec": self.poll_interval_s,
                 }
             )
+            # Launched in a thread: at launch DBOS takes over this worker's unfinished runs,
+            # and it would block this loop waiting for them to be scheduled on it.
             await asyncio.to_thread(DBOS.launch)
+            # Then the runs taken from the queue run on this loop, not on DBOS's own: the
+            # agent's clients (a provider's HTTP connections) live on the loop that closes
+            # them. On DBOS's loop, closing the agent after the worker failed ("Event loop
+            # is closed"), as soon as a run had used a real provider.
+            dbos._background_event_loop.set_main_loop()
             await DBOS.register_queue_async(
                 self.queue,
                 worker_concurrency=self.concurrency,
