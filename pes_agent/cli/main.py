@@ -52,6 +52,10 @@ environment:
                                       %LOCALAPPDATA%\\pes-agent on Windows)
   {DEBUG_ENV_VAR}=1                   show the library's logs, and tracebacks
 
+durable runs: `pes-agent worker --engine URL` in each worker process (URL: dbos+sqlite:///PATH,
+dbos+postgresql://... or temporal://HOST:PORT), then `run --engine URL` or `serve --engine
+URL` submit their runs to the workers; all share --db.
+
 start with `pes-agent demo`: a whole run, offline, on a scripted model."""
 
 _DB_HELP = (

@@ -307,13 +307,21 @@ class DBOSEngine:
             *args,
         )
         try:
-            return await handle.get_result(polling_interval_sec=self.poll_interval_s)
+            return await self._outcome(handle)
         except DBOSAwaitedWorkflowCancelledError:
             return _cancelled(thread_id, trace_id, user_id)
         except asyncio.CancelledError:
             # The caller gave up: the run stops wherever it runs, as it would in process.
             await asyncio.shield(client.cancel_workflow_async(workflow_id))
             raise
+
+    async def _outcome(self, handle: WorkflowHandleAsync[AgentFinalResponse]) -> AgentFinalResponse:
+        """The workflow's result once it ended, polled so that a cancel lands between reads."""
+        while True:
+            status = await _unbroken(handle.get_status())
+            if status.status not in ("ENQUEUED", "PENDING", "DELAYED"):
+                return await _unbroken(handle.get_result(polling_interval_sec=self.poll_interval_s))
+            await asyncio.sleep(self.poll_interval_s)
 
     # any process ---------------------------------------------------------------------------
     async def find(self, trace_id: str) -> EngineRun | None:
@@ -440,6 +448,20 @@ class DBOSEngine:
             # DBOS made its thread pool the loop's default executor and has shut it down:
             # give the loop a working one back, for asyncio.to_thread everywhere else.
             asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
+
+
+async def _unbroken(read: Coroutine[Any, Any, T]) -> T:
+    """`read`'s outcome; cancelled, it lets `read` end first. A DBOS client's read runs in a
+    thread holding a database connection: left running past a cancel, its connection could
+    outlive the client's pool (closed by `aclose`) and be dropped unclosed."""
+    task = asyncio.ensure_future(read)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller was cancelled, that is what it sees
+        raise
 
 
 def _run_id(trace_id: str) -> str:
