@@ -8,7 +8,8 @@
 - `SharedRunFeed` (`GET /v1/runs/{trace_id}/events` on a worker that does not execute the
   run): the run's observations stored so far, then the live ones from the cross-process feed
   (PostgreSQL; a store without one, SQLite, is read again each second), ending with an `end`
-  event when the run's last observation arrives or its worker's record says it ended. The
+  event when the run's last observation arrives or its worker's record (on an agent with a
+  durable engine: the engine) says it ended. The
   executing worker's own stream has more (tokens, the `final` response).
 
 Both subscribe before they read what is stored and skip what they already sent, so nothing
@@ -278,7 +279,8 @@ class SharedRunFeed:
         find: Callable[[str], Awaitable[SharedRun | None]],
         last_event_id: str | None,
     ) -> SharedRunFeed:
-        """Subscribe to the run's observations, then read those stored. A `last_event_id`
+        """Subscribe to the run's observations, then read those stored; `find` says later
+        whether the run ended (`ApiState.find_run`). A `last_event_id`
         naming one of them resumes after it; any other value (such as an event number of the
         executing worker's own stream, which only that worker can place) replays the run from
         its start, after a `gap` event saying so."""

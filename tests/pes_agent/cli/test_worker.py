@@ -177,7 +177,8 @@ async def test_the_run_view_shows_the_workers_steps_from_the_store(
 
 
 async def test_a_bad_engine_url_is_a_usage_error(setup: Setup) -> None:
-    """An unknown engine URL, a missing extra and --task-queue off Temporal: one line, exit 2."""
+    """An unknown engine URL, a missing extra and --task-queue off Temporal, for worker, run and
+    serve: one line, exit 2."""
     bogus = run_cli("worker", "--engine", "bogus://x", "--demo", "--db", setup.db, env=setup.env)
     assert bogus.code == 2
     assert bogus.stderr.startswith("pes-agent: error: --engine: unknown engine URL 'bogus://x'")
@@ -207,3 +208,7 @@ async def test_a_bad_engine_url_is_a_usage_error(setup: Setup) -> None:
     run = run_cli("run", "hi", "--engine", "dbos+mysql://x", "--db", setup.db, env=setup.env)
     assert run.code == 2
     assert "--engine: DBOSEngine needs its database" in run.stderr
+
+    serve = run_cli("serve", "--demo", "--engine", "bogus://x", "--db", setup.db, env=setup.env)
+    assert serve.code == 2
+    assert serve.stderr.startswith("pes-agent: error: --engine: unknown engine URL")
