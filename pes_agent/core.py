@@ -268,6 +268,12 @@ class AgentCore(ClosedOnExit):
         `conversation` and `observations` for the threads themselves."""
         return self._storage
 
+    @property
+    def engine(self) -> DurableEngine | None:
+        """The durable engine this agent's runs go to (`create_agent(engine=...)`); None
+        when they run in process."""
+        return self._engine
+
     # A timeout parameter rather than asyncio.timeout(): past it the runs are cancelled but
     # the close still completes, and the caller gets no TimeoutError for a close that worked.
     async def aclose(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109

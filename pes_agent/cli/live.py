@@ -469,6 +469,8 @@ class RunView(Protocol):
 
     def attach(self, agent: AgentCore, thread_id: str) -> Callable[[], None]: ...
 
+    def observe(self, observation: Observation) -> None: ...
+
     def finish(self, result: AgentFinalResponse) -> None: ...
 
     def cancel(self) -> None: ...
@@ -514,6 +516,11 @@ class _ViewBase(ABC):
             unsubscribe_stream()
 
         return detach
+
+    def observe(self, observation: Observation) -> None:
+        """Show `observation` of the run (one recorded elsewhere: a run on a durable engine,
+        followed through the store)."""
+        self._on_observation(observation)
 
     def restore(self, paused: PausedRun) -> None:
         """Show `paused` (a run resumed after a pause for approval) as it stood."""

@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from pes_agent.cli.engines import ENGINE_HELP
 from pes_agent.cli.errors import CLIError, ExitCode, report
 from pes_agent.cli.paths import DB_ENV_VAR, resolve_store
 
@@ -50,6 +51,10 @@ environment:
                                       ~/Library/Application Support/pes-agent on macOS,
                                       %LOCALAPPDATA%\\pes-agent on Windows)
   {DEBUG_ENV_VAR}=1                   show the library's logs, and tracebacks
+
+durable runs: `pes-agent worker --engine URL` in each worker process (URL: dbos+sqlite:///PATH,
+dbos+postgresql://... or temporal://HOST:PORT), then `run --engine URL` or `serve --engine
+URL` submit their runs to the workers; all share --db.
 
 start with `pes-agent demo`: a whole run, offline, on a scripted model."""
 
@@ -211,6 +216,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-tool-calls", type=_count, metavar="N", help="stop the run before a tool call past N"
     )
     run.add_argument(
+        "--engine",
+        metavar="URL",
+        help=f"submit the run to {ENGINE_HELP}: a `pes-agent worker` on the same --engine and "
+        "--db runs it. The view shows the run's steps as the worker stores them (no streamed "
+        "answer text: the answer shows when the run ends), and a call that needs approval "
+        "pauses the run, as with --no-input",
+    )
+    run.add_argument(
         "--json", action="store_true", help="print the final response and metadata as JSON"
     )
 
@@ -296,6 +309,49 @@ def build_parser() -> argparse.ArgumentParser:
         help="an origin browsers may call the API from (repeatable; default: none)",
     )
     serve.add_argument("--demo", action="store_true", help="serve the offline demo agent")
+    serve.add_argument(
+        "--engine",
+        metavar="URL",
+        help=f"submit the runs to {ENGINE_HELP}: `pes-agent worker` processes on the same "
+        "--engine and --db run them, and cancelling or following a run from any server "
+        "process goes through the engine",
+    )
+
+    worker = add(
+        "worker",
+        "run the runs submitted to a durable engine",
+        "Take runs from a durable engine (submitted by `pes-agent run --engine`, `pes-agent "
+        "serve --engine` or an agent made with create_agent(engine=...)) and run them here, "
+        "with the agent the options build, as `run` builds it: its model calls and tools "
+        "happen in this process, its observations and turns go to --db, which the submitting "
+        "processes must share. Prints one line once ready; stops on Ctrl-C or SIGTERM (exit "
+        "code 0): a run under way is taken over by the next worker with its --worker-id.",
+    )
+    worker.add_argument("--engine", required=True, metavar="URL", help=ENGINE_HELP)
+    worker.add_argument(
+        "--worker-id",
+        metavar="ID",
+        help="this worker's id (DBOS: default pes-agent-worker): unique among live workers, "
+        "and the same when a worker restarts, so that it takes over the runs it left",
+    )
+    worker.add_argument(
+        "--task-queue",
+        metavar="QUEUE",
+        help="the Temporal task queue to take runs from (temporal:// engines only; "
+        "or write temporal://HOST:PORT/QUEUE)",
+    )
+    _add_agent_options(worker)
+    worker.add_argument("--db", help=_DB_HELP)
+    worker.add_argument(
+        "--require-approval",
+        action="append",
+        metavar="TOOL",
+        help="pause the run before each call of TOOL (repeat or separate with commas); "
+        "`pes-agent approve THREAD` resumes it",
+    )
+    worker.add_argument(
+        "--demo", action="store_true", help="run the offline demo agent's runs (for serve --demo)"
+    )
 
     index = add(
         "index",
@@ -395,6 +451,24 @@ def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitC
             no_input=args.no_input,
             mcp_commands=args.mcp or (),
             usage_limits=_usage_limits(args),
+            engine_url=args.engine,
+        )
+    if args.command == "worker":
+        from pes_agent.cli.worker import worker_command
+
+        return lambda: worker_command(
+            engine_url=args.engine,
+            worker_id=args.worker_id,
+            task_queue=args.task_queue,
+            provider=args.provider,
+            base_url=args.base_url,
+            tool_specs=_split(args.tools),
+            store=store,
+            system_prompt=args.system,
+            mcp_commands=args.mcp or (),
+            require_approval=_split(args.require_approval),
+            demo=args.demo,
+            console=console,
         )
     if args.command == "approve":
         return lambda: approvals.approve_command(
@@ -465,6 +539,7 @@ def _serve(args: argparse.Namespace) -> ExitCode:
         system_prompt=args.system,
         demo=args.demo,
         cors_origins=tuple(_split(args.cors_origin)),
+        engine=args.engine,
     )
     return serve_command(options, host=args.host, port=args.port, workers=args.workers)
 

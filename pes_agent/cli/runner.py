@@ -15,6 +15,7 @@ from rich.text import Text
 
 from pes_agent.approvals import ApprovalHandler, Decision, PausedRun
 from pes_agent.cli.demo import DEMO_QUERY, demo_model, demo_tools
+from pes_agent.cli.engines import close_engine, open_engine
 from pes_agent.cli.errors import CLIError, ExitCode, exit_code_for, report
 from pes_agent.cli.index import open_retriever
 from pes_agent.cli.live import RunHeader, compact_json, make_view
@@ -32,6 +33,7 @@ from pes_agent.run import AgentFinalResponse, AgentProps
 from pes_agent.usage import UsageLimits
 
 if TYPE_CHECKING:
+    from pes_agent.durable import DurableEngine
     from pes_agent.mcp import MCPServer
 
 __all__ = [
@@ -89,11 +91,13 @@ def build_agent(
     require_approval: Sequence[str] = (),
     approval_handler: ApprovalHandler | None = None,
     usage_limits: UsageLimits | None = None,
+    engine: DurableEngine | None = None,
 ) -> AgentCore:
     """An agent for the command line; every configuration mistake becomes a one-line `CLIError`.
 
     `require_approval` names tools whose calls wait for a decision (on top of the tools made
-    with `requires_approval=True`); `approval_handler` takes the decisions in process."""
+    with `requires_approval=True`); `approval_handler` takes the decisions in process. With
+    `engine` (`--engine`), runs go to that durable engine's workers (`pes-agent worker`)."""
     all_tools = [*tools, *load_tools(tool_specs)]
     spec: str | ProviderConfig | LLMProvider = (
         _provider_spec(provider, base_url) if isinstance(provider, str) else provider
@@ -116,6 +120,7 @@ def build_agent(
             require_approval=list(require_approval) or None,
             approval_handler=approval_handler,
             usage_limits=usage_limits,
+            engine=engine,
         )
     except ConfigurationError as error:
         hint = _key_hint(provider, error) if isinstance(provider, str) else None
@@ -172,11 +177,18 @@ class AgentRun:
     paused: PausedRun | None = None
     decisions: Mapping[str, Decision] = field(default_factory=dict)
 
+    _new_trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def trace_id(self) -> str:
+        """The run's trace id: the paused run's, or a new one."""
+        return self.paused.trace_id if self.paused is not None else self._new_trace_id
+
     async def start(self, agent: AgentCore) -> AgentFinalResponse:
         """Process the query, or resume the paused run with the decisions."""
         if self.paused is not None:
             return await agent.resume(self.thread_id, self.paused.trace_id, self.decisions)
-        return await agent.process(AgentProps(self.query, self.thread_id))
+        return await agent.process(AgentProps(self.query, self.thread_id, trace_id=self.trace_id))
 
 
 async def _process(agent: AgentCore, run: AgentRun, console: Console) -> AgentFinalResponse:
@@ -188,14 +200,23 @@ async def _process(agent: AgentCore, run: AgentRun, console: Console) -> AgentFi
             view.restore(run.paused)
         if run.approver is not None:
             run.approver.view = view
-        detach = view.attach(agent, run.thread_id)
         try:
-            result = await run.start(agent)
+            if agent.engine is not None:
+                # A worker runs it and records its observations in the shared store: they are
+                # shown from there (tokens are not stored: the answer comes with the response).
+                from pes_agent.durable.following import follow_stored
+
+                async with follow_stored(agent, run.thread_id, run.trace_id, view.observe):
+                    result = await run.start(agent)
+            else:
+                detach = view.attach(agent, run.thread_id)
+                try:
+                    result = await run.start(agent)
+                finally:
+                    detach()
         except asyncio.CancelledError:
             view.cancel()
             raise
-        finally:
-            detach()
         view.finish(result)
     return result
 
@@ -268,18 +289,24 @@ async def run_command(
     no_input: bool = False,
     mcp_commands: Sequence[str] = (),
     usage_limits: UsageLimits | None = None,
+    engine_url: str | None = None,
 ) -> ExitCode:
     """`pes-agent run`: answer `query` with a real model; with `embeddings` (`--retrieve`),
     searching the index of `store` built with those embeddings first. Each of
     `mcp_commands` (`--mcp "python server.py"`) is an MCP server started over stdio for the run.
     `usage_limits` (`--max-tokens-total`, `--max-requests`, `--max-tool-calls`) stop the run
-    at a limit.
+    at a limit. With `engine_url` (`--engine`), the run is submitted to that durable engine
+    and a `pes-agent worker` runs it.
 
     Calls that need approval are asked about at the terminal, unless `no_input` (or the
-    terminal cannot ask): then the run pauses and the commands that resume it are printed."""
+    terminal cannot ask, or a worker runs the run): then the run pauses and the commands that
+    resume it are printed."""
     if not query.strip():
         raise CLIError('the query is empty; e.g. pes-agent run "What is 12 * 7?"')
+    engine = open_engine(engine_url) if engine_url is not None else None
     why_not = _why_no_input(no_input=no_input, as_json=as_json, console=console)
+    if engine is not None and why_not is None:
+        why_not = "--engine: a worker runs the run and cannot ask here; as with --no-input"
     approver = TerminalApprover(console) if why_not is None else None
     servers = mcp_servers(mcp_commands)
     retriever = await _index_retriever(store, embeddings) if embeddings is not None else None
@@ -295,6 +322,7 @@ async def run_command(
             require_approval=require_approval,
             approval_handler=approver,
             usage_limits=usage_limits,
+            engine=engine,
         )
         if servers:
             await open_agent_tools(agent, require_approval)
@@ -318,6 +346,8 @@ async def run_command(
     finally:
         if retriever is not None:
             await retriever.aclose()
+        if engine is not None:
+            await close_engine(engine)
 
 
 def mcp_servers(commands: Sequence[str]) -> list[MCPServer]:

@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pes_agent.cli.demo import demo_model, demo_tools
+from pes_agent.cli.engines import close_engine, open_engine
 from pes_agent.cli.errors import CLIError, ExitCode, report
 from pes_agent.cli.paths import DB_ENV_VAR, resolve_store
 from pes_agent.cli.runner import build_agent
@@ -60,6 +61,8 @@ class ServeOptions:
     system_prompt: str | None = None
     demo: bool = False
     cors_origins: tuple[str, ...] = ()
+    #: `--engine URL`: runs go to that durable engine's workers (`pes-agent worker`).
+    engine: str | None = None
 
 
 def app_from_env() -> Any:
@@ -124,14 +127,17 @@ def _end_feeds_on(signals: tuple[signal.Signals, ...], loop: asyncio.AbstractEve
 
 def _agent(options: ServeOptions) -> AgentCore:
     store = resolve_store(options.db)
+    # Each process submits through its own engine client (nothing connects until a run).
+    engine = open_engine(options.engine) if options.engine is not None else None
     if options.demo:
-        return build_agent(provider=demo_model(), tools=demo_tools(), store=store)
+        return build_agent(provider=demo_model(), tools=demo_tools(), store=store, engine=engine)
     return build_agent(
         provider=options.provider,
         base_url=options.base_url,
         tool_specs=options.tool_specs,
         store=store,
         system_prompt=options.system_prompt,
+        engine=engine,
     )
 
 
@@ -146,6 +152,8 @@ async def _check(options: ServeOptions) -> None:
         raise CLIError(error.message) from None
     finally:
         await agent.aclose()
+        if agent.engine is not None:
+            await close_engine(agent.engine)
 
 
 def _has_password(db: str) -> bool:

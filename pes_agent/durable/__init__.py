@@ -18,10 +18,23 @@ process as always; `import pes_agent` imports no engine.
 
 from __future__ import annotations
 
-from pes_agent.durable.effects import CURRENT_STEP, DurableEngine, EffectInvoker, RunEffects
+from pes_agent.durable.effects import (
+    CURRENT_STEP,
+    DurableEngine,
+    EffectInvoker,
+    EngineRun,
+    RunEffects,
+)
 from pes_agent.errors import ConfigurationError, UsageError
 
-__all__ = ["CURRENT_STEP", "DurableEngine", "EffectInvoker", "RunEffects", "engine_from_url"]
+__all__ = [
+    "CURRENT_STEP",
+    "DurableEngine",
+    "EffectInvoker",
+    "EngineRun",
+    "RunEffects",
+    "engine_from_url",
+]
 
 _ENGINE_URLS = "dbos+sqlite:///PATH, dbos+postgresql://USER@HOST/DB or temporal://HOST:PORT"
 

@@ -28,6 +28,10 @@ running runs again (at least once, like any retried call).
 - **The database.** ``sqlite:///PATH`` (one machine; its file opened in WAL mode) or
   ``postgresql://...`` (workers on several machines). The agent's own storage is separate and
   must be shared by the workers and the submitting processes (SQLite file or PostgreSQL).
+- **Cancelling from anywhere.** `engine.cancel(trace_id)` cancels the run's workflow (its id
+  is `pes-agent-run-TRACE_ID`, a resumption's `pes-agent-resume-TRACE_ID-...`) from any
+  process; the process awaiting it gets a response of status `cancelled`.
+  `engine.find(trace_id)` says where a run stands, from DBOS's record.
 - **Streaming dispatch** is an in-process optimisation: on an engine, a plan's calls start once
   the planning step has finished.
 """
@@ -42,7 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pes_agent.durable.effects import CURRENT_STEP, ToolOutcome
+from pes_agent.durable.effects import CURRENT_STEP, EngineRun, ToolOutcome, cancelled_elsewhere
 from pes_agent.errors import ConfigurationError, UsageError
 from pes_agent.observing.types import Observation
 from pes_agent.protocols import LLMResponse
@@ -58,7 +62,9 @@ try:
         StepOptions,
         StepReservation,
         WorkflowHandleAsync,
+        WorkflowStatus,
     )
+    from dbos._error import DBOSAwaitedWorkflowCancelledError
 except ImportError as error:  # pragma: no cover - the extra is installed in CI
     raise ConfigurationError(
         "DBOSEngine needs the dbos package: pip install 'pes-agent[dbos]'"
@@ -76,6 +82,16 @@ RUN_WORKFLOW = "pes_agent.run"
 """The DBOS workflow name of a run (persisted: runs in flight need it unchanged)."""
 RESUME_WORKFLOW = "pes_agent.resume"
 """The DBOS workflow name of a paused run's resumption (persisted too)."""
+
+# DBOS's workflow statuses, as `EngineRun.status` says them (SUCCESS: the response's status).
+_STATUSES = {
+    "ENQUEUED": "queued",
+    "DELAYED": "queued",
+    "PENDING": "running",
+    "ERROR": "error",
+    "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "error",
+    "CANCELLED": "cancelled",
+}
 
 # The agent this process's worker runs runs with, and its engine (DBOS is one instance per
 # process).
@@ -307,7 +323,12 @@ class DBOSEngine:
         """
         assert props.trace_id is not None
         return await self._submit(
-            RUN_WORKFLOW, f"pes-agent-run-{props.trace_id}", props.thread_id, props
+            RUN_WORKFLOW,
+            _run_id(props.trace_id),
+            props.thread_id,
+            props.trace_id,
+            props.user_id,
+            props,
         )
 
     async def resume(
@@ -330,18 +351,27 @@ class DBOSEngine:
                 the run is claimed, raised here).
         """
         # A run may pause again and be resumed again: each resumption is a workflow of its own.
-        workflow_id = f"pes-agent-resume-{trace_id}-{uuid.uuid4().hex[:12]}"
+        workflow_id = f"{_resume_prefix(trace_id)}{uuid.uuid4().hex[:12]}"
         return await self._submit(
-            RESUME_WORKFLOW, workflow_id, thread_id, thread_id, trace_id, decisions
+            RESUME_WORKFLOW, workflow_id, thread_id, trace_id, None, thread_id, trace_id, decisions
         )
 
     async def _submit(
-        self, workflow: str, workflow_id: str, thread_id: str, *args: Any
+        self,
+        workflow: str,
+        workflow_id: str,
+        thread_id: str,
+        trace_id: str,
+        user_id: str | None,
+        *args: Any,
     ) -> AgentFinalResponse:
         """Enqueue `workflow(*args)` on the thread's partition and await its result; a
-        cancelled caller cancels it. A worker process starts it itself instead."""
+        cancelled caller cancels it, and a run cancelled elsewhere (`cancel`) answers
+        `cancelled`. A worker process starts it itself instead."""
         if self._working:
-            return await self._start_here(workflow, workflow_id, *args)
+            return await self._start_here(
+                workflow, workflow_id, thread_id, trace_id, user_id, *args
+            )
         client = await self._submitter()
         handle: WorkflowHandleAsync[AgentFinalResponse] = await client.enqueue_async(
             {
@@ -354,13 +384,23 @@ class DBOSEngine:
             *args,
         )
         try:
-            return await handle.get_result(polling_interval_sec=self.poll_interval_s)
+            return await self._outcome(handle)
+        except DBOSAwaitedWorkflowCancelledError:
+            return cancelled_elsewhere(thread_id, trace_id, user_id)
         except asyncio.CancelledError:
             # The caller gave up: the run stops wherever it runs, as it would in process.
             await asyncio.shield(client.cancel_workflow_async(workflow_id))
             raise
 
-    async def _start_here(self, workflow: str, workflow_id: str, *args: Any) -> AgentFinalResponse:
+    async def _start_here(
+        self,
+        workflow: str,
+        workflow_id: str,
+        thread_id: str,
+        trace_id: str,
+        user_id: str | None,
+        *args: Any,
+    ) -> AgentFinalResponse:
         """Start the workflow in this worker process: no queue and no polling, so a run costs
         only its steps. Its turn on the thread is still its own: the run takes the thread's
         lock in the agent's storage, which every process shares."""
@@ -369,9 +409,71 @@ class DBOSEngine:
             handle = await DBOS.start_workflow_async(function, *args)
         try:
             return await handle.get_result()
+        except DBOSAwaitedWorkflowCancelledError:
+            return cancelled_elsewhere(thread_id, trace_id, user_id)
         except asyncio.CancelledError:
             await asyncio.shield(DBOS.cancel_workflow_async(workflow_id))
             raise
+
+    async def _outcome(self, handle: WorkflowHandleAsync[AgentFinalResponse]) -> AgentFinalResponse:
+        """The workflow's result once it ended, polled so that a cancel lands between reads."""
+        while True:
+            status = await _unbroken(handle.get_status())
+            if status.status not in ("ENQUEUED", "PENDING", "DELAYED"):
+                return await _unbroken(handle.get_result(polling_interval_sec=self.poll_interval_s))
+            await asyncio.sleep(self.poll_interval_s)
+
+    # any process ---------------------------------------------------------------------------
+    async def find(self, trace_id: str) -> EngineRun | None:
+        """The run `trace_id` (its latest resumption, if it was resumed) as DBOS records it.
+
+        Args:
+            trace_id: The run's trace id.
+
+        Returns:
+            The run (`EngineRun`), or None when it was never submitted to this engine.
+        """
+        found = await self._latest(trace_id)
+        return _engine_run(trace_id, found) if found is not None else None
+
+    async def cancel(self, trace_id: str) -> EngineRun | None:
+        """Cancel the run `trace_id`, from any process (its workflow, and its running steps
+        on whichever worker runs it); the process awaiting it gets a `cancelled` response.
+
+        Args:
+            trace_id: The run's trace id.
+
+        Returns:
+            The run as found before cancelling (one that had ended is left as it was), or
+            None when it was never submitted to this engine.
+        """
+        found = await self._latest(trace_id)
+        if found is None:
+            return None
+        run = _engine_run(trace_id, found)
+        if run.running:
+            client = await self._submitter()
+            await client.cancel_workflow_async(found.workflow_id)
+        return run
+
+    async def _latest(self, trace_id: str) -> WorkflowStatus | None:
+        """The workflow of the run `trace_id`: its latest resumption, else the run itself."""
+        client = await self._submitter()
+        prefix = _resume_prefix(trace_id)
+        resumptions = [
+            status
+            for status in await client.list_workflows_async(
+                workflow_id_prefix=prefix, sort_desc=True, load_input=False, load_output=True
+            )
+            # A longer trace id may start with this one and a dash: keep this run's own.
+            if len(status.workflow_id) == len(prefix) + 12
+        ]
+        if resumptions:
+            return resumptions[0]
+        runs = await client.list_workflows_async(
+            workflow_ids=[_run_id(trace_id)], load_input=False, load_output=True
+        )
+        return runs[0] if runs else None
 
     async def _submitter(self) -> DBOSClient:
         """The one client of this engine's submissions, made by the first (runs submitted at
@@ -417,7 +519,7 @@ class DBOSEngine:
             )
         _worker_agent, _worker_engine = agent, self
         try:
-            DBOS(
+            dbos = DBOS(
                 config={
                     "name": self.app_name,
                     "system_database_url": _system_url(self.database_url),
@@ -428,7 +530,14 @@ class DBOSEngine:
                     "notification_listener_polling_interval_sec": self.poll_interval_s,
                 }
             )
+            # Launched in a thread: at launch DBOS takes over this worker's unfinished runs,
+            # and it would block this loop waiting for them to be scheduled on it.
             await asyncio.to_thread(DBOS.launch)
+            # Then the runs taken from the queue run on this loop, not on DBOS's own: the
+            # agent's clients (a provider's HTTP connections) live on the loop that closes
+            # them. On DBOS's loop, closing the agent after the worker failed ("Event loop
+            # is closed"), as soon as a run had used a real provider.
+            dbos._background_event_loop.set_main_loop()
             await DBOS.register_queue_async(
                 self.queue,
                 worker_concurrency=self.concurrency,
@@ -444,6 +553,42 @@ class DBOSEngine:
             # DBOS made its thread pool the loop's default executor and has shut it down:
             # give the loop a working one back, for asyncio.to_thread everywhere else.
             asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
+
+
+async def _unbroken(read: Coroutine[Any, Any, T]) -> T:
+    """`read`'s outcome; cancelled, it lets `read` end first. A DBOS client's read runs in a
+    thread holding a database connection: left running past a cancel, its connection could
+    outlive the client's pool (closed by `aclose`) and be dropped unclosed."""
+    task = asyncio.ensure_future(read)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller was cancelled, that is what it sees
+        raise
+
+
+def _run_id(trace_id: str) -> str:
+    return f"pes-agent-run-{trace_id}"
+
+
+def _resume_prefix(trace_id: str) -> str:
+    return f"pes-agent-resume-{trace_id}-"
+
+
+def _engine_run(trace_id: str, status: WorkflowStatus) -> EngineRun:
+    if status.status == "SUCCESS":
+        output = status.output
+        state: str = output.metadata.status if isinstance(output, AgentFinalResponse) else "success"
+    else:
+        state = _STATUSES.get(status.status, "running")
+    return EngineRun(
+        trace_id=trace_id,
+        thread_id=status.queue_partition_key or "",
+        status=state,
+        worker_id=status.executor_id,
+    )
 
 
 def _system_url(database_url: str) -> str:

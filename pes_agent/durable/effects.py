@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from pes_agent.errors import ToolExecutionError
@@ -57,8 +58,10 @@ __all__ = [
     "CURRENT_STEP",
     "DurableEngine",
     "EffectInvoker",
+    "EngineRun",
     "RunEffects",
     "ToolOutcome",
+    "cancelled_elsewhere",
     "run_tool",
 ]
 
@@ -182,6 +185,26 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
+@dataclass(frozen=True, slots=True)
+class EngineRun:
+    """A run as its engine knows it (`DurableEngine.find`, `DurableEngine.cancel`).
+
+    `status` is `queued` (submitted, no worker has taken it yet) or `running` while the run
+    goes on, then the status its response has (`success`, `partial`, `error`,
+    `awaiting_approval`) or `cancelled`. `worker_id` names the worker that took it last.
+    """
+
+    trace_id: str
+    thread_id: str
+    status: str
+    worker_id: str | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether the run still goes on (queued or running)."""
+        return self.status in ("queued", "running")
+
+
 @runtime_checkable
 class DurableEngine(Protocol):
     """Where an agent built with `create_agent(engine=...)` sends its runs: `process()` submits
@@ -202,3 +225,37 @@ class DurableEngine(Protocol):
     def worker(self, agent: AgentCore) -> AbstractAsyncContextManager[None]:
         """Run `agent`'s runs in this process while the block lasts."""
         ...
+
+    async def find(self, trace_id: str) -> EngineRun | None:
+        """The run `trace_id` (its latest resumption, when it was resumed) as the engine
+        knows it, from any process; None when it was never submitted."""
+        ...
+
+    async def cancel(self, trace_id: str) -> EngineRun | None:
+        """Cancel the run `trace_id` from any process: the engine stops it (and its running
+        tools) wherever it runs, and the process awaiting it gets a `cancelled` response.
+
+        Returns the run as found before cancelling (a run that had ended is left alone);
+        None when it was never submitted."""
+        ...
+
+
+def cancelled_elsewhere(thread_id: str, trace_id: str, user_id: str | None) -> AgentFinalResponse:
+    """The response of a run cancelled on its engine by another caller than the one awaiting
+    it (`DurableEngine.cancel`, maybe from another process): status `cancelled`."""
+    from pes_agent.run import AgentFinalResponse, ExecutionMetadata
+    from pes_agent.threads.messages import ConversationMessage, MessageRole
+
+    return AgentFinalResponse(
+        response=ConversationMessage(
+            thread_id=thread_id, role=MessageRole.AI, content="The run was cancelled."
+        ),
+        metadata=ExecutionMetadata(
+            thread_id=thread_id,
+            trace_id=trace_id,
+            user_id=user_id,
+            status="cancelled",
+            total_duration_ms=0.0,
+            error="cancelled on its engine (DurableEngine.cancel, maybe from another process)",
+        ),
+    )

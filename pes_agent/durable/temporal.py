@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from pes_agent.approvals.models import Decision
-from pes_agent.durable.effects import ToolOutcome, run_tool
+from pes_agent.durable.effects import EngineRun, ToolOutcome, cancelled_elsewhere, run_tool
 from pes_agent.errors import ConfigurationError, PESAgentError, RunError, UsageError
 from pes_agent.observing.types import Observation
 from pes_agent.protocols import LLMResponse
@@ -75,12 +75,14 @@ try:
     from temporalio.client import (
         Client,
         WithStartWorkflowOperation,
+        WorkflowExecutionStatus,
         WorkflowUpdateFailedError,
         WorkflowUpdateRPCTimeoutOrCancelledError,
     )
     from temporalio.common import RawValue, RetryPolicy, WorkflowIDConflictPolicy
     from temporalio.exceptions import ActivityError, ApplicationError
     from temporalio.exceptions import CancelledError as TemporalCancelledError
+    from temporalio.service import RPCError, RPCStatusCode
     from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
 except ImportError as error:  # pragma: no cover - the extra is installed in CI
     raise ConfigurationError(
@@ -469,6 +471,8 @@ class _ThreadWorkflow:
                 id=job.run_id,
                 result_type=bytes,
                 task_timeout=timedelta(seconds=job.task_s),
+                # Where `TemporalEngine.find` reads the run's thread.
+                memo={"thread_id": workflow.info().workflow_id.partition("/thread/")[2]},
             )
             self._running[job.run_id] = child
             try:
@@ -488,6 +492,20 @@ class _ThreadWorkflow:
 
 
 _WORKFLOWS = (_ThreadWorkflow, _RunWorkflow, _ResumeWorkflow)
+
+
+class _CancelledElsewhere(Exception):
+    """The run's workflow was cancelled by another caller (`TemporalEngine.cancel`)."""
+
+
+def _was_cancelled(error: BaseException) -> bool:
+    """Whether a failed turn failed because its run's workflow was cancelled."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, TemporalCancelledError):
+            return True
+        seen = getattr(seen, "cause", None) or seen.__cause__
+    return False
 
 
 class TemporalEngine:
@@ -570,7 +588,10 @@ class TemporalEngine:
         """
         assert props.trace_id is not None
         run_id = self._id("run", props.trace_id)
-        return await self._turn(props.thread_id, RUN_WORKFLOW, props.model_dump_json(), run_id)
+        try:
+            return await self._turn(props.thread_id, RUN_WORKFLOW, props.model_dump_json(), run_id)
+        except _CancelledElsewhere:
+            return cancelled_elsewhere(props.thread_id, props.trace_id, props.user_id)
 
     async def resume(
         self, agent: AgentCore, thread_id: str, trace_id: str, decisions: dict[str, Decision]
@@ -624,15 +645,78 @@ class TemporalEngine:
             await asyncio.shield(client.get_workflow_handle(thread).signal("cancel", run_id))
             raise asyncio.CancelledError from None
         except WorkflowUpdateFailedError as error:
+            if _was_cancelled(error):
+                raise _CancelledElsewhere from None
             raise RunError(f"the run {run_id} did not finish: {error.cause or error}") from error
         if isinstance(outcome, _Failed):
             raise outcome.error
         assert isinstance(outcome, AgentFinalResponse)
         return outcome
 
+    # any process ---------------------------------------------------------------------------
+    async def find(self, trace_id: str) -> EngineRun | None:
+        """The run `trace_id` as Temporal records it (its workflow, not a resumption).
+
+        Args:
+            trace_id: The run's trace id.
+
+        Returns:
+            The run (`EngineRun`), or None when it was never submitted to this engine.
+        """
+        client = await self._submitter()
+        handle = client.get_workflow_handle(self._id("run", trace_id), result_type=bytes)
+        try:
+            described = await handle.describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        thread_id = str(await described.memo_value("thread_id", ""))
+        status = described.status
+        if status == WorkflowExecutionStatus.RUNNING:
+            state = "running"
+        elif status == WorkflowExecutionStatus.COMPLETED:
+            outcome = pickle.loads(await handle.result())
+            is_response = isinstance(outcome, AgentFinalResponse)
+            state = outcome.metadata.status if is_response else "error"
+        elif status == WorkflowExecutionStatus.CANCELED:
+            state = "cancelled"
+        else:
+            state = "error"
+        return EngineRun(trace_id=trace_id, thread_id=thread_id, status=state)
+
+    async def cancel(self, trace_id: str) -> EngineRun | None:
+        """Cancel the run `trace_id` from any process: its workflow and its running tool
+        activities (they heartbeat, so they hear of it); its caller gets `cancelled`.
+
+        Args:
+            trace_id: The run's trace id.
+
+        Returns:
+            The run as found before cancelling (one that had ended is left as it was), or
+            None when it was never submitted to this engine.
+        """
+        found = await self.find(trace_id)
+        if found is not None and found.running:
+            client = await self._submitter()
+            await client.get_workflow_handle(self._id("run", trace_id)).cancel()
+        return found
+
+    async def _connect(self) -> Client:
+        """A client of the Temporal server; a `ConfigurationError` saying what to check when
+        the server cannot be reached."""
+        try:
+            return await Client.connect(self.address, namespace=self.namespace)
+        except RuntimeError as error:  # the SDK's core reports a failed connection so
+            raise ConfigurationError(
+                f"cannot reach the Temporal server at {self.address} (namespace "
+                f"{self.namespace!r}): start it (temporal server start-dev) or check the "
+                f"address; {str(error).splitlines()[0][:200]}"
+            ) from None
+
     async def _submitter(self) -> Client:
         if self._client is None:
-            self._client = await Client.connect(self.address, namespace=self.namespace)
+            self._client = await self._connect()
         return self._client
 
     async def aclose(self) -> None:
@@ -666,7 +750,7 @@ class TemporalEngine:
                 f"{self.task_queue!r}; start another process for another worker"
             )
         await agent.tools.open_sources()
-        client: Client | None = await Client.connect(self.address, namespace=self.namespace)
+        client: Client | None = await self._connect()
         assert client is not None
         _AGENTS[self.task_queue] = (agent, asyncio.get_running_loop())
         try:

@@ -8,7 +8,8 @@
 - `SharedRunFeed` (`GET /v1/runs/{trace_id}/events` on a worker that does not execute the
   run): the run's observations stored so far, then the live ones from the cross-process feed
   (PostgreSQL; a store without one, SQLite, is read again each second), ending with an `end`
-  event when the run's last observation arrives or its worker's record says it ended. The
+  event when the run's last observation arrives or its worker's record (on an agent with a
+  durable engine: the engine) says it ended. The
   executing worker's own stream has more (tokens, the `final` response).
 
 Both subscribe before they read what is stored and skip what they already sent, so nothing
@@ -27,7 +28,7 @@ import asyncio
 import contextlib
 import json
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from pes_agent.core import AgentCore
@@ -35,7 +36,7 @@ from pes_agent.observing.manager import ObservationManager
 from pes_agent.observing.streams import StreamEvent
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.server.runs import event_for_observation, event_for_stream, yield_to_loop
-from pes_agent.server.workers import SharedRun, WorkerDirectory
+from pes_agent.server.workers import SharedRun
 from pes_agent.storage.base import ObservationFeed
 
 __all__ = ["SharedRunFeed", "ThreadFeed", "end_feeds", "ending_status", "sse"]
@@ -262,9 +263,9 @@ class ThreadFeed:
 class SharedRunFeed:
     """A run another worker executes, followed from here through the store."""
 
-    def __init__(self, run: SharedRun, workers: WorkerDirectory) -> None:
+    def __init__(self, run: SharedRun, find: Callable[[str], Awaitable[SharedRun | None]]) -> None:
         self.run = run
-        self._workers = workers
+        self._find = find
         self._subscription = _Subscription()
         self._replay: list[Observation] = []
         self._sent: set[str] = set()
@@ -275,14 +276,15 @@ class SharedRunFeed:
         cls,
         agent: AgentCore,
         run: SharedRun,
-        workers: WorkerDirectory,
+        find: Callable[[str], Awaitable[SharedRun | None]],
         last_event_id: str | None,
     ) -> SharedRunFeed:
-        """Subscribe to the run's observations, then read those stored. A `last_event_id`
+        """Subscribe to the run's observations, then read those stored; `find` says later
+        whether the run ended (`ApiState.find_run`). A `last_event_id`
         naming one of them resumes after it; any other value (such as an event number of the
         executing worker's own stream, which only that worker can place) replays the run from
         its start, after a `gap` event saying so."""
-        feed = cls(run, workers)
+        feed = cls(run, find)
         try:
             await feed._subscription.open(agent, run.thread_id, trace_id=run.trace_id, tokens=False)
             stored, position = await _stored_after(
@@ -361,7 +363,7 @@ class SharedRunFeed:
                         if status is not None:
                             yield self._end(status)
                             return
-                found = await self._workers.find(run.trace_id)
+                found = await self._find(run.trace_id)
                 if found is None or not found.running:
                     status = found.status if found is not None else "unknown"
             if status is None:

@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from pes_agent.core import AgentCore
+from pes_agent.durable.following import follow_stored
 from pes_agent.errors import (
     ConfigurationError,
     NotAwaitingApprovalError,
@@ -18,6 +19,7 @@ from pes_agent.errors import (
     UsageError,
 )
 from pes_agent.observing.logs import get_logger
+from pes_agent.observing.types import Observation
 from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata
 from pes_agent.server.errors import ApiError, awaiting_approval, storage_unusable
 from pes_agent.server.history import run_summaries
@@ -49,13 +51,24 @@ def start_run(
     handle.add("run", {"thread_id": props.thread_id, "trace_id": props.trace_id})
     agent = api.agent
 
+    async def run() -> AgentFinalResponse:
+        if resume is None:
+            return await agent.process(props)
+        return await agent.resume(handle.thread_id, handle.trace_id, resume)
+
     async def work(handle: RunHandle) -> None:
-        api.feeds.attach(handle)
         try:
-            if resume is None:
-                response = await agent.process(props)
+            if agent.engine is not None:
+                # A worker of the engine runs it, maybe in another process: its observations
+                # come through the store (tokens are not stored: only the `final` answer).
+                def add(observation: Observation) -> None:
+                    handle.add(observation.type.value, observation)
+
+                async with follow_stored(agent, handle.thread_id, handle.trace_id, add):
+                    response = await run()
             else:
-                response = await agent.resume(handle.thread_id, handle.trace_id, resume)
+                api.feeds.attach(handle)
+                response = await run()
         except asyncio.CancelledError:
             # Only the API cancels this task (or the server shutting down): report it.
             response = await _cancelled_response(agent, handle, props)

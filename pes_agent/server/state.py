@@ -13,11 +13,12 @@ from starlette.endpoints import HTTPEndpoint
 from starlette.requests import Request
 
 from pes_agent.core import AgentCore
+from pes_agent.durable.effects import EngineRun
 from pes_agent.server.auth import Caller, OwnerStore, TokenTable
 from pes_agent.server.errors import ApiError
 from pes_agent.server.inputs import read_body
 from pes_agent.server.runs import RunFeeds, RunRegistry
-from pes_agent.server.workers import WorkerDirectory
+from pes_agent.server.workers import SharedRun, WorkerDirectory
 
 __all__ = ["ApiEndpoint", "ApiState"]
 
@@ -97,6 +98,36 @@ class ApiState:
             or bool(await self.agent.conversation.get_messages(thread_id, limit=1))
             or bool(await self.agent.pending_runs(thread_id))
             or bool(await self.agent.observations.get_observations(thread_id))
+        )
+
+    async def find_run(self, trace_id: str) -> SharedRun | None:
+        """The run `trace_id` when another process executes it or lately finished it: on an
+        agent with a durable engine, as the engine knows it (any worker, any server process
+        submitted it), else as the other server workers' records say."""
+        engine = self.agent.engine
+        if engine is None:
+            return await self.workers.find(trace_id)
+        return await self._shared(await engine.find(trace_id))
+
+    async def request_cancel(self, trace_id: str) -> SharedRun | None:
+        """Cancel the run `trace_id` executing elsewhere: through the engine (it stops
+        wherever it runs), else by asking the server worker executing it. Returns the run as
+        found (ended already: left alone), None when nobody knows it."""
+        engine = self.agent.engine
+        if engine is None:
+            return await self.workers.request_cancel(trace_id)
+        return await self._shared(await engine.cancel(trace_id))
+
+    async def _shared(self, run: EngineRun | None) -> SharedRun | None:
+        if run is None:
+            return None
+        return SharedRun(
+            trace_id=run.trace_id,
+            thread_id=run.thread_id,
+            # The thread's owner: a scoped caller sees the runs of its own threads only.
+            user_id=await self.owners.owner(run.thread_id),
+            worker_id=run.worker_id or "",
+            status="running" if run.running else run.status,
         )
 
     def check_provider(self, has_provider_config: bool) -> None:

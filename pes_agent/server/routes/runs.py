@@ -97,7 +97,7 @@ class ThreadRuns(ApiEndpoint):
             existing = _same_run(api, caller, thread_id, body.trace_id)
             if existing is not None:
                 return await answer_run(api, request, existing, cancel_on_disconnect)
-            elsewhere = await api.workers.find(body.trace_id)
+            elsewhere = await api.find_run(body.trace_id)
             if elsewhere is not None:
                 # Started again here, it would run twice (its second turn is not saved).
                 raise ApiError(
@@ -183,7 +183,7 @@ class RunEvents(ApiEndpoint):
             return stream_run(handle, after, cancel_on_disconnect, api.run_headers(trace_id))
         # Executed by another worker: its observations, stored and live, through the store.
         assert shared is not None
-        feed = await SharedRunFeed.open(api.agent, shared, api.workers, resume_from(request))
+        feed = await SharedRunFeed.open(api.agent, shared, api.find_run, resume_from(request))
 
         async def events() -> AsyncIterator[bytes]:
             ended = False
@@ -193,7 +193,7 @@ class RunEvents(ApiEndpoint):
                 ended = True
             finally:
                 if not ended and cancel_on_disconnect:
-                    api.spawn(api.workers.request_cancel(trace_id))
+                    api.spawn(api.request_cancel(trace_id))
 
         return event_stream(events(), api.run_headers(trace_id))
 
@@ -206,7 +206,7 @@ async def _shared_run(
     finished one, None when no other worker has it either."""
     if local is not None and not local.done:
         return None
-    shared = await api.workers.find(trace_id)
+    shared = await api.find_run(trace_id)
     if shared is None and local is not None:
         return None
     if shared is None or (caller.scoped and shared.user_id != caller.user_id):
@@ -261,7 +261,7 @@ class CancelRun(ApiEndpoint):
         assert shared is not None
         if shared.running:
             try:
-                requested = await api.workers.request_cancel(trace_id)
+                requested = await api.request_cancel(trace_id)
             except StorageError as error:
                 raise ApiError(503, "busy", error.message) from None
             if requested is None:

@@ -236,3 +236,56 @@ async def test_a_listener_on_the_shared_store_sees_the_run_a_worker_makes(
     assert result.metadata.status == "success", result.metadata.error
     assert seen.count(ObservationType.TOOL_EXECUTION) == 4
     assert seen.index(ObservationType.PLAN) < seen.index(ObservationType.TOOL_EXECUTION)
+
+
+async def test_a_run_cancelled_from_another_process_stops_and_its_caller_gets_cancelled(
+    workers: Workers, client: AgentCore
+) -> None:
+    """engine.cancel(trace_id) from another client (as another server process would) stops
+    the run on its worker, and the submitting caller's process() answers `cancelled`."""
+    await workers.start("w1", slow_s=4.0)
+    run = asyncio.create_task(client.process(AgentProps("Take notes", "t1", trace_id="tr-1")))
+    await workers.wait_for_effect("slow-start b")
+    elsewhere = DBOSEngine(workers.engine_db, poll_interval_s=0.05)
+    try:
+        found = await elsewhere.find("tr-1")
+        assert found is not None
+        assert (found.thread_id, found.status, found.running) == ("t1", "running", True)
+        assert await elsewhere.find("no-such-run") is None
+        assert await elsewhere.cancel("no-such-run") is None
+
+        cancelled = await elsewhere.cancel("tr-1")
+        assert cancelled is not None
+        assert cancelled.running
+
+        result = await asyncio.wait_for(run, 30)
+        assert result.metadata.status == "cancelled"
+        assert result.metadata.trace_id == "tr-1"
+        after = await elsewhere.find("tr-1")
+        assert after is not None
+        assert after.status == "cancelled"
+        # A run that ended is left alone, and said to have ended.
+        again = await elsewhere.cancel("tr-1")
+        assert again is not None
+        assert not again.running
+    finally:
+        await elsewhere.aclose()
+    await asyncio.sleep(5.0)  # past the time the slow tool would have finished
+    assert "slow-done b" not in workers.effects_lines()
+    assert await client.conversation.get_messages("t1") == []
+
+
+async def test_find_gives_a_finished_runs_response_status(
+    workers: Workers, client: AgentCore
+) -> None:
+    """A run that ended is found with its response's status, not DBOS's SUCCESS."""
+    await workers.start("w1", slow_s=0.1)
+    result = await asyncio.wait_for(
+        client.process(AgentProps("Take notes", "t1", trace_id="tr-2")), 60
+    )
+    assert result.metadata.status == "success"
+    engine = client.engine
+    assert isinstance(engine, DBOSEngine)
+    found = await engine.find("tr-2")
+    assert found is not None
+    assert (found.status, found.thread_id, found.worker_id) == ("success", "t1", "w1")

@@ -265,6 +265,55 @@ async def test_cancelling_the_caller_cancels_the_run_and_its_slow_tool(
     assert await client.conversation.get_messages("t1") == []
 
 
+async def test_a_run_cancelled_from_another_process_stops_and_its_caller_gets_cancelled(
+    temporal_workers: Workers, client: AgentCore
+) -> None:
+    """engine.cancel(trace_id) from another client finds the run on its thread, stops it on
+    its worker, and the submitting caller's process() answers `cancelled`."""
+    workers = temporal_workers
+    await workers.start(workers.queue, slow_s=4.0)
+    run = asyncio.create_task(client.process(AgentProps("Take notes", "t1", trace_id="x1")))
+    await workers.wait_for_effect("slow-start b")
+    elsewhere = engine_of(workers)
+    try:
+        found = await elsewhere.find("x1")
+        assert found is not None
+        assert (found.thread_id, found.status, found.running) == ("t1", "running", True)
+        assert await elsewhere.find("no-such-run") is None
+        assert await elsewhere.cancel("no-such-run") is None
+
+        cancelled = await elsewhere.cancel("x1")
+        assert cancelled is not None
+        assert cancelled.running
+        result = await asyncio.wait_for(run, 30)
+        assert (result.metadata.status, result.metadata.trace_id) == ("cancelled", "x1")
+        after = await elsewhere.find("x1")
+        assert after is not None
+        assert after.status == "cancelled"
+    finally:
+        await elsewhere.aclose()
+        gc.collect()  # temporalio/sdk-python#300
+    await asyncio.sleep(5.0)  # past the time the slow tool would have finished
+    assert "slow-done b" not in workers.effects_lines()
+    assert await client.conversation.get_messages("t1") == []
+
+
+async def test_find_gives_a_finished_runs_response_status(
+    temporal_workers: Workers, client: AgentCore
+) -> None:
+    workers = temporal_workers
+    await workers.start(workers.queue, slow_s=0.1)
+    result = await asyncio.wait_for(
+        client.process(AgentProps("Take notes", "t1", trace_id="x2")), 60
+    )
+    assert result.metadata.status == "success"
+    engine = client.engine
+    assert isinstance(engine, TemporalEngine)
+    found = await engine.find("x2")
+    assert found is not None
+    assert (found.status, found.thread_id) == ("success", "t1")
+
+
 async def test_runs_on_one_thread_take_turns_across_two_workers(
     temporal_workers: Workers, client: AgentCore
 ) -> None:
