@@ -97,6 +97,8 @@ _STATUSES = {
 # process).
 _worker_agent: AgentCore | None = None
 _worker_engine: DBOSEngine | None = None
+# Workflows this worker starts itself, until they begin: their first life, nothing to replay.
+_first_lives: set[str] = set()
 
 
 class _Effects:
@@ -205,6 +207,10 @@ async def _effects() -> _Effects:
     workflow_id = DBOS.workflow_id
     engine = _worker_engine
     if workflow_id is None or engine is None:  # pragma: no cover - only inside a worker's run
+        return _Effects()
+    if workflow_id in _first_lives:
+        # Started just now by this process (`_start_here`): nothing recorded yet to replay.
+        _first_lives.discard(workflow_id)
         return _Effects()
     client = await engine._submitter()
     steps = await client.list_workflow_steps_async(workflow_id, load_output=False)
@@ -405,6 +411,7 @@ class DBOSEngine:
         only its steps. Its turn on the thread is still its own: the run takes the thread's
         lock in the agent's storage, which every process shares."""
         function = _WORKFLOWS[workflow]
+        _first_lives.add(workflow_id)
         with SetWorkflowID(workflow_id):
             handle = await DBOS.start_workflow_async(function, *args)
         try:
@@ -414,6 +421,8 @@ class DBOSEngine:
         except asyncio.CancelledError:
             await asyncio.shield(DBOS.cancel_workflow_async(workflow_id))
             raise
+        finally:
+            _first_lives.discard(workflow_id)  # begun by now (or not ours: a reused trace id)
 
     async def _outcome(self, handle: WorkflowHandleAsync[AgentFinalResponse]) -> AgentFinalResponse:
         """The workflow's result once it ended, polled so that a cancel lands between reads."""
