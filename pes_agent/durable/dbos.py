@@ -209,7 +209,7 @@ async def _effects() -> _Effects:
     if workflow_id is None or engine is None:  # pragma: no cover - only inside a worker's run
         return _Effects()
     if workflow_id in _first_lives:
-        # Started just now by this process (`_start_here`): nothing recorded yet to replay.
+        # Started just now by this worker (`_submit`): nothing recorded yet to replay.
         _first_lives.discard(workflow_id)
         return _Effects()
     client = await engine._submitter()
@@ -373,53 +373,37 @@ class DBOSEngine:
     ) -> AgentFinalResponse:
         """Enqueue `workflow(*args)` on the thread's partition and await its result; a
         cancelled caller cancels it, and a run cancelled elsewhere (`cancel`) answers
-        `cancelled`. A worker process starts it itself instead."""
+        `cancelled`. A worker process starts it itself instead of enqueuing it."""
         if self._working:
-            return await self._start_here(
-                workflow, workflow_id, thread_id, trace_id, user_id, *args
+            # A worker starts it itself: no queue and no polling, so a run costs only its
+            # steps. Its turn on the thread is still its own: the run takes the thread's lock
+            # in the agent's storage, which every process shares.
+            _first_lives.add(workflow_id)
+            with SetWorkflowID(workflow_id):
+                started = await DBOS.start_workflow_async(_WORKFLOWS[workflow], *args)
+            outcome = started.get_result()
+            cancel = DBOS.cancel_workflow_async
+        else:
+            client = await self._submitter()
+            handle: WorkflowHandleAsync[AgentFinalResponse] = await client.enqueue_async(
+                {
+                    "workflow_name": workflow,
+                    "queue_name": self.queue,
+                    "queue_partition_key": thread_id,
+                    "workflow_id": workflow_id,
+                    "app_version": self.app_version,
+                },
+                *args,
             )
-        client = await self._submitter()
-        handle: WorkflowHandleAsync[AgentFinalResponse] = await client.enqueue_async(
-            {
-                "workflow_name": workflow,
-                "queue_name": self.queue,
-                "queue_partition_key": thread_id,
-                "workflow_id": workflow_id,
-                "app_version": self.app_version,
-            },
-            *args,
-        )
+            outcome = self._outcome(handle)
+            cancel = client.cancel_workflow_async
         try:
-            return await self._outcome(handle)
+            return await outcome
         except DBOSAwaitedWorkflowCancelledError:
             return cancelled_elsewhere(thread_id, trace_id, user_id)
         except asyncio.CancelledError:
             # The caller gave up: the run stops wherever it runs, as it would in process.
-            await asyncio.shield(client.cancel_workflow_async(workflow_id))
-            raise
-
-    async def _start_here(
-        self,
-        workflow: str,
-        workflow_id: str,
-        thread_id: str,
-        trace_id: str,
-        user_id: str | None,
-        *args: Any,
-    ) -> AgentFinalResponse:
-        """Start the workflow in this worker process: no queue and no polling, so a run costs
-        only its steps. Its turn on the thread is still its own: the run takes the thread's
-        lock in the agent's storage, which every process shares."""
-        function = _WORKFLOWS[workflow]
-        _first_lives.add(workflow_id)
-        with SetWorkflowID(workflow_id):
-            handle = await DBOS.start_workflow_async(function, *args)
-        try:
-            return await handle.get_result()
-        except DBOSAwaitedWorkflowCancelledError:
-            return cancelled_elsewhere(thread_id, trace_id, user_id)
-        except asyncio.CancelledError:
-            await asyncio.shield(DBOS.cancel_workflow_async(workflow_id))
+            await asyncio.shield(cancel(workflow_id))
             raise
         finally:
             _first_lives.discard(workflow_id)  # begun by now (or not ours: a reused trace id)

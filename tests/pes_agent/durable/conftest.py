@@ -17,12 +17,15 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import suppress
 from pathlib import Path
 
 import pytest
 
+from pes_agent import AgentFinalResponse, ObservationType
+from pes_agent.core import AgentCore
 from tests.pes_agent.storage.conftest import POSTGRES_URL, require_postgres, wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -200,3 +203,34 @@ async def temporal_workers(temporal_server: str, tmp_path: Path) -> AsyncIterato
         yield pool
     finally:
         await pool.stop_all()
+
+
+async def finished_calls(agent: AgentCore, thread_id: str, count: int) -> None:
+    """Wait until `count` calls of the thread's run have ended (TOOL_EXECUTION recorded)."""
+
+    async def ended() -> bool:
+        found = await agent.observations.get_observations(
+            thread_id, types=[ObservationType.TOOL_EXECUTION]
+        )
+        return len(found) >= count
+
+    await wait_until(ended, f"{count} finished calls")
+
+
+async def check_notes_run(workers: Workers, client: AgentCore, result: AgentFinalResponse) -> None:
+    """The notes plan ran whole on a worker: the answer, its four calls (dependent ones fed
+    their dependencies' results through the placeholders), the turn, and one end observation
+    per call in the shared store under the run's trace."""
+    assert result.metadata.status == "success", result.metadata.error
+    assert result.response.content == "All done."
+    assert result.metadata.tool_calls == 4
+    assert Counter(workers.effects_lines()) == Counter(
+        ["note a", "slow-start b", "slow-done b", "note A-c", "note B-d"]
+    )
+    messages = await client.conversation.get_messages("t1")
+    assert [m.content for m in messages] == ["Take notes", "All done."]
+    executions = await client.observations.get_observations(
+        "t1", types=[ObservationType.TOOL_EXECUTION]
+    )
+    assert {o.trace_id for o in executions} == {result.metadata.trace_id}
+    assert len(executions) == 4

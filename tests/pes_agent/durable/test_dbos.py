@@ -25,7 +25,7 @@ from pes_agent.durable.dbos import DBOSEngine
 from pes_agent.testing import ScriptedProvider
 from tests.pes_agent.storage.conftest import pg_schema, require_postgres, wait_until
 
-from .conftest import Workers
+from .conftest import Workers, check_notes_run, finished_calls
 
 __all__ = ["pg_schema"]  # the fixture, imported for the tests below
 
@@ -45,39 +45,13 @@ async def client(workers: Workers) -> AsyncIterator[AgentCore]:
     gc.collect()
 
 
-async def finished_calls(agent: AgentCore, thread_id: str, count: int) -> None:
-    """Wait until `count` calls of the thread's run have ended (TOOL_EXECUTION recorded)."""
-
-    async def ended() -> bool:
-        found = await agent.observations.get_observations(
-            thread_id, types=[ObservationType.TOOL_EXECUTION]
-        )
-        return len(found) >= count
-
-    await wait_until(ended, f"{count} finished calls")
-
-
 async def test_a_run_completes_on_a_worker_in_another_process(
     workers: Workers, client: AgentCore
 ) -> None:
     await workers.start("w1", slow_s=0.2)
     result = await asyncio.wait_for(client.process(AgentProps("Take notes", "t1")), 60)
 
-    assert result.metadata.status == "success", result.metadata.error
-    assert result.response.content == "All done."
-    assert result.metadata.tool_calls == 4
-    # The dependent calls got their dependencies' results through the placeholders.
-    assert Counter(workers.effects_lines()) == Counter(
-        ["note a", "slow-start b", "slow-done b", "note A-c", "note B-d"]
-    )
-    messages = await client.conversation.get_messages("t1")
-    assert [m.content for m in messages] == ["Take notes", "All done."]
-    # The worker's observations are in the shared store, under the run's trace.
-    executions = await client.observations.get_observations(
-        "t1", types=[ObservationType.TOOL_EXECUTION]
-    )
-    assert {o.trace_id for o in executions} == {result.metadata.trace_id}
-    assert len(executions) == 4
+    await check_notes_run(workers, client, result)
 
 
 async def test_a_run_whose_worker_is_killed_mid_tool_is_finished_by_the_next(

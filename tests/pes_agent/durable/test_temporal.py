@@ -26,7 +26,7 @@ from pes_agent.durable.temporal import TemporalEngine
 from pes_agent.testing import ScriptedProvider
 from tests.pes_agent.storage.conftest import wait_until
 
-from .conftest import Workers
+from .conftest import Workers, check_notes_run, finished_calls
 from .temporal_worker import HEARTBEAT_TIMEOUT_S, TASK_TIMEOUT_S, build_agent, engine
 
 pytestmark = pytest.mark.slow
@@ -63,18 +63,6 @@ async def wait_for_status(workers: Workers, trace_id: str, status: WorkflowExecu
         gc.collect()  # temporalio/sdk-python#300
 
 
-async def finished_calls(agent: AgentCore, thread_id: str, count: int) -> None:
-    """Wait until `count` calls of the thread's run have ended (TOOL_EXECUTION recorded)."""
-
-    async def ended() -> bool:
-        found = await agent.observations.get_observations(
-            thread_id, types=[ObservationType.TOOL_EXECUTION]
-        )
-        return len(found) >= count
-
-    await wait_until(ended, f"{count} finished calls")
-
-
 async def test_a_run_completes_on_a_worker_in_another_process(
     temporal_workers: Workers, client: AgentCore
 ) -> None:
@@ -84,21 +72,7 @@ async def test_a_run_completes_on_a_worker_in_another_process(
     await workers.start(workers.queue, slow_s=0.2)
     result = await asyncio.wait_for(client.process(AgentProps("Take notes", "t1")), 60)
 
-    assert result.metadata.status == "success", result.metadata.error
-    assert result.response.content == "All done."
-    assert result.metadata.tool_calls == 4
-    # The dependent calls got their dependencies' results through the placeholders.
-    assert Counter(workers.effects_lines()) == Counter(
-        ["note a", "slow-start b", "slow-done b", "note A-c", "note B-d"]
-    )
-    messages = await client.conversation.get_messages("t1")
-    assert [m.content for m in messages] == ["Take notes", "All done."]
-    # The worker's observations are in the shared store, under the run's trace, once each.
-    executions = await client.observations.get_observations(
-        "t1", types=[ObservationType.TOOL_EXECUTION]
-    )
-    assert {o.trace_id for o in executions} == {result.metadata.trace_id}
-    assert len(executions) == 4
+    await check_notes_run(workers, client, result)
     finals = await client.observations.get_observations(
         "t1", types=[ObservationType.FINAL_RESPONSE]
     )
