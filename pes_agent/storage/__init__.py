@@ -2,13 +2,14 @@
 
 `open_storage("memory" | "sqlite:///agent.db" | "postgresql://...")` picks an implementation;
 every implementation satisfies the `Storage` protocol. `PostgresStorage` also satisfies
-`ObservationFeed` (observations of other processes, pushed). It needs asyncpg
+`ObservationFeed` (observations of other processes, pushed). All three are `TurnLeases` (a
+thread's turn lent by name, for durable engines). It needs asyncpg
 (`pip install 'pes-agent[postgres]'`), imported only when a `PostgresStorage` is created.
 """
 
 from __future__ import annotations
 
-from pes_agent.storage.base import ObservationFeed, Storage
+from pes_agent.storage.base import ObservationFeed, Storage, TurnLeases
 from pes_agent.storage.factory import open_storage
 from pes_agent.storage.memory import InMemoryStorage
 from pes_agent.storage.postgres import PostgresStorage
@@ -20,5 +21,6 @@ __all__ = [
     "PostgresStorage",
     "SQLiteStorage",
     "Storage",
+    "TurnLeases",
     "open_storage",
 ]

@@ -368,6 +368,26 @@ class StorageBase(ClosedOnExit):
             None if text is None else _codec.load_paused_run(text, store=self, thread_id=thread_id)
         )
 
+    # -- a thread's turn, lent by name (`TurnLeases`) -------------------------------------------
+
+    async def claim_turn(self, thread_id: str, owner: str, *, breaking: str | None = None) -> str:
+        """Take the thread's turn for `owner` if it is free, held by `owner`, or held by
+        `breaking` (a holder known to be gone); who holds it now (`TurnLeases`)."""
+        self._check_open()
+        for label, name in (("owner", owner), ("breaking", breaking)):
+            if name is not None and (not isinstance(name, str) or not name):
+                raise UsageError(f"claim_turn: {label} must be a non-empty str, got {name!r}")
+        while True:
+            holder = await self._claim_turn(thread_id, owner, breaking or owner)
+            if holder is not None:
+                return holder
+            # The holder let go between the claim and the read: claim again.
+
+    async def release_turn(self, thread_id: str, owner: str) -> None:
+        """Let go of the thread's turn if `owner` holds it (`TurnLeases`)."""
+        self._check_open()
+        await self._release_turn(thread_id, owner)
+
     # -- whole threads ------------------------------------------------------------------------
 
     async def list_threads(self) -> list[str]:
@@ -441,3 +461,12 @@ class StorageBase(ClosedOnExit):
     @abstractmethod
     async def _take_paused(self, thread_id: str, trace_id: str) -> str | None:
         """Delete the paused run and return its body in one atomic step; None if none."""
+
+    @abstractmethod
+    async def _claim_turn(self, thread_id: str, owner: str, breaking: str) -> str | None:
+        """Lend the turn to `owner` when no one, `owner` or `breaking` holds it, atomically;
+        the holder afterwards, or None when the lease vanished between claim and read."""
+
+    @abstractmethod
+    async def _release_turn(self, thread_id: str, owner: str) -> None:
+        """Delete the thread's lease if `owner` holds it."""

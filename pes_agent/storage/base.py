@@ -11,7 +11,7 @@ from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.threads.messages import ConversationMessage
 
-__all__ = ["ObservationFeed", "Storage"]
+__all__ = ["ObservationFeed", "Storage", "TurnLeases"]
 
 
 @runtime_checkable
@@ -307,4 +307,44 @@ class ObservationFeed(Protocol):
         """Call `callback` with each observation written to the store by any process (filtered
         by type and thread) until the returned function is called; `include_own=False` leaves
         out those written through this very storage object."""
+        ...
+
+
+@runtime_checkable
+class TurnLeases(Protocol):
+    """A store that lends a thread's turn to one holder at a time, by name, across processes:
+    what a durable engine whose workflow code may do no I/O (Temporal) takes instead of
+    `lock_thread`, in a step of its own. Every bundled store is one (`InMemoryStorage`,
+    `SQLiteStorage`, `PostgresStorage`); check with `isinstance(storage, TurnLeases)`.
+
+    A lease is a row, not a connection: it outlives a holder that dies. Whoever claims the turn
+    and finds it held by someone known to be gone (its workflow ended) breaks it with
+    `breaking=`: of two claimers breaking the same lease, one gets it.
+    """
+
+    async def claim_turn(self, thread_id: str, owner: str, *, breaking: str | None = None) -> str:
+        """Take `thread_id`'s turn for `owner` if it is free, held by `owner` already (a claim
+        repeated after a crash takes it again), or held by `breaking`; who holds it now.
+
+        Args:
+            thread_id: The thread whose turn to take.
+            owner: The claimer's name (a workflow's id and run id, say): non-empty.
+            breaking: A holder known to be gone, whose lease this claim may take over.
+
+        Returns:
+            The holder after the claim: `owner` when the turn was taken, else the holder's name.
+
+        Raises:
+            UsageError: `owner` (or `breaking`) is not a non-empty str.
+            StorageError: The store could not be written.
+        """
+        ...
+
+    async def release_turn(self, thread_id: str, owner: str) -> None:
+        """Let go of `thread_id`'s turn if `owner` holds it (nothing happens otherwise: a
+        release repeated after a crash cannot free a turn someone else took since).
+
+        Raises:
+            StorageError: The store could not be written.
+        """
         ...

@@ -38,6 +38,7 @@ class InMemoryStorage(StorageBase):
     def __init__(self) -> None:
         self._threads: dict[str, _Thread] = {}
         self._locks = ThreadLockTable()
+        self._turns: dict[str, str] = {}  # thread id -> who holds its turn (`claim_turn`)
 
     def __repr__(self) -> str:
         return f"InMemoryStorage(threads={len(self._threads)})"
@@ -173,3 +174,14 @@ class InMemoryStorage(StorageBase):
         # No await between the lookup and the removal: atomic within the event loop.
         found = self._threads.get(thread_id)
         return None if found is None else found.paused.pop(trace_id, None)
+
+    async def _claim_turn(self, thread_id: str, owner: str, breaking: str) -> str | None:
+        # No await between the lookup and the write: atomic within the event loop.
+        holder = self._turns.get(thread_id)
+        if holder is None or holder in (owner, breaking):
+            self._turns[thread_id] = holder = owner
+        return holder
+
+    async def _release_turn(self, thread_id: str, owner: str) -> None:
+        if self._turns.get(thread_id) == owner:
+            del self._turns[thread_id]

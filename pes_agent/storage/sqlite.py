@@ -112,6 +112,13 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             UNIQUE (thread_id, trace_id)
         )""",
     ),
+    # Who holds each thread's turn (`claim_turn`: a durable engine's lease), while a run does.
+    4: (
+        """CREATE TABLE turn_leases (
+            thread_id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL
+        )""",
+    ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
@@ -487,6 +494,38 @@ class SQLiteStorage(StorageBase):
             return None if row is None else str(row[0])
 
         return await self._call(take)
+
+    # -- a thread's turn, lent by name --------------------------------------------------------
+
+    async def _claim_turn(self, thread_id: str, owner: str, breaking: str) -> str | None:
+        def claim(conn: sqlite3.Connection) -> str | None:
+            # Claim and read in one write transaction: what is read is what the claim left.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT INTO turn_leases (thread_id, owner) VALUES (?, ?) "
+                    "ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner "
+                    "WHERE turn_leases.owner IN (excluded.owner, ?)",
+                    (thread_id, owner, breaking),
+                )
+                row = conn.execute(
+                    "SELECT owner FROM turn_leases WHERE thread_id = ?", (thread_id,)
+                ).fetchone()
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+            return None if row is None else str(row[0])
+
+        return await self._call(claim)
+
+    async def _release_turn(self, thread_id: str, owner: str) -> None:
+        def release(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "DELETE FROM turn_leases WHERE thread_id = ? AND owner = ?", (thread_id, owner)
+            )
+
+        await self._call(release)
 
     def _hold(self, thread_id: str) -> AbstractAsyncContextManager[None]:
         """The in-process lock, then the thread's lock file (released by the kernel if the

@@ -56,6 +56,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             body json NOT NULL,
             UNIQUE (thread_id, trace_id))""",
     ),
+    # Who holds each thread's turn (`claim_turn`: a durable engine's lease), while a run does.
+    4: ("CREATE TABLE {s}.turn_leases (thread_id text PRIMARY KEY, owner text NOT NULL)",),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

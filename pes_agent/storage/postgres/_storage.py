@@ -490,6 +490,33 @@ class PostgresStorage(StorageBase):
         )
         return str(rows[0][0]) if rows else None
 
+    # -- a thread's turn, lent by name --------------------------------------------------------
+
+    async def _claim_turn(self, thread_id: str, owner: str, breaking: str) -> str | None:
+        # One statement: the upsert waits for a racing claim's row; the read after it sees the
+        # snapshot the statement started with, so a lease committed meanwhile reads as none
+        # (None: the caller claims again).
+        rows = await self._db.fetch(
+            f"WITH claimed AS (INSERT INTO {self._q}.turn_leases AS t (thread_id, owner) "
+            "VALUES ($1, $2) ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner "
+            "WHERE t.owner IN (excluded.owner, $3) RETURNING owner) "
+            "SELECT owner FROM claimed UNION ALL "
+            f"SELECT owner FROM {self._q}.turn_leases WHERE thread_id = $1 LIMIT 1",
+            thread_id,
+            owner,
+            breaking,
+            thread_id=thread_id,
+        )
+        return str(rows[0][0]) if rows else None
+
+    async def _release_turn(self, thread_id: str, owner: str) -> None:
+        await self._db.execute(
+            f"DELETE FROM {self._q}.turn_leases WHERE thread_id = $1 AND owner = $2",
+            thread_id,
+            owner,
+            thread_id=thread_id,
+        )
+
     # -- closing ----------------------------------------------------------------------------
 
     async def aclose(self) -> None:

@@ -22,7 +22,7 @@ from pes_agent.errors import (
 )
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
-from pes_agent.storage import InMemoryStorage, PostgresStorage, SQLiteStorage, Storage
+from pes_agent.storage import InMemoryStorage, PostgresStorage, SQLiteStorage, Storage, TurnLeases
 from pes_agent.storage._common import ObservationRow, Turn
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 from pes_agent.tools.base import ToolResult
@@ -894,3 +894,63 @@ async def test_a_state_or_message_holding_a_cycle_is_refused_as_not_json(
         await storage.add_messages("t", [user("t", "hi", loop=looped)])
     assert await storage.get_agent_state("t") is None
     assert await storage.get_messages("t") == []
+
+
+# -- a thread's turn, lent by name (TurnLeases) --------------------------------------------------
+
+
+async def test_backend_lends_turns(storage: Storage) -> None:
+    """Every bundled backend is a runtime-checkable TurnLeases."""
+    assert isinstance(storage, TurnLeases)
+
+
+async def test_a_turn_is_lent_to_one_owner_at_a_time(storage: Storage) -> None:
+    """The first claimer holds the turn; another is told who holds it; the holder's claim
+    repeated holds it still; after its release the other gets it. Threads are independent."""
+    assert isinstance(storage, TurnLeases)
+    assert await storage.claim_turn("t", "run-a") == "run-a"
+    assert await storage.claim_turn("t", "run-b") == "run-a"
+    assert await storage.claim_turn("t", "run-a") == "run-a"  # repeated after a crash
+    assert await storage.claim_turn("u", "run-b") == "run-b"  # another thread
+    await storage.release_turn("t", "run-b")  # not its holder: nothing happens
+    assert await storage.claim_turn("t", "run-b") == "run-a"
+    await storage.release_turn("t", "run-a")
+    await storage.release_turn("t", "run-a")  # twice: harmless
+    assert await storage.claim_turn("t", "run-b") == "run-b"
+
+
+async def test_a_gone_holders_turn_is_broken_by_one_claimer(storage: Storage) -> None:
+    """A claim naming the holder as gone (`breaking`) takes the turn over; a claim naming
+    someone else as gone does not; of two claimers breaking the same lease one wins."""
+    assert isinstance(storage, TurnLeases)
+    assert await storage.claim_turn("t", "dead") == "dead"
+    assert await storage.claim_turn("t", "run-b", breaking="someone-else") == "dead"
+    claims = await asyncio.gather(
+        storage.claim_turn("t", "run-b", breaking="dead"),
+        storage.claim_turn("t", "run-c", breaking="dead"),
+    )
+    assert sorted(claims) in (["run-b", "run-b"], ["run-c", "run-c"])
+    # The loser cannot break the winner's lease by naming the dead holder again.
+    loser = "run-c" if claims[0] == "run-b" else "run-b"
+    assert await storage.claim_turn("t", loser, breaking="dead") == claims[0]
+
+
+async def test_concurrent_claims_lend_the_turn_once(open_backend: StorageFactory) -> None:
+    """Twenty claimers through five storage objects on one store: exactly one holds the turn,
+    and every claimer is told who."""
+    stores = [open_backend() for _ in range(5)]
+    leases = [store for store in stores if isinstance(store, TurnLeases)]
+    assert len(leases) == 5
+    owners = [f"run-{n}" for n in range(20)]
+    holders = await asyncio.gather(
+        *(leases[n % 5].claim_turn("t", owner) for n, owner in enumerate(owners))
+    )
+    assert len(set(holders)) == 1
+    assert holders[0] in owners
+
+
+async def test_claiming_a_turn_with_an_empty_owner_says_what_to_give(storage: Storage) -> None:
+    """An empty owner is a usage error naming the argument."""
+    assert isinstance(storage, TurnLeases)
+    with pytest.raises(UsageError, match="owner must be a non-empty str"):
+        await storage.claim_turn("t", "")
