@@ -435,29 +435,19 @@ class AgentCore(ClosedOnExit):
     ) -> AgentFinalResponse:
         thread_id = props.thread_id
         async with contextlib.AsyncExitStack() as stack:
-            try:
-                if effects is not None and effects.serialises_turns:
-                    # The engine runs the thread's turns one at a time: no lock to take (its
-                    # workflow code may do no I/O), the check is a step.
-                    waiting = await effects.once(
-                        "pes_agent.check_thread", lambda: self._storage.get_paused_runs(thread_id)
-                    )
-                else:
+            # An engine that takes the thread's turn itself (its workflow code may do no I/O)
+            # needs no lock, and checks for a paused run in its load step (`_load`).
+            if effects is None or not effects.serialises_turns:
+                try:
                     await stack.enter_async_context(self._storage.lock_thread(thread_id))
                     waiting = await self._storage.get_paused_runs(thread_id)
-            except RunError as error:
-                # The store is unreachable: a runtime failure like any other, not a raise.
-                return await self._load_failure(props, trace_id, started, error.message, effects)
-            if waiting:
-                raise ThreadAwaitingApprovalError(
-                    f"thread {props.thread_id!r} has a run waiting for approval (trace id "
-                    f"{waiting[0].trace_id!r}); a thread runs one turn at a time: finish it "
-                    f"with await agent.resume({props.thread_id!r}, {waiting[0].trace_id!r}, "
-                    "{call_id: Approve() or Deny(reason)}) or drop it with "
-                    f"await agent.cancel_pending({props.thread_id!r})",
-                    thread_id=props.thread_id,
-                    trace_id=waiting[0].trace_id,
-                )
+                except RunError as error:
+                    # The store is unreachable: a runtime failure like any other, not a raise.
+                    return await self._load_failure(
+                        props, trace_id, started, error.message, effects
+                    )
+                if waiting:
+                    raise _awaiting_approval(thread_id, waiting[0].trace_id)
             return await self._run(props, trace_id, started, run, effects=effects)
         raise AssertionError("unreachable: the block above always returns")
 
@@ -493,7 +483,10 @@ class AgentCore(ClosedOnExit):
     ) -> _Prepared | AgentFinalResponse:
         """The run's components and resources, ready to spawn; or the response of a run that
         ended here, its tool sources or thread failing to load."""
-        loaded = await self._load(props, trace_id, started, effects)
+        # A new turn on an engine that takes the thread's turn itself: its load step checks
+        # that no paused run waits on the thread.
+        check = paused is None and effects is not None and effects.serialises_turns
+        loaded = await self._load(props, trace_id, started, effects, check_paused=check)
         if not isinstance(loaded, _Loaded):
             return loaded  # it ended while loading
         settings, context = loaded.settings, loaded.context
@@ -537,11 +530,18 @@ class AgentCore(ClosedOnExit):
         return _Prepared(spec, timings, resources, started, paused)
 
     async def _load(
-        self, props: AgentProps, trace_id: str, started: float, effects: RunEffects | None
+        self,
+        props: AgentProps,
+        trace_id: str,
+        started: float,
+        effects: RunEffects | None,
+        *,
+        check_paused: bool = False,
     ) -> _Loaded | AgentFinalResponse:
         """Open the tool sources, load the thread and resolve the run's settings; or the
         response of a run that failed to (the thread's saved configuration is data: a bad one
-        fails the run, it does not raise)."""
+        fails the run, it does not raise). With `check_paused`, the same step first looks for
+        a paused run on the thread, and raises `ThreadAwaitingApprovalError` when one waits."""
         try:
             # Before anything is planned: the planner must see the sources' tool schemas.
             await self.tools.open_sources()
@@ -560,16 +560,29 @@ class AgentCore(ClosedOnExit):
             history = await self._storage.get_messages(thread_id, limit=limit) if limit else []
             return context, history, settings
 
+        async def check_and_read() -> tuple[str | None, Any]:
+            waiting = await self._storage.get_paused_runs(thread_id)
+            return (waiting[0].trace_id, None) if waiting else (None, await read())
+
+        blocking: str | None = None  # a paused run's trace id (with `check_paused`)
         try:
             # On an engine, read once: a replayed run sees the thread as it first did.
-            loaded = await (read() if effects is None else effects.once("pes_agent.load", read))
-            context, history, settings = loaded
-            config = settings.provider_config
-            provider = self._providers.get(config) if config is not None else self._provider
+            if effects is None:
+                loaded = await read()
+            elif check_paused:
+                blocking, loaded = await effects.once("pes_agent.load", check_and_read)
+            else:
+                loaded = await effects.once("pes_agent.load", read)
+            if blocking is None:
+                context, history, settings = loaded
+                config = settings.provider_config
+                provider = self._providers.get(config) if config is not None else self._provider
         except RunError as error:
             return await self._load_failure(props, trace_id, started, error.message, effects)
         except UsageError as error:
             return await self._load_failure(props, trace_id, started, str(error), effects)
+        if blocking is not None:
+            raise _awaiting_approval(thread_id, blocking)
         return _Loaded(context, history, settings, provider)
 
     async def _drive(self, prepared: _Prepared, run: _InFlight) -> _Ended:
@@ -1031,6 +1044,17 @@ def _error_message(
         role=MessageRole.AI,
         content="I could not complete this request: " + message,
         metadata={"trace_id": trace_id, "status": status},
+    )
+
+
+def _awaiting_approval(thread_id: str, trace_id: str) -> ThreadAwaitingApprovalError:
+    return ThreadAwaitingApprovalError(
+        f"thread {thread_id!r} has a run waiting for approval (trace id {trace_id!r}); a "
+        f"thread runs one turn at a time: finish it with await agent.resume({thread_id!r}, "
+        f"{trace_id!r}, {{call_id: Approve() or Deny(reason)}}) or drop it with "
+        f"await agent.cancel_pending({thread_id!r})",
+        thread_id=thread_id,
+        trace_id=trace_id,
     )
 
 

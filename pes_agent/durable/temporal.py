@@ -9,14 +9,17 @@ async with agent, engine.worker(agent):                    # in each worker proc
     result = await agent.process(AgentProps("...", "thread-1"))   # same call, same response
 ```
 
-- **A run is a workflow** (`pes_agent.run`, id `pes-agent/<task queue>/run/<trace id>`; a
-  resumption `pes_agent.resume`). Its code is the PES systems themselves — the DAG,
-  placeholders, gates and budgets run in the workflow. Its side effects have stable names
-  (`docs/durable.md`): tool calls (`pes_agent.tool.<name>`) are activities any worker of the
-  queue runs, heartbeating; the rest (load, model calls, pause, claim, commit, and
-  `pes_agent.record`, which waits for the run's observations) are *local activities*, run
-  by the worker running the workflow, whose agent holds the providers, with no round trip
-  through the server. The client's agent may be thin (no tools, no model).
+- **A run is a workflow** (`pes_agent.run`, id `pes-agent/<task queue>/run/<trace id>`; its
+  n-th resumption `pes_agent.resume`, id `pes-agent/<task queue>/resume/<trace id>/<n>`),
+  started by the caller directly, and eagerly (its first workflow task handed back with the
+  start, no trip through the task queue) when this process runs a worker of the queue. Its
+  code is the PES systems themselves — the DAG, placeholders, gates and budgets run in the
+  workflow. Its side effects have stable names (`docs/durable.md`): tool calls
+  (`pes_agent.tool.<name>`) are activities any worker of the queue runs, heartbeating; the
+  rest (load, model calls, pause, claim, commit, and `pes_agent.end_turn`, which waits for the
+  run's observations and hands the thread's turn back) are *local activities*, run by the
+  worker running the workflow, whose agent holds the providers, with no round trip through
+  the server. The client's agent may be thin (no tools, no model).
 - **A worker dies** (SIGKILL): a tool call it ran stops heartbeating and is tried again on
   another worker after `heartbeat_timeout_s`; a workflow task it held times out after
   `task_timeout_s` and another worker replays the run from its history. Every finished step
@@ -24,20 +27,30 @@ async with agent, engine.worker(agent):                    # in each worker proc
   that was under way runs again (at least once, like any retried call). Tool calls are not
   local activities because a local activity's result is kept only when its workflow task
   ends: a quick call finishing beside a slow one would be done again after a crash.
-- **One turn at a time per thread**, across all workers: `process()` sends the run as an
-  update to the thread's workflow (`pes_agent.thread`, id `pes-agent/<task queue>/thread/<id>`,
-  started by the first update and ended after `thread_idle_s` without turns), which runs its
-  turns one after another as child workflows.
-- **Cancelling** the task awaiting `process()` cancels the run's workflow (or drops the turn
-  if it has not started): its running tool is cancelled, the run ends CANCELED.
+- **One turn at a time per thread**, across all workers: a run's first step (`pes_agent.load`,
+  a resumption's `pes_agent.claim`) takes the thread's turn in the agent's storage
+  (`TurnLeases`, a lease named after the run's workflow) before it reads anything, in the
+  same local activity; `pes_agent.end_turn` gives it back. A run that finds the turn taken
+  waits (a durable timer, 0.1 s doubling to 2 s) and claims again; a lease whose workflow no
+  longer runs (terminated, timed out) is broken by the next claimer. Runs waiting for one
+  thread start in no particular order, never side by side.
+- **Retries.** A step's error is its outcome, raised in the workflow as it was raised on the
+  worker: never retried by Temporal, except a model call's retryable `ProviderError` (one the
+  provider's own retries left, or a provider without them), tried 3 times in all (0.5 s, then
+  1 s apart). Refusals (`ProviderError.refusal`) and usage errors are not retried. A tool
+  call's activity is retried only when its worker is lost (its error is its outcome).
+- **Cancelling** the task awaiting `process()` cancels the run's workflow, wherever it is: a
+  run waiting for its thread's turn ends there, a running tool hears of it at its next
+  heartbeat; the run ends CANCELED. `TemporalEngine.cancel(trace_id)` does the same from any
+  process; `find(trace_id)` gives the run's latest resumption's status.
 - **Determinism.** Workflow code may do no I/O, and ours does none: everything that reaches
   the world goes through `RunEffects` (observations are handed to the worker's own loop,
   which writes them; a replay does not write them again). The workflows run unsandboxed
   (`UnsandboxedWorkflowRunner`): the sandbox would import pes-agent again for every run and
   forbid the clock the observations' timestamps and the run's timings read, which decide
-  nothing. What decides the run's course — the plan, the results, the approvals — comes from
-  the steps, so a replay takes the same path; a replay that does not (a changed agent) fails
-  with Temporal's non-determinism error instead of mixing steps up.
+  nothing. What decides the run's course — the plan, the results, the approvals, the turn —
+  comes from the steps, so a replay takes the same path; a replay that does not (a changed
+  agent) fails with Temporal's non-determinism error instead of mixing steps up.
   `TemporalEngine.replayer(agent)` replays a history to check it.
 - **Values in the history** are pickled (the steps' outcomes and the run's response, like
   DBOS's steps): the workers and submitters must share pes-agent's version.
@@ -52,6 +65,7 @@ import asyncio
 import concurrent.futures
 import copy
 import gc
+import itertools
 import pickle
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
@@ -64,23 +78,39 @@ from pydantic import BaseModel
 
 from pes_agent.approvals.models import Decision
 from pes_agent.durable.effects import EngineRun, ToolOutcome, cancelled_elsewhere, run_tool
-from pes_agent.errors import ConfigurationError, PESAgentError, RunError, UsageError
+from pes_agent.errors import (
+    ConfigurationError,
+    PESAgentError,
+    ProviderError,
+    RunError,
+    UsageError,
+)
+from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import Observation
 from pes_agent.protocols import LLMResponse
 from pes_agent.run import AgentFinalResponse, AgentProps
+from pes_agent.storage.base import TurnLeases
 from pes_agent.tools.base import ToolContext
 
 try:
     from temporalio import activity, workflow
     from temporalio.client import (
         Client,
-        WithStartWorkflowOperation,
         WorkflowExecutionStatus,
-        WorkflowUpdateFailedError,
-        WorkflowUpdateRPCTimeoutOrCancelledError,
+        WorkflowFailureError,
+        WorkflowHandle,
     )
-    from temporalio.common import RawValue, RetryPolicy, WorkflowIDConflictPolicy
-    from temporalio.exceptions import ActivityError, ApplicationError
+    from temporalio.common import (
+        RawValue,
+        RetryPolicy,
+        WorkflowIDConflictPolicy,
+        WorkflowIDReusePolicy,
+    )
+    from temporalio.exceptions import (
+        ActivityError,
+        ApplicationError,
+        WorkflowAlreadyStartedError,
+    )
     from temporalio.exceptions import CancelledError as TemporalCancelledError
     from temporalio.service import RPCError, RPCStatusCode
     from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
@@ -93,31 +123,72 @@ if TYPE_CHECKING:
     from pes_agent.core import AgentCore
 
 __all__ = [
-    "RECORD_ACTIVITY",
+    "END_TURN_ACTIVITY",
+    "MODEL_RETRY_POLICY",
     "RESUME_WORKFLOW",
     "RUN_WORKFLOW",
-    "THREAD_TURN",
-    "THREAD_WORKFLOW",
+    "STEP_RETRY_POLICY",
     "TemporalEngine",
+    "tool_retry_policy",
 ]
 
 T = TypeVar("T")
+
+_log = get_logger("pes_agent.durable.temporal")
 
 RUN_WORKFLOW = "pes_agent.run"
 """The workflow type of a run (persisted: runs in flight need it unchanged)."""
 RESUME_WORKFLOW = "pes_agent.resume"
 """The workflow type of a paused run's resumption (persisted too)."""
-THREAD_WORKFLOW = "pes_agent.thread"
-"""The workflow type that runs a thread's turns one at a time (persisted too)."""
-THREAD_TURN = "turn"
-"""The thread workflow's update that runs one turn."""
-RECORD_ACTIVITY = "pes_agent.record"
-"""The local activity that ends each run by waiting until its observations are written."""
+END_TURN_ACTIVITY = "pes_agent.end_turn"
+"""The local activity that ends each run: its observations written, its thread's turn given
+back."""
 _TOOL_PREFIX = "pes_agent.tool."
+_MODEL_PREFIX = "pes_agent.model."
 
-# The agent each task queue's worker in this process runs runs with, and its event loop (the
-# activities' and the observations'; workflow code runs on loops of Temporal's own).
-_AGENTS: dict[str, tuple[AgentCore, asyncio.AbstractEventLoop]] = {}
+MODEL_RETRY_POLICY = RetryPolicy(
+    initial_interval=timedelta(seconds=0.5),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=8),
+    maximum_attempts=3,
+)
+"""A model call's local activity: a retryable `ProviderError` is tried again (the timings of
+the library's `RetryPolicy` defaults); refusals, usage errors and every other error are its
+outcome, not retried."""
+STEP_RETRY_POLICY = RetryPolicy(maximum_attempts=1)
+"""Every other local activity (load, pause, claim, commit, end turn): its error is its
+outcome, raised in the workflow; not retried by Temporal (the commit retries a transient
+storage error itself, as in process)."""
+
+
+def tool_retry_policy(heartbeat_timeout_s: float) -> RetryPolicy:
+    """A tool call's activity: tried again, every 0.1 s doubling up to the heartbeat timeout,
+    until its step timeout, when its worker is lost (it stops heartbeating); a tool's own error
+    is its outcome, never retried."""
+    return RetryPolicy(
+        initial_interval=timedelta(milliseconds=100),
+        maximum_interval=timedelta(seconds=heartbeat_timeout_s),
+    )
+
+
+# Waiting for a thread's turn: the first wait, its growth, its longest.
+_TURN_WAIT_S = (0.1, 2.0, 2.0)
+
+
+@dataclass(slots=True, frozen=True)
+class _Worker:
+    """This process's worker of a task queue: its agent, its event loop (the activities' and
+    the observations'; workflow code runs on loops of Temporal's own) and its client (None in
+    a `Replayer`), which a submitter in this process shares to start runs eagerly."""
+
+    agent: AgentCore
+    loop: asyncio.AbstractEventLoop
+    client: Client | None
+    server: tuple[str, str]  # (address, namespace)
+
+
+# The worker each task queue has in this process.
+_WORKERS: dict[str, _Worker] = {}
 # Each side effect a workflow scheduled, by the token its local activity carries. Local
 # activities run in the process whose workflow scheduled them, so the effect is here; a
 # workflow replayed after a worker died makes its effects anew, with new tokens.
@@ -136,6 +207,18 @@ class _Failed:
         return (_Failed, (self.error,))
 
 
+class _Busy:
+    """A first step's outcome when another run holds the thread's turn: `holder` does."""
+
+    __slots__ = ("holder",)
+
+    def __init__(self, holder: str) -> None:
+        self.holder = holder
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Busy, (self.holder,))
+
+
 def _pickled(value: Any) -> bytes:
     """`value` as the history keeps it; a step's value or error that cannot be pickled
     becomes the step's error."""
@@ -149,6 +232,16 @@ def _pickled(value: Any) -> bytes:
         return pickle.dumps(_Failed(RunError(value)))
 
 
+def _retried(error: ProviderError, info: activity.Info) -> bool:
+    """Whether Temporal tries this model call again (`MODEL_RETRY_POLICY`)."""
+    return (
+        info.activity_type.startswith(_MODEL_PREFIX)
+        and error.retryable
+        and error.refusal is None
+        and info.attempt < (MODEL_RETRY_POLICY.maximum_attempts or 1)
+    )
+
+
 @activity.defn(dynamic=True)
 async def _effect(args: Sequence[RawValue]) -> bytes:
     """Every activity of a run, its outcome pickled: a tool call (`pes_agent.tool.<name>`,
@@ -158,11 +251,15 @@ async def _effect(args: Sequence[RawValue]) -> bytes:
     if not info.is_local:
         return await _tool_activity(info, args[0])
     token = activity.payload_converter().from_payload(args[0].payload, str)
-    effect = _EFFECTS.pop(token, None)
+    effect = _EFFECTS.get(token)  # left there for a retried attempt; the workflow removes it
     if effect is None:  # pragma: no cover - the workflow was evicted while the step waited
         raise ApplicationError(f"no effect {token} in this worker: the run will be replayed")
     try:
         return _pickled(await effect())
+    except ProviderError as error:
+        if _retried(error, info):
+            raise ApplicationError(str(error), type=type(error).__name__) from None
+        return _pickled(_Failed(error))
     except Exception as error:
         return _pickled(_Failed(error))
 
@@ -172,8 +269,8 @@ async def _tool_activity(info: activity.Info, arg: RawValue) -> bytes:
     stops heartbeating and the call is tried again elsewhere; a cancelled run's call hears
     of it at its next heartbeat."""
     name = info.activity_type.removeprefix(_TOOL_PREFIX)
-    worker = _AGENTS.get(info.task_queue)
-    tool = worker[0].tools.as_mapping().get(name) if worker is not None else None
+    worker = _WORKERS.get(info.task_queue)
+    tool = worker.agent.tools.as_mapping().get(name) if worker is not None else None
     if tool is None:  # pragma: no cover - workers of one queue share their tools
         raise ApplicationError(f"no tool {name!r} on this worker", non_retryable=True)
     payload = activity.payload_converter().from_payload(arg.payload, bytes)
@@ -218,33 +315,97 @@ class _StateChanges:
 
 
 @dataclass(slots=True, frozen=True)
-class _Timeouts:
-    """What a run's workflow waits for: a step, a worker's workflow task, a tool call's
-    heartbeat."""
+class _Job:
+    """A run's workflow input: its body (`AgentProps` or `_Resumption`, as JSON), its queue and
+    its timeouts."""
 
+    body: str
+    task_queue: str
     step_s: float
     task_s: float
     heartbeat_s: float
 
 
+@dataclass(slots=True, frozen=True)
+class _Turn:
+    """A run's hold on its thread's turn, named after its workflow (`TurnLeases`)."""
+
+    thread_id: str
+    owner: str  # "<workflow id>#<run id>"
+
+    async def claim(self, worker: _Worker) -> str:
+        """Take the turn, breaking a lease whose workflow no longer runs; who holds it now."""
+        storage = worker.agent.storage
+        assert isinstance(storage, TurnLeases)  # checked when the worker started
+        holder = await storage.claim_turn(self.thread_id, self.owner)
+        if holder != self.owner and not await _still_running(worker, holder):
+            holder = await storage.claim_turn(self.thread_id, self.owner, breaking=holder)
+        return holder
+
+    async def release(self, worker: _Worker) -> None:
+        storage = worker.agent.storage
+        assert isinstance(storage, TurnLeases)
+        await storage.release_turn(self.thread_id, self.owner)
+
+
+async def _still_running(worker: _Worker, holder: str) -> bool:
+    """Whether the workflow holding a thread's turn still runs (a holder not named by this
+    engine is taken to: it is never broken)."""
+    workflow_id, _, run_id = holder.rpartition("#")
+    if worker.client is None or not workflow_id or not run_id:
+        return True
+    try:
+        described = await worker.client.get_workflow_handle(workflow_id, run_id=run_id).describe()
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return described.status == WorkflowExecutionStatus.RUNNING
+
+
 class _Effects:
     """A run's side effects as local activities (`pes_agent.durable.effects.RunEffects`)."""
 
-    __slots__ = ("_loop", "_timeouts", "_written")
+    __slots__ = ("_held", "_job", "_turn", "_worker", "_written")
 
-    # The thread's workflow runs its turns one at a time.
+    # The run takes its thread's turn itself, in its first step (see the module docstring).
     serialises_turns = True
     # Workflow code runs on Temporal's loops, in its threads; the worker hands runs over.
     runs_elsewhere = True
 
-    def __init__(self, timeouts: _Timeouts, loop: asyncio.AbstractEventLoop) -> None:
-        self._timeouts = timeouts
-        self._loop = loop  # the worker's: where observations recorded by workflow code go
-        self._written: concurrent.futures.Future[Any] | None = None  # the last of them
+    def __init__(self, job: _Job, worker: _Worker, thread_id: str) -> None:
+        self._job = job
+        self._worker = worker  # its loop: where observations recorded by workflow code go
+        info = workflow.info()
+        self._turn = _Turn(thread_id, f"{info.workflow_id}#{info.run_id}")
+        self._held = False  # whether the run may hold its thread's turn
+        self._written: concurrent.futures.Future[Any] | None = None  # the last observation
 
     async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        result: T = await self._step(name, effect)
-        return result
+        if self._held:
+            result: T = await self._step(name, effect)
+            return result
+        return await self._first(name, effect)
+
+    async def _first(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """The run's first step: take the thread's turn, then do `effect`, in one local
+        activity; while another run holds the turn, wait and try again."""
+        turn, worker = self._turn, self._worker
+
+        async def take_then_do() -> Any:
+            holder = await turn.claim(worker)
+            return _Busy(holder) if holder != turn.owner else await effect()
+
+        first, growth, longest = _TURN_WAIT_S
+        for attempt in itertools.count():
+            self._held = True  # maybe taken, even if the step fails or is cancelled
+            outcome = await self._step(name, take_then_do)
+            if not isinstance(outcome, _Busy):
+                result: T = outcome
+                return result
+            self._held = False
+            await workflow.sleep(min(first * growth**attempt, longest))
+        raise AssertionError("unreachable: the loop above returns")
 
     def open_calls(self, steps: int, revisions: int) -> None:
         # Nothing to reserve: Temporal numbers steps as they are scheduled and replays them
@@ -254,7 +415,7 @@ class _Effects:
     async def model_call(
         self, phase: str, call: Callable[[], Coroutine[Any, Any, LLMResponse]]
     ) -> Any:
-        return await self._step(f"pes_agent.model.{phase}", call)
+        return await self._step(_MODEL_PREFIX + phase, call, MODEL_RETRY_POLICY)
 
     async def tool_call(
         self,
@@ -267,20 +428,16 @@ class _Effects:
         # An activity of its own, not a local one: a local activity's result is kept only
         # when the workflow task ends, so a quick call finishing beside a slow one would be
         # done again if the worker died meanwhile. Recorded as it finishes, it is not.
-        timeouts = self._timeouts
+        job = self._job
         sent = pickle.dumps((arguments, context.model_copy(update={"thread_pool": None})))
         with _cancellation():
             done = await workflow.execute_activity(
                 _TOOL_PREFIX + name,
                 sent,
                 result_type=bytes,
-                schedule_to_close_timeout=timedelta(seconds=timeouts.step_s),
-                heartbeat_timeout=timedelta(seconds=timeouts.heartbeat_s),
-                # Only a worker's death fails it (a tool's error is its outcome): try again.
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(milliseconds=100),
-                    maximum_interval=timedelta(seconds=timeouts.heartbeat_s),
-                ),
+                schedule_to_close_timeout=timedelta(seconds=job.step_s),
+                heartbeat_timeout=timedelta(seconds=job.heartbeat_s),
+                retry_policy=tool_retry_policy(job.heartbeat_s),
             )
         outcome, changes = pickle.loads(done)
         assert isinstance(outcome, ToolOutcome)
@@ -309,21 +466,34 @@ class _Effects:
                     await asyncio.wrap_future(previous)
             return await write(observation)
 
-        self._written = asyncio.run_coroutine_threadsafe(write_in_order(), self._loop)
+        self._written = asyncio.run_coroutine_threadsafe(write_in_order(), self._worker.loop)
         return observation
 
-    async def flush(self) -> None:
-        """Wait until every observation the run recorded is written (`pes_agent.record`,
-        once per run, at its end: subscribers see the last ones before the caller's answer)."""
-        written = self._written
+    async def end(self) -> None:
+        """End the run (`pes_agent.end_turn`): wait until every observation it recorded is
+        written (subscribers see the last ones before the caller's answer), then give its
+        thread's turn back. Skipped when there is neither to do (a replay wrote nothing; a
+        run cancelled while waiting for its turn holds none)."""
+        written, held, turn, worker = self._written, self._held, self._turn, self._worker
+        if written is None and not held:
+            return
 
-        async def written_all() -> None:
-            if written is not None:
-                await asyncio.wrap_future(written)
+        async def end_turn() -> None:
+            try:
+                if written is not None:
+                    await asyncio.wrap_future(written)
+            finally:
+                if held:
+                    await turn.release(worker)
 
-        await self._step(RECORD_ACTIVITY, written_all)
+        await self._step(END_TURN_ACTIVITY, end_turn)
 
-    async def _step(self, name: str, run: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    async def _step(
+        self,
+        name: str,
+        run: Callable[[], Coroutine[Any, Any, Any]],
+        retry_policy: RetryPolicy = STEP_RETRY_POLICY,
+    ) -> Any:
         # Not part of the history's identity of the step (its name and number are), so a
         # random token is fine here: it only finds `run` in this process.
         token = uuid.uuid4().hex
@@ -334,9 +504,8 @@ class _Effects:
                     name,
                     token,
                     result_type=bytes,
-                    start_to_close_timeout=timedelta(seconds=self._timeouts.step_s),
-                    # Model calls retry in their provider; tool calls are not retried in process.
-                    retry_policy=RetryPolicy(maximum_attempts=1),
+                    start_to_close_timeout=timedelta(seconds=self._job.step_s),
+                    retry_policy=retry_policy,
                 )
         finally:
             _EFFECTS.pop(token, None)
@@ -359,40 +528,26 @@ def _cancellation() -> Iterator[None]:
         raise
 
 
-def _worker(job: _Job) -> tuple[AgentCore, asyncio.AbstractEventLoop]:
+def _worker(job: _Job) -> _Worker:
     # The job's queue, not workflow.info()'s: a Replayer runs the workflow on a queue of its own.
-    queue = job.task_queue
-    worker = _AGENTS.get(queue)
+    worker = _WORKERS.get(job.task_queue)
     if worker is None:  # pragma: no cover - only a worker polls the queue
-        raise ApplicationError(f"no pes-agent worker for the task queue {queue!r} here")
+        raise ApplicationError(f"no pes-agent worker for the task queue {job.task_queue!r} here")
     return worker
 
 
 async def _concluded(effects: _Effects, run: Coroutine[Any, Any, AgentFinalResponse]) -> bytes:
-    """The run's response, or the pes-agent error it raised, pickled for the caller; the
-    run's last observations written. A cancelled run ends CANCELED."""
+    """The run's response, or the pes-agent error it raised, pickled for the caller; the run
+    ended (`_Effects.end`). A cancelled run ends CANCELED."""
     try:
         outcome: AgentFinalResponse | _Failed = await run
     except PESAgentError as error:  # what process() raises (a thread waiting for approval)
         outcome = _Failed(error)
     except asyncio.CancelledError:
-        await effects.flush()  # the cancellation's own ERROR observation
+        await effects.end()  # the cancellation's own ERROR observation; the turn given back
         raise
-    await effects.flush()
+    await effects.end()
     return _pickled(outcome)
-
-
-@dataclass(slots=True, frozen=True)
-class _Job:
-    """A turn as the thread's workflow gets it: which workflow, its input (JSON), its id."""
-
-    workflow: str
-    body: str
-    run_id: str
-    task_queue: str
-    step_s: float
-    task_s: float
-    heartbeat_s: float
 
 
 @workflow.defn(name=RUN_WORKFLOW, sandboxed=False)
@@ -403,9 +558,11 @@ class _RunWorkflow:
     async def run(self, job: _Job) -> bytes:
         props = AgentProps.model_validate_json(job.body)
         assert props.trace_id is not None  # set by the submitting process
-        agent, loop = _worker(job)
-        effects = _Effects(_Timeouts(job.step_s, job.task_s, job.heartbeat_s), loop)
-        return await _concluded(effects, agent._process_on_engine(props, props.trace_id, effects))
+        worker = _worker(job)
+        effects = _Effects(job, worker, props.thread_id)
+        return await _concluded(
+            effects, worker.agent._process_on_engine(props, props.trace_id, effects)
+        )
 
 
 class _Resumption(BaseModel):
@@ -424,74 +581,17 @@ class _ResumeWorkflow:
     @workflow.run
     async def run(self, job: _Job) -> bytes:
         asked = _Resumption.model_validate_json(job.body)
-        agent, loop = _worker(job)
-        effects = _Effects(_Timeouts(job.step_s, job.task_s, job.heartbeat_s), loop)
+        worker = _worker(job)
+        effects = _Effects(job, worker, asked.thread_id)
         return await _concluded(
             effects,
-            agent._resume_on_engine(asked.thread_id, asked.trace_id, asked.decisions, effects),
+            worker.agent._resume_on_engine(
+                asked.thread_id, asked.trace_id, asked.decisions, effects
+            ),
         )
 
 
-@workflow.defn(name=THREAD_WORKFLOW, sandboxed=False)
-class _ThreadWorkflow:
-    """A thread's turns, one at a time: each update runs one as a child workflow, in the
-    order they arrived. Ends after `idle_s` without a turn (the next turn starts it again)."""
-
-    def __init__(self) -> None:
-        self._lock = asyncio.Lock()  # FIFO, on the workflow's deterministic loop
-        self._arrived = 0
-        self._seen = 0
-        self._running: dict[str, workflow.ChildWorkflowHandle[Any, bytes]] = {}
-        self._dropped: set[str] = set()
-
-    @workflow.run
-    async def run(self, idle_s: float) -> None:
-        while True:
-            self._seen = self._arrived
-            try:
-                await workflow.wait_condition(self._new_turn, timeout=idle_s)
-            except TimeoutError:
-                if not self._lock.locked() and workflow.all_handlers_finished():
-                    return
-            if workflow.info().is_continue_as_new_suggested() and workflow.all_handlers_finished():
-                workflow.continue_as_new(idle_s)
-
-    def _new_turn(self) -> bool:
-        return self._arrived != self._seen
-
-    @workflow.update(name=THREAD_TURN)
-    async def turn(self, job: _Job) -> bytes:
-        self._arrived += 1
-        async with self._lock:
-            if job.run_id in self._dropped:
-                raise ApplicationError("the run was cancelled before it started", type="Cancelled")
-            child = await workflow.start_child_workflow(
-                job.workflow,
-                job,
-                id=job.run_id,
-                result_type=bytes,
-                task_timeout=timedelta(seconds=job.task_s),
-                # Where `TemporalEngine.find` reads the run's thread.
-                memo={"thread_id": workflow.info().workflow_id.partition("/thread/")[2]},
-            )
-            self._running[job.run_id] = child
-            try:
-                outcome: bytes = await child
-                return outcome
-            finally:
-                del self._running[job.run_id]
-
-    @workflow.signal(name="cancel")
-    def cancel(self, run_id: str) -> None:
-        """Cancel the run `run_id`: its workflow if it runs, else its turn before it starts."""
-        child = self._running.get(run_id)
-        if child is not None:
-            child.cancel()
-        else:
-            self._dropped.add(run_id)
-
-
-_WORKFLOWS = (_ThreadWorkflow, _RunWorkflow, _ResumeWorkflow)
+_WORKFLOWS = (_RunWorkflow, _ResumeWorkflow)
 
 
 class _CancelledElsewhere(Exception):
@@ -499,13 +599,22 @@ class _CancelledElsewhere(Exception):
 
 
 def _was_cancelled(error: BaseException) -> bool:
-    """Whether a failed turn failed because its run's workflow was cancelled."""
+    """Whether a failed run failed because its workflow was cancelled."""
     seen: BaseException | None = error
     while seen is not None:
         if isinstance(seen, TemporalCancelledError):
             return True
         seen = getattr(seen, "cause", None) or seen.__cause__
     return False
+
+
+@dataclass(slots=True, frozen=True)
+class _Found:
+    """A run's workflow as `TemporalEngine.find` reads it."""
+
+    handle: WorkflowHandle[Any, bytes]
+    run: EngineRun
+    refused: bool  # a resumption that never happened (its claim was refused)
 
 
 class TemporalEngine:
@@ -524,21 +633,18 @@ class TemporalEngine:
         task_timeout_s: float = 10.0,
         step_timeout_s: float = 3600.0,
         heartbeat_timeout_s: float = 5.0,
-        thread_idle_s: float = 60.0,
     ) -> None:
         """Configure the engine.
 
         Args:
             address: The Temporal frontend, ``HOST:PORT``.
-            task_queue: Where runs are sent and workers poll; workflow ids include it, so
-                agents on separate queues never share a thread's turns.
+            task_queue: Where runs are sent and workers poll; workflow ids include it.
             namespace: The Temporal namespace.
             task_timeout_s: A workflow task's timeout: how long a dead worker holds its runs
                 before another worker takes them over.
             step_timeout_s: The longest a step (a model or tool call) may run.
             heartbeat_timeout_s: A tool call's worker heartbeats three times in this: when it
                 stops, the call is tried again on another worker.
-            thread_idle_s: How long a thread's workflow waits for another turn before ending.
 
         Raises:
             UsageError: An argument is out of range (the message says the fix).
@@ -552,7 +658,6 @@ class TemporalEngine:
             ("task_timeout_s", task_timeout_s),
             ("step_timeout_s", step_timeout_s),
             ("heartbeat_timeout_s", heartbeat_timeout_s),
-            ("thread_idle_s", thread_idle_s),
         ):
             if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
                 raise UsageError(f"{label} must be a number of seconds > 0, got {seconds!r}")
@@ -562,7 +667,6 @@ class TemporalEngine:
         self.task_timeout_s = float(task_timeout_s)
         self.step_timeout_s = float(step_timeout_s)
         self.heartbeat_timeout_s = float(heartbeat_timeout_s)
-        self.thread_idle_s = float(thread_idle_s)
         self._client: Client | None = None
 
     def __repr__(self) -> str:
@@ -571,9 +675,21 @@ class TemporalEngine:
     def _id(self, kind: str, key: str) -> str:
         return f"pes-agent/{self.task_queue}/{kind}/{key}"
 
+    def _job(self, body: BaseModel) -> _Job:
+        return _Job(
+            body.model_dump_json(),
+            self.task_queue,
+            self.step_timeout_s,
+            self.task_timeout_s,
+            self.heartbeat_timeout_s,
+        )
+
     # submitting ---------------------------------------------------------------------------
     async def run(self, agent: AgentCore, props: AgentProps) -> AgentFinalResponse:
-        """Submit the run `props` (its `trace_id` set) and await its response.
+        """Start the run `props` (its `trace_id` set) as a workflow and await its response.
+
+        A run whose trace id names a workflow still running is not started again: this awaits
+        that one.
 
         Args:
             agent: The submitting agent (its storage is the workers').
@@ -587,67 +703,71 @@ class TemporalEngine:
                 say), raised here.
         """
         assert props.trace_id is not None
-        run_id = self._id("run", props.trace_id)
+        client, eager = await self._starter()
+        handle = await client.start_workflow(
+            RUN_WORKFLOW,
+            self._job(props),
+            id=self._id("run", props.trace_id),
+            task_queue=self.task_queue,
+            result_type=bytes,
+            task_timeout=timedelta(seconds=self.task_timeout_s),
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            memo={"thread_id": props.thread_id},  # where `find` reads the run's thread
+            request_eager_start=eager,
+        )
         try:
-            return await self._turn(props.thread_id, RUN_WORKFLOW, props.model_dump_json(), run_id)
+            return await self._outcome(handle)
         except _CancelledElsewhere:
             return cancelled_elsewhere(props.thread_id, props.trace_id, props.user_id)
 
     async def resume(
         self, agent: AgentCore, thread_id: str, trace_id: str, decisions: dict[str, Decision]
     ) -> AgentFinalResponse:
-        """Submit the resumption of the paused run `trace_id` and await its response.
+        """Start the resumption of the paused run `trace_id` and await its response.
 
         Raises:
             NotAwaitingApprovalError: No such run waits (resumed or cancelled already).
             UsageError: The decisions do not fit the pending calls (checked on the worker).
         """
         body = _Resumption(thread_id=thread_id, trace_id=trace_id, decisions=decisions)
-        # A run may pause again and be resumed again: each resumption is a workflow of its own.
-        run_id = self._id("resume", f"{trace_id}/{uuid.uuid4().hex[:12]}")
-        return await self._turn(thread_id, RESUME_WORKFLOW, body.model_dump_json(), run_id)
-
-    async def _turn(
-        self, thread_id: str, workflow_type: str, body: str, run_id: str
-    ) -> AgentFinalResponse:
-        """Send the turn to its thread's workflow (starting it if need be) and await the
-        outcome; a cancelled caller cancels the run."""
-        client = await self._submitter()
-        thread = self._id("thread", thread_id)
-        job = _Job(
-            workflow_type,
-            body,
-            run_id,
-            self.task_queue,
-            self.step_timeout_s,
-            self.task_timeout_s,
-            self.heartbeat_timeout_s,
-        )
-        start = WithStartWorkflowOperation(
-            _ThreadWorkflow.run,
-            self.thread_idle_s,
-            id=thread,
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            task_timeout=timedelta(seconds=self.task_timeout_s),
-        )
-        try:
-            outcome = pickle.loads(
-                await client.execute_update_with_start_workflow(
-                    THREAD_TURN, job, start_workflow_operation=start, result_type=bytes
+        client, eager = await self._starter()
+        # A run may pause again and be resumed again: resumption n is the workflow
+        # resume/<trace id>/<n>, the first number no workflow has had (`find` walks them).
+        for number in itertools.count(1):
+            try:
+                handle = await client.start_workflow(
+                    RESUME_WORKFLOW,
+                    self._job(body),
+                    id=self._id("resume", f"{trace_id}/{number}"),
+                    task_queue=self.task_queue,
+                    result_type=bytes,
+                    task_timeout=timedelta(seconds=self.task_timeout_s),
+                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    memo={"thread_id": thread_id},
+                    request_eager_start=eager,
                 )
-            )
-        except (asyncio.CancelledError, WorkflowUpdateRPCTimeoutOrCancelledError):
+                break
+            except WorkflowAlreadyStartedError:
+                continue
+        try:
+            return await self._outcome(handle)
+        except _CancelledElsewhere:
+            return cancelled_elsewhere(thread_id, trace_id, None)
+
+    async def _outcome(self, handle: WorkflowHandle[Any, bytes]) -> AgentFinalResponse:
+        """The run's response; a cancelled caller cancels the run's workflow."""
+        try:
+            outcome = pickle.loads(await handle.result())
+        except asyncio.CancelledError:
             task = asyncio.current_task()
-            if task is None or not task.cancelling():
-                raise  # the wait timed out, the caller did not give up
-            # The caller gave up: the run stops wherever it runs, as it would in process.
-            await asyncio.shield(client.get_workflow_handle(thread).signal("cancel", run_id))
-            raise asyncio.CancelledError from None
-        except WorkflowUpdateFailedError as error:
+            if task is not None and task.cancelling():
+                # The caller gave up: the run stops wherever it is, as it would in process.
+                await asyncio.shield(handle.cancel())
+            raise
+        except WorkflowFailureError as error:
             if _was_cancelled(error):
                 raise _CancelledElsewhere from None
-            raise RunError(f"the run {run_id} did not finish: {error.cause or error}") from error
+            raise RunError(f"the run {handle.id} did not finish: {error.cause or error}") from error
         if isinstance(outcome, _Failed):
             raise outcome.error
         assert isinstance(outcome, AgentFinalResponse)
@@ -655,7 +775,9 @@ class TemporalEngine:
 
     # any process ---------------------------------------------------------------------------
     async def find(self, trace_id: str) -> EngineRun | None:
-        """The run `trace_id` as Temporal records it (its workflow, not a resumption).
+        """The run `trace_id` as Temporal records it: its latest resumption's workflow when it
+        was resumed (one refused, its decisions not fitting say, is passed over), else its
+        own.
 
         Args:
             trace_id: The run's trace id.
@@ -663,31 +785,13 @@ class TemporalEngine:
         Returns:
             The run (`EngineRun`), or None when it was never submitted to this engine.
         """
-        client = await self._submitter()
-        handle = client.get_workflow_handle(self._id("run", trace_id), result_type=bytes)
-        try:
-            described = await handle.describe()
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        thread_id = str(await described.memo_value("thread_id", ""))
-        status = described.status
-        if status == WorkflowExecutionStatus.RUNNING:
-            state = "running"
-        elif status == WorkflowExecutionStatus.COMPLETED:
-            outcome = pickle.loads(await handle.result())
-            is_response = isinstance(outcome, AgentFinalResponse)
-            state = outcome.metadata.status if is_response else "error"
-        elif status == WorkflowExecutionStatus.CANCELED:
-            state = "cancelled"
-        else:
-            state = "error"
-        return EngineRun(trace_id=trace_id, thread_id=thread_id, status=state)
+        found = await self._latest(trace_id)
+        return None if found is None else found.run
 
     async def cancel(self, trace_id: str) -> EngineRun | None:
-        """Cancel the run `trace_id` from any process: its workflow and its running tool
-        activities (they heartbeat, so they hear of it); its caller gets `cancelled`.
+        """Cancel the run `trace_id` (its latest resumption) from any process: its workflow
+        and its running tool activities (they heartbeat, so they hear of it); its caller gets
+        `cancelled`.
 
         Args:
             trace_id: The run's trace id.
@@ -696,11 +800,55 @@ class TemporalEngine:
             The run as found before cancelling (one that had ended is left as it was), or
             None when it was never submitted to this engine.
         """
-        found = await self.find(trace_id)
-        if found is not None and found.running:
-            client = await self._submitter()
-            await client.get_workflow_handle(self._id("run", trace_id)).cancel()
-        return found
+        found = await self._latest(trace_id)
+        if found is None:
+            return None
+        if found.run.running:
+            await found.handle.cancel()
+        return found.run
+
+    async def _latest(self, trace_id: str) -> _Found | None:
+        """The run's workflow, then each of its resumptions in turn until one is missing: the
+        last that happened."""
+        client = await self._submitter()
+        latest = await self._described(client, self._id("run", trace_id), trace_id)
+        if latest is None:
+            return None
+        for number in itertools.count(1):
+            later = await self._described(
+                client, self._id("resume", f"{trace_id}/{number}"), trace_id
+            )
+            if later is None:
+                return latest
+            if not later.refused:
+                latest = later
+        raise AssertionError("unreachable: the loop above returns")
+
+    async def _described(self, client: Client, workflow_id: str, trace_id: str) -> _Found | None:
+        handle = client.get_workflow_handle(workflow_id, result_type=bytes)
+        try:
+            described = await handle.describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        thread_id = str(await described.memo_value("thread_id", ""))
+        status, refused = described.status, False
+        if status == WorkflowExecutionStatus.RUNNING:
+            state = "running"
+        elif status == WorkflowExecutionStatus.COMPLETED:
+            outcome = pickle.loads(await handle.result())
+            if isinstance(outcome, AgentFinalResponse):
+                state = outcome.metadata.status
+            else:  # a pes-agent error: a run refused on its worker
+                state, refused = "error", workflow_id.startswith(self._id("resume", ""))
+        elif status == WorkflowExecutionStatus.CANCELED:
+            state = "cancelled"
+        else:
+            state = "error"
+        return _Found(
+            handle, EngineRun(trace_id=trace_id, thread_id=thread_id, status=state), refused
+        )
 
     async def _connect(self) -> Client:
         """A client of the Temporal server; a `ConfigurationError` saying what to check when
@@ -713,6 +861,19 @@ class TemporalEngine:
                 f"{self.namespace!r}): start it (temporal server start-dev) or check the "
                 f"address; {str(error).splitlines()[0][:200]}"
             ) from None
+
+    async def _starter(self) -> tuple[Client, bool]:
+        """The client to start a run with, and whether to start it eagerly: the client of
+        this process's worker of the queue, if any (Temporal hands an eagerly started
+        workflow's first task to a worker of the client that started it), else our own."""
+        worker = _WORKERS.get(self.task_queue)
+        if (
+            worker is not None
+            and worker.client is not None
+            and worker.server == (self.address, self.namespace)
+        ):
+            return worker.client, True
+        return await self._submitter(), False
 
     async def _submitter(self) -> Client:
         if self._client is None:
@@ -736,23 +897,33 @@ class TemporalEngine:
         taken over by another worker.
 
         Args:
-            agent: The agent whose tools and providers the runs use.
+            agent: The agent whose tools and providers the runs use; its storage lends the
+                threads' turns (`TurnLeases`: every bundled store does).
 
         Yields:
             Nothing: leave the block to stop the worker.
 
         Raises:
-            UsageError: This process already runs a worker on this task queue.
+            UsageError: This process already runs a worker on this task queue, or the agent's
+                storage lends no turns.
         """
-        if self.task_queue in _AGENTS:
+        if self.task_queue in _WORKERS:
             raise UsageError(
                 f"this process already runs a pes-agent worker on the task queue "
                 f"{self.task_queue!r}; start another process for another worker"
             )
+        if not isinstance(agent.storage, TurnLeases):
+            raise UsageError(
+                f"a Temporal worker's agent needs a storage that lends threads' turns "
+                f"(pes_agent.storage.TurnLeases: claim_turn, release_turn), and "
+                f"{type(agent.storage).__name__} does not: use a bundled one "
+                "(storage='sqlite:///agent.db' or 'postgresql://...')"
+            )
         await agent.tools.open_sources()
         client: Client | None = await self._connect()
         assert client is not None
-        _AGENTS[self.task_queue] = (agent, asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        _WORKERS[self.task_queue] = _Worker(agent, loop, client, (self.address, self.namespace))
         try:
             async with Worker(
                 client,
@@ -765,7 +936,7 @@ class TemporalEngine:
             ):
                 yield
         finally:
-            _AGENTS.pop(self.task_queue, None)
+            _WORKERS.pop(self.task_queue, None)
             client = None
             gc.collect()  # temporalio/sdk-python#300, as in aclose()
 
@@ -778,12 +949,13 @@ class TemporalEngine:
         Raises:
             UsageError: This process runs a worker on this task queue.
         """
-        if self.task_queue in _AGENTS:
+        if self.task_queue in _WORKERS:
             raise UsageError(
                 f"this process runs a pes-agent worker on the task queue {self.task_queue!r}"
             )
-        _AGENTS[self.task_queue] = (agent, asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        _WORKERS[self.task_queue] = _Worker(agent, loop, None, (self.address, self.namespace))
         try:
             yield Replayer(workflows=list(_WORKFLOWS), workflow_runner=UnsandboxedWorkflowRunner())
         finally:
-            _AGENTS.pop(self.task_queue, None)
+            _WORKERS.pop(self.task_queue, None)
