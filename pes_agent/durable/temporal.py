@@ -280,9 +280,10 @@ async def _tool_activity(info: activity.Info, arg: RawValue) -> bytes:
     call = asyncio.ensure_future(run_tool(tool, arguments, context))
     every = info.heartbeat_timeout.total_seconds() / 3 if info.heartbeat_timeout else 1.0
     try:
-        while not call.done():
+        # A heartbeat only once the call has run a while: a quick call sends none (each is a
+        # round trip to the server); a cancelled run's call hears of it at the next one.
+        while not (await asyncio.wait((call,), timeout=every))[0]:
             activity.heartbeat()
-            await asyncio.wait((call,), timeout=every)
     finally:
         call.cancel()
     changes = _StateChanges.between(before, state.data) if state is not None else None
