@@ -145,6 +145,7 @@ END_TURN_ACTIVITY = "pes_agent.end_turn"
 back."""
 _TOOL_PREFIX = "pes_agent.tool."
 _MODEL_PREFIX = "pes_agent.model."
+_COMMIT_STEP = "pes_agent.commit_turn"
 
 MODEL_RETRY_POLICY = RetryPolicy(
     initial_interval=timedelta(seconds=0.5),
@@ -383,10 +384,24 @@ class _Effects:
         self._written: concurrent.futures.Future[Any] | None = None  # the last observation
 
     async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        if self._held:
+        if not self._held:
+            return await self._first(name, effect)
+        if name != _COMMIT_STEP:
             result: T = await self._step(name, effect)
             return result
-        return await self._first(name, effect)
+        # The turn's last step: its commit, and its last observations written. The thread's
+        # next run may start as soon as it has ended, so the same local activity gives the
+        # turn back (one activity less per run than a step of its own).
+        turn, worker = self._turn, self._worker
+
+        async def commit_then_release() -> T:
+            done = await effect()
+            await turn.release(worker)
+            return done
+
+        committed: T = await self._step(name, commit_then_release)
+        self._held = False
+        return committed
 
     async def _first(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """The run's first step: take the thread's turn, then do `effect`, in one local
@@ -473,21 +488,18 @@ class _Effects:
     async def end(self) -> None:
         """End the run (`pes_agent.end_turn`): wait until every observation it recorded is
         written (subscribers see the last ones before the caller's answer), then give its
-        thread's turn back. Skipped when there is neither to do (a replay wrote nothing; a
-        run cancelled while waiting for its turn holds none)."""
-        written, held, turn, worker = self._written, self._held, self._turn, self._worker
-        if written is None and not held:
+        thread's turn back. Skipped when there is neither to do: a committed run did both in
+        its commit step; a run cancelled while waiting for its turn holds none."""
+        held, turn, worker = self._held, self._turn, self._worker
+        if self._written is None and not held:
             return
 
         async def end_turn() -> None:
-            try:
-                if written is not None:
-                    await asyncio.wrap_future(written)
-            finally:
-                if held:
-                    await turn.release(worker)
+            if held:
+                await turn.release(worker)
 
         await self._step(END_TURN_ACTIVITY, end_turn)
+        self._held = False
 
     async def _step(
         self,
@@ -495,10 +507,20 @@ class _Effects:
         run: Callable[[], Coroutine[Any, Any, Any]],
         retry_policy: RetryPolicy = STEP_RETRY_POLICY,
     ) -> Any:
+        # The run's observations recorded so far are written first: what the step records
+        # itself (a model call's stream, the commit's final response) comes after them.
+        written, self._written = self._written, None
+
+        async def in_order() -> Any:
+            if written is not None:
+                with suppress(Exception):  # a failed write is logged by the store
+                    await asyncio.wrap_future(written)
+            return await run()
+
         # Not part of the history's identity of the step (its name and number are), so a
         # random token is fine here: it only finds `run` in this process.
         token = uuid.uuid4().hex
-        _EFFECTS[token] = run
+        _EFFECTS[token] = in_order
         try:
             with _cancellation():
                 done = await workflow.execute_local_activity(

@@ -101,11 +101,28 @@ class FinalizationSystem(PhaseSystem[Executed, Synthesized]):
                 )
                 return await self._save_turn(spec, [user, answer])
 
+        async def commit_and_announce() -> None:
+            saved = await commit()
+            if saved is not None:
+                await run.recorder.record(
+                    ObservationType.STATE_UPDATE,
+                    "State saved",
+                    {"version": saved.version, "data": saved.data, "saving": "implicit"},
+                )
+            await run.recorder.record(
+                ObservationType.FINAL_RESPONSE,
+                "Final response",
+                {"message": answer.model_dump(mode="json"), "status": status},
+            )
+
         effects = run.resources.effects
         try:
-            # On an engine the commit is a step: a run taken over after it saves nothing again.
-            saved = await (
-                commit() if effects is None else effects.once("pes_agent.commit_turn", commit)
+            # On an engine the commit is a step, its observations recorded in it: a run taken
+            # over after it saves and announces nothing again.
+            await (
+                commit_and_announce()
+                if effects is None
+                else effects.once("pes_agent.commit_turn", commit_and_announce)
             )
         except Exception as error:
             # The answer was written and paid for: hand it back with the error, never drop it.
@@ -118,17 +135,6 @@ class FinalizationSystem(PhaseSystem[Executed, Synthesized]):
                 thread_id=spec.thread_id,
                 trace_id=spec.trace_id,
             ) from error
-        if saved is not None:
-            await run.recorder.record(
-                ObservationType.STATE_UPDATE,
-                "State saved",
-                {"version": saved.version, "data": saved.data, "saving": "implicit"},
-            )
-        await run.recorder.record(
-            ObservationType.FINAL_RESPONSE,
-            "Final response",
-            {"message": answer.model_dump(mode="json"), "status": status},
-        )
         run.add(Finalized(message=answer))
         run.add(TerminalComponent(reason="completed"))
 
