@@ -13,21 +13,21 @@ names (the README lists them: they are persisted, so renaming one breaks runs in
 
 | step | when |
 |---|---|
-| `pes_agent.load` | the thread's config, state and history, read once |
+| `pes_agent.load` | the thread's config, state and history, read once (`serialises_turns` engines: first, that no paused run waits on the thread) |
 | `pes_agent.model.<phase>` | a model call (planning, repair, synthesis, reevaluation, ...) |
 | `pes_agent.tool.<tool name>` | one tool call |
 | `pes_agent.pause` | a run waiting for approval is stored |
 | `pes_agent.claim` | a resumed run takes its stored pause |
-| `pes_agent.commit_turn` | the turn's messages (and state) are saved |
-| `pes_agent.check_thread` | no paused run waits on the thread (`serialises_turns` engines) |
+| `pes_agent.commit_turn` | the turn's messages (and state) are saved, and its final observations recorded |
 
 Two more things reach the world outside those steps, and an engine decides how:
 - **Observations.** A run's recorder hands each observation to `RunEffects.record`: an engine
   whose workflow code may do I/O writes it at once; one whose workflow code may not (Temporal)
   keeps it and has the run's next step write it first.
 - **The thread's turn.** In process, a run holds its thread's lock in the store. An engine
-  that runs one turn at a time per thread itself (`serialises_turns`) takes no lock: the run
-  only checks, as the step `pes_agent.check_thread`, that no paused run waits on the thread.
+  that takes the thread's turn itself (`serialises_turns`: Temporal, whose workflow code may
+  hold no lock, leases the turn in its first step) takes no lock: the run's load step also
+  checks that no paused run waits on the thread.
 
 Calls of the DAG run side by side and finish in any order, so the steps they make cannot be
 told apart by the order they start in. The executor marks each call's task with its step
@@ -78,8 +78,9 @@ class RunEffects(Protocol):
     """How one run's side effects go through a durable engine (see the module docstring)."""
 
     serialises_turns: bool
-    """True when the engine itself runs one turn at a time per thread, across all workers:
-    the run then takes no lock in the store (the engine's workflow code may do no I/O)."""
+    """True when the engine itself gives a thread's turn to one run at a time, across all
+    workers: the run then takes no lock in the store (the engine's workflow code may do no
+    I/O), and its load step checks that no paused run waits on the thread."""
 
     runs_elsewhere: bool
     """True when the engine runs the run's code on event loops of its own (Temporal's

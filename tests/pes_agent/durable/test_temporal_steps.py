@@ -242,7 +242,7 @@ async def test_each_activity_gets_the_retry_policy_the_readme_states(
     assert policy.maximum_interval.ToMilliseconds() == HEARTBEAT_TIMEOUT_S * 1000
     assert policy.maximum_attempts == expected.maximum_attempts == 0  # unlimited
     assert STEP_RETRY_POLICY.maximum_attempts == 1
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     for stated in (
         "a model call's retryable `ProviderError`",
         f"tried {MODEL_RETRY_POLICY.maximum_attempts} times in all",
