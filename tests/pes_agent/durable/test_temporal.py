@@ -204,7 +204,7 @@ async def test_cancelling_a_turn_that_waits_for_its_thread_drops_it(
     first = asyncio.create_task(client.process(AgentProps("First", "t1")))
     await workers.wait_for_effect("slow-start b")
     second = asyncio.create_task(client.process(AgentProps("Second", "t1", trace_id="s2")))
-    await asyncio.sleep(0.5)  # the second turn waits in the thread's workflow
+    await asyncio.sleep(0.5)  # the second run waits for the thread's turn
     second.cancel()
     with pytest.raises(asyncio.CancelledError):
         await second
