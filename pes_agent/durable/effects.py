@@ -13,12 +13,12 @@ names (the README lists them: they are persisted, so renaming one breaks runs in
 
 | step | when |
 |---|---|
-| `pes_agent.load` | the thread's config, state and history, read once (`serialises_turns` engines: first, that no paused run waits on the thread) |
+| `pes_agent.load` | the thread's config, state and history, read once (see the thread's turn) |
 | `pes_agent.model.<phase>` | a model call (planning, repair, synthesis, reevaluation, ...) |
 | `pes_agent.tool.<tool name>` | one tool call |
 | `pes_agent.pause` | a run waiting for approval is stored |
 | `pes_agent.claim` | a resumed run takes its stored pause |
-| `pes_agent.commit_turn` | the turn's messages (and state) are saved, and its final observations recorded |
+| `pes_agent.commit_turn` | the turn's messages (and state) saved, its final observations recorded |
 
 Two more things reach the world outside those steps, and an engine decides how:
 - **Observations.** A run's recorder hands each observation to `RunEffects.record`: an engine
