@@ -333,7 +333,7 @@ class _Turn:
     """A run's hold on its thread's turn, named after its workflow (`TurnLeases`)."""
 
     thread_id: str
-    owner: str  # "<workflow id>#<run id>"
+    owner: str  # "<workflow id>#<run id>#<namespace>"
 
     async def claim(self, worker: _Worker) -> str:
         """Take the turn, breaking a lease whose workflow no longer runs; who holds it now."""
@@ -351,11 +351,12 @@ class _Turn:
 
 
 async def _still_running(worker: _Worker, holder: str) -> bool:
-    """Whether the workflow holding a thread's turn still runs (a holder not named by this
-    engine is taken to: it is never broken)."""
-    workflow_id, _, run_id = holder.rpartition("#")
-    if worker.client is None or not workflow_id or not run_id:
+    """Whether the workflow holding a thread's turn still runs. A holder this worker cannot
+    ask about (another namespace's, or not a workflow's) is taken to: it is never broken."""
+    named = holder.rsplit("#", 2)
+    if worker.client is None or len(named) != 3 or named[2] != worker.server[1]:
         return True
+    workflow_id, run_id, _ = named
     try:
         described = await worker.client.get_workflow_handle(workflow_id, run_id=run_id).describe()
     except RPCError as error:
@@ -379,7 +380,7 @@ class _Effects:
         self._job = job
         self._worker = worker  # its loop: where observations recorded by workflow code go
         info = workflow.info()
-        self._turn = _Turn(thread_id, f"{info.workflow_id}#{info.run_id}")
+        self._turn = _Turn(thread_id, f"{info.workflow_id}#{info.run_id}#{info.namespace}")
         self._held = False  # whether the run may hold its thread's turn
         self._written: concurrent.futures.Future[Any] | None = None  # the last observation
 
@@ -784,8 +785,10 @@ class TemporalEngine:
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
-                # The caller gave up: the run stops wherever it is, as it would in process.
-                await asyncio.shield(handle.cancel())
+                # The caller gave up: the run stops wherever it is, as it would in process
+                # (unless it has just ended: then there is nothing to stop).
+                with suppress(RPCError):
+                    await asyncio.shield(handle.cancel())
             raise
         except WorkflowFailureError as error:
             if _was_cancelled(error):

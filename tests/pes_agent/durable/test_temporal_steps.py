@@ -312,7 +312,7 @@ async def test_a_turn_held_by_a_workflow_that_no_longer_runs_is_broken(
 
     storage = here.agent.storage
     assert isinstance(storage, TurnLeases)
-    ghost = f"{here.run_id('never-started')}#{uuid.uuid4()}"
+    ghost = f"{here.run_id('never-started')}#{uuid.uuid4()}#default"
     assert await storage.claim_turn("t2", ghost) == ghost
     later = await asyncio.wait_for(here.agent.process(AgentProps("later", "t2")), 60)
     assert later.metadata.status == "success", later.metadata.error
