@@ -120,10 +120,14 @@ class _Worlds:
     """The worlds runs tick in, each with the PES systems registered: a finished run hands
     its world back for the next, so the world's cached queries are built only once."""
 
-    __slots__ = ("_spare", "_systems")
+    __slots__ = ("_spare", "_template")
 
     def __init__(self, systems: Sequence[tuple[Any, int]]) -> None:
-        self._systems = tuple(systems)
+        # Every world copies the template's systems: they share its registrations, so the
+        # thousands of worlds of as many runs at once cost one dict each for their systems.
+        self._template = World()
+        for system, priority in systems:
+            self._template.register_system(system, priority)
         self._spare: list[World] = []
 
     def take(self) -> World:
@@ -131,8 +135,7 @@ class _Worlds:
         if self._spare:
             return self._spare.pop()
         world = World()
-        for system, priority in self._systems:
-            world.register_system(system, priority)
+        world.copy_systems_from(self._template)
         return world
 
     def give_back(self, world: World) -> None:
