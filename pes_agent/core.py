@@ -525,7 +525,7 @@ class AgentCore(ClosedOnExit):
             reevaluate=settings.reevaluate,
             max_revisions=settings.max_revisions,
         )
-        gate = self._gate(props, trace_id, settings, recorder, paused, decisions)
+        gate = self._gate(props, trace_id, settings, recorder, paused, decisions, effects)
         resources = RunResources(
             llm=llm,
             recorder=recorder,
@@ -607,6 +607,7 @@ class AgentCore(ClosedOnExit):
         recorder: RunRecorder,
         paused: PausedRun | None,
         decisions: dict[str, Decision] | None,
+        effects: RunEffects | None,
     ) -> ApprovalGate | None:
         """The run's approval gate: the agent's, the thread's and the call's rules added up;
         None when no call can need approval (then any executor will do)."""
@@ -635,6 +636,7 @@ class AgentCore(ClosedOnExit):
             decisions=decisions,
             prior=paused.results if paused is not None else None,
             replaced=paused.replaced_steps if paused is not None else (),
+            effects=effects,
         )
 
     async def pending_runs(self, thread_id: str | None = None) -> list[PausedRun]:

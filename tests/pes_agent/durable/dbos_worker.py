@@ -15,7 +15,7 @@ import sys
 from pes_agent import create_agent
 from pes_agent.durable.dbos import DBOSEngine
 from pes_agent.testing import ScriptedProvider
-from tests.pes_agent.durable.scripted import TOOLS, respond
+from tests.pes_agent.durable.scripted import TOOLS, approval_options, respond
 
 
 async def main() -> None:
@@ -24,9 +24,9 @@ async def main() -> None:
     agent = create_agent(
         provider=ScriptedProvider([respond], repeat=True),
         tools=TOOLS,
-        require_approval=["pay"],
         storage=storage,
         engine=engine,
+        **approval_options(),
     )
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

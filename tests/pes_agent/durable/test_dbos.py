@@ -263,3 +263,34 @@ async def test_find_gives_a_finished_runs_response_status(
     found = await engine.find("tr-2")
     assert found is not None
     assert (found.status, found.thread_id, found.worker_id) == ("success", "t1", "w1")
+
+
+async def test_an_in_run_approval_is_a_step_the_worker_taking_over_does_not_ask_again(
+    workers: Workers, client: AgentCore
+) -> None:
+    """The approval_handler's decisions are steps: the worker that takes a run over after a
+    SIGKILL gets them from the record (its own handler, which would decide the other way, is
+    not asked), so the approved slow call finishes there and the denied payment never runs."""
+    first = await workers.start("w1", plan="ask", slow_s=2.0, env={"PES_TEST_APPROVE": "slow_note"})
+    run = asyncio.create_task(client.process(AgentProps("Note and pay", "t1")))
+    await workers.wait_for_effect("slow-start b")
+    await finished_calls(client, "t1", 1)  # the payment, denied (recorded after its decision)
+    await workers.kill(first)
+    assert "slow-done b" not in workers.effects_lines()
+
+    await workers.start("w1", plan="ask", slow_s=2.0, env={"PES_TEST_APPROVE": "pay"})
+    result = await asyncio.wait_for(run, 90)
+
+    assert result.metadata.status == "partial", result.metadata.error  # the denied payment
+    effects = Counter(workers.effects_lines())
+    assert (effects["asked slow_note"], effects["asked pay"]) == (1, 1), effects
+    assert (effects["slow-start b"], effects["slow-done b"]) == (2, 1)
+    assert effects["note B-after"] == 1
+    assert effects["pay 7"] == 0
+    decided = await client.observations.get_observations(
+        "t1", types=[ObservationType.APPROVAL_DECIDED]
+    )
+    assert sorted((o.content["toolName"], o.content["decision"]) for o in decided) == [
+        ("pay", "deny"),
+        ("slow_note", "approve"),
+    ]
