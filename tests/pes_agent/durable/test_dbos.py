@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from dbos import DBOSClient
 
 from pes_agent import (
     AgentProps,
@@ -22,7 +23,8 @@ from pes_agent import (
 )
 from pes_agent.core import AgentCore
 from pes_agent.durable.dbos import DBOSEngine
-from pes_agent.testing import ScriptedProvider
+from pes_agent.testing import ScriptedProvider, plan_call, plan_lines
+from tests.pes_agent.providers.model_server import Fault, ModelServer, Reply
 from tests.pes_agent.storage.conftest import pg_schema, require_postgres, wait_until
 
 from .conftest import Workers, check_notes_run, finished_calls
@@ -293,4 +295,66 @@ async def test_an_in_run_approval_is_a_step_the_worker_taking_over_does_not_ask_
     assert sorted((o.content["toolName"], o.content["decision"]) for o in decided) == [
         ("pay", "deny"),
         ("slow_note", "approve"),
+    ]
+
+
+async def _model_steps(engine_db: str, trace_id: str) -> list[tuple[str, bool]]:
+    """The model steps DBOS recorded for the run `trace_id`: each one's name and whether it
+    failed, in order."""
+    dbos = await asyncio.to_thread(
+        DBOSClient, system_database_url=engine_db, application_name="pes-agent"
+    )
+    try:
+        steps = await dbos.list_workflow_steps_async(f"pes-agent-run-{trace_id}")
+    finally:
+        dbos.destroy()
+    return [
+        (step["function_name"], step["error"] is not None)
+        for step in steps
+        if step["function_name"].startswith("pes_agent.model.")
+    ]
+
+
+ONE_NOTE = plan_lines(plan_call(1, "note", text="a"), intent="one note")
+
+
+async def test_a_model_call_failing_once_is_retried_by_its_provider_inside_one_step(
+    workers: Workers, client: AgentCore
+) -> None:
+    """A transient failure (HTTP 503) is retried by the provider's own retry policy, inside
+    the model step: DBOS records one successful planning step, and the run succeeds."""
+    async with ModelServer() as server:
+        server.script(Fault(503), Reply(ONE_NOTE), Reply("All done."))
+        await workers.start("w1", env={"PES_TEST_MODEL_URL": server.openai_base_url})
+        result = await asyncio.wait_for(
+            client.process(AgentProps("Note it", "t1", trace_id="tr-retry")), 60
+        )
+        requests = len(server.requests)
+    assert result.metadata.status == "success", result.metadata.error
+    assert result.response.content == "All done."
+    assert requests == 3  # the failed attempt, the plan, the answer
+    assert workers.effects_lines() == ["note a"]
+    assert await _model_steps(workers.engine_db, "tr-retry") == [
+        ("pes_agent.model.planning", False),
+        ("pes_agent.model.synthesis", False),
+    ]
+
+
+async def test_a_refused_model_call_is_retried_neither_by_its_provider_nor_by_the_engine(
+    workers: Workers, client: AgentCore
+) -> None:
+    """A refusal (the prompt too long for the model) is final: one request, one failed
+    planning step, and the run ends `error` at once."""
+    async with ModelServer() as server:
+        server.script(Fault(400, code="context_length_exceeded"))
+        await workers.start("w1", env={"PES_TEST_MODEL_URL": server.openai_base_url})
+        result = await asyncio.wait_for(
+            client.process(AgentProps("Note it", "t1", trace_id="tr-refused")), 60
+        )
+        requests = len(server.requests)
+    assert result.metadata.status == "error"
+    assert requests == 1
+    assert workers.effects_lines() == []
+    assert await _model_steps(workers.engine_db, "tr-refused") == [
+        ("pes_agent.model.planning", True)
     ]
