@@ -7,6 +7,7 @@ import asyncio
 import gc
 import json
 import time
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,13 +22,19 @@ from pes_agent import (
     Deny,
     NotAwaitingApprovalError,
     ObservationType,
+    StreamEvent,
     create_agent,
 )
 from pes_agent.core import AgentCore
 from pes_agent.durable.dbos import DBOSEngine
 from pes_agent.testing import ScriptedProvider, plan_call, plan_lines
 from tests.pes_agent.providers.model_server import Fault, ModelServer, Reply
-from tests.pes_agent.storage.conftest import pg_schema, require_postgres, wait_until
+from tests.pes_agent.storage.conftest import (
+    drop_schema,
+    pg_schema,
+    require_postgres,
+    wait_until,
+)
 
 from .conftest import Workers, check_notes_run, finished_calls
 
@@ -402,3 +409,52 @@ async def test_a_run_taken_over_after_a_sigkill_traces_each_step_once(
     # The second worker's spans are children of its run span; the first worker's of a run
     # span that never ended (killed with it).
     assert run_span["context"]["span_id"] in parents
+
+
+# An answer of many tokens (16 characters each), longer than a NOTIFY payload, with text JSON
+# must escape and characters UTF-8 writes in several bytes.
+LONG_ANSWER = "\n".join(f'Line {n}: "quoted" \\ back, tab\t, été ✓ 日本語.' for n in range(600))
+
+
+@pytest.fixture
+async def shared_storage(engine_db: str, tmp_path: Path) -> AsyncIterator[str]:
+    """The agent's storage, of the engine database's kind: a SQLite file beside a SQLite
+    engine, a fresh PostgreSQL schema beside a PostgreSQL one."""
+    if engine_db.startswith("sqlite"):
+        yield f"sqlite:///{tmp_path / 'agent.db'}"
+        return
+    schema = f"pes_test_{uuid.uuid4().hex[:16]}"
+    yield f"{require_postgres()}?schema={schema}"
+    await drop_schema(schema)
+
+
+async def test_a_subscriber_of_the_submitting_agent_gets_the_tokens_a_worker_streams(
+    engine_db: str, shared_storage: str, tmp_path: Path
+) -> None:
+    """Tokens reach subscribers through the store's feed: a stream subscriber on the
+    submitting agent gets the synthesis tokens the worker in another process streams, in
+    order and all of them before process() returns, joined equal to the answer."""
+    pool = Workers(engine_db, shared_storage, tmp_path / "effects.log")
+    engine = DBOSEngine(engine_db, poll_interval_s=0.05)
+    client = create_agent(provider=ScriptedProvider([]), storage=shared_storage, engine=engine)
+    tokens: list[str] = []
+    kinds: list[str] = []
+
+    def on_event(event: StreamEvent) -> None:
+        kinds.append(event.kind)
+        if event.kind == "token":
+            tokens.append(event.text)
+
+    try:
+        await pool.start("w1", slow_s=0.1, env={"PES_TEST_ANSWER": LONG_ANSWER})
+        async with client:
+            stop = client.stream.subscribe(on_event, thread_id="t1", phases="synthesis")
+            result = await asyncio.wait_for(client.process(AgentProps("Take notes", "t1")), 60)
+            stop()
+    finally:
+        await pool.stop_all()
+        await engine.aclose()
+    assert result.metadata.status == "success", result.metadata.error
+    assert result.response.content == LONG_ANSWER
+    assert "".join(tokens) == LONG_ANSWER
+    assert kinds[-1] == "end"
