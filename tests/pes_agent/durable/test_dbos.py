@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 import pytest
 from dbos import DBOSClient
 
@@ -27,6 +28,7 @@ from pes_agent import (
 )
 from pes_agent.core import AgentCore
 from pes_agent.durable.dbos import DBOSEngine
+from pes_agent.server import create_app
 from pes_agent.testing import ScriptedProvider, plan_call, plan_lines
 from tests.pes_agent.providers.model_server import Fault, ModelServer, Reply
 from tests.pes_agent.storage.conftest import (
@@ -458,3 +460,39 @@ async def test_a_subscriber_of_the_submitting_agent_gets_the_tokens_a_worker_str
     assert result.response.content == LONG_ANSWER
     assert "".join(tokens) == LONG_ANSWER
     assert kinds[-1] == "end"
+
+
+async def test_the_server_streams_the_tokens_of_a_run_a_worker_executes(
+    engine_db: str, shared_storage: str, tmp_path: Path
+) -> None:
+    """`pes-agent serve --engine`: a run requested as an event stream gets the worker's
+    synthesis tokens (from the store's feed), joined equal to the answer, then `final`."""
+    pool = Workers(engine_db, shared_storage, tmp_path / "effects.log")
+    engine = DBOSEngine(engine_db, poll_interval_s=0.05)
+    agent = create_agent(provider=ScriptedProvider([]), storage=shared_storage, engine=engine)
+    try:
+        await pool.start("w1", slow_s=0.1, env={"PES_TEST_ANSWER": LONG_ANSWER})
+        async with (
+            agent,
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=create_app(agent)), base_url="http://api"
+            ) as http,
+        ):
+            answered = await asyncio.wait_for(
+                http.post(
+                    "/v1/threads/t1/runs",
+                    json={"query": "Take notes"},
+                    headers={"Accept": "text/event-stream"},
+                ),
+                60,
+            )
+    finally:
+        await pool.stop_all()
+        await engine.aclose()
+    events = [line[7:] for line in answered.text.splitlines() if line.startswith("event: ")]
+    data = [json.loads(line[6:]) for line in answered.text.splitlines() if line[:6] == "data: "]
+    assert events[-1] == "final"
+    assert data[-1]["response"]["content"] == LONG_ANSWER
+    tokens = [d["text"] for d in data if d.get("kind") == "token" and d["phase"] == "synthesis"]
+    assert "".join(tokens) == LONG_ANSWER
+    assert events.count("TOOL_EXECUTION") == 4  # the observations, from the store, once each
