@@ -108,7 +108,7 @@ class _Effects:
     a run's first life. Until a step runs for real, the run replays (`replaying`).
     """
 
-    __slots__ = ("_calls", "_live", "_recorded", "_revised", "_revisions")
+    __slots__ = ("_asks", "_calls", "_live", "_recorded", "_revised", "_revisions")
 
     # The queue's partitions run one turn per thread, and the run also holds the store's lock.
     serialises_turns = False
@@ -117,6 +117,7 @@ class _Effects:
 
     def __init__(self, recorded: frozenset[int] = frozenset()) -> None:
         self._calls: list[StepReservation] = []
+        self._asks: list[StepReservation] = []  # each call's step before its tool call
         self._revisions: list[StepReservation] = []
         self._revised = 0
         self._recorded = recorded
@@ -141,6 +142,11 @@ class _Effects:
         return run
 
     async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        step = CURRENT_STEP.get()
+        if 1 <= step <= len(self._asks):
+            # A call's own step before its tool call (its approval), in its reserved place.
+            reservation = self._asks[step - 1]
+            return await reservation.run_async(_options(name), self._running(effect))
         return await DBOS.run_step_async(_options(name, preemptible=False), self._running(effect))
 
     def open_calls(self, steps: int, revisions: int) -> None:
@@ -148,6 +154,7 @@ class _Effects:
         # whatever order the calls finish in, on the first run and on every replay.
         self._calls = [DBOS.reserve_step() for _ in range(steps)]
         self._revisions = [DBOS.reserve_step() for _ in range(revisions)]
+        self._asks = [DBOS.reserve_step() for _ in range(steps)]
         self._revised = 0
 
     async def model_call(

@@ -16,6 +16,7 @@ names (the README lists them: they are persisted, so renaming one breaks runs in
 | `pes_agent.load` | the thread's config, state and history, read once |
 | `pes_agent.model.<phase>` | a model call (planning, repair, synthesis, reevaluation, ...) |
 | `pes_agent.tool.<tool name>` | one tool call |
+| `pes_agent.approval` | the `approval_handler` asked about one call (its decision kept) |
 | `pes_agent.pause` | a run waiting for approval is stored |
 | `pes_agent.claim` | a resumed run takes its stored pause |
 | `pes_agent.commit_turn` | the turn's messages (and state) are saved |
@@ -89,8 +90,10 @@ class RunEffects(Protocol):
     async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """`effect()`'s outcome, done once per run under the step `name`; a replayed run gets
         the recorded outcome (its value, or the error it raised) without doing it again.
-        For the run's sequential steps: load, pause, claim, commit. `effect` is an async
-        function (an engine tells async steps from sync ones)."""
+        For the run's sequential steps (load, pause, claim, commit) and, inside a DAG call
+        (`CURRENT_STEP` set), for the one step a call makes before its tool call: asking the
+        `approval_handler` (`pes_agent.approval`). `effect` is an async function (an engine
+        tells async steps from sync ones)."""
         ...
 
     def open_calls(self, steps: int, revisions: int) -> None:

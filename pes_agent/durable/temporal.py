@@ -42,8 +42,8 @@ async with agent, engine.worker(agent):                    # in each worker proc
 - **Values in the history** are pickled (the steps' outcomes and the run's response, like
   DBOS's steps): the workers and submitters must share pes-agent's version.
 - **Streaming dispatch** is an in-process optimisation: on an engine, a plan's calls start once
-  the planning step has finished. An `approval_handler` (in-run approvals) runs in workflow
-  code and must not do I/O; pausing runs (`require_approval` without a handler) are steps.
+  the planning step has finished. An `approval_handler` (in-run approvals) is asked in the
+  local activity `pes_agent.approval`: it may do I/O, and a replay gets its decision.
 """
 
 from __future__ import annotations
