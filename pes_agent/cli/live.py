@@ -421,6 +421,10 @@ class RunState:
         """The calls waiting for a person's decision."""
         return [row for row in self.rows if row.status == "approval"]
 
+    def on_stream(self, event: StreamEvent) -> None:
+        """Show `event`, a token of a run executed elsewhere (a durable engine's worker)."""
+        self._on_stream(event)
+
     def restore(self, paused: PausedRun) -> None:
         """Start from a run that paused for approval (`pes-agent approve`): its plan, the
         calls that finished before the pause and the ones waiting for a decision."""
@@ -477,6 +481,10 @@ class RunView(Protocol):
 
     def suspend(self) -> AbstractContextManager[None]: ...
 
+    def on_stream(self, event: StreamEvent) -> None:
+        """Show `event`, a token of a run executed elsewhere (a durable engine's worker)."""
+        self._on_stream(event)
+
     def restore(self, paused: PausedRun) -> None: ...
 
 
@@ -521,6 +529,10 @@ class _ViewBase(ABC):
         """Show `observation` of the run (one recorded elsewhere: a run on a durable engine,
         followed through the store)."""
         self._on_observation(observation)
+
+    def on_stream(self, event: StreamEvent) -> None:
+        """Show `event`, a token of a run executed elsewhere (a durable engine's worker)."""
+        self._on_stream(event)
 
     def restore(self, paused: PausedRun) -> None:
         """Show `paused` (a run resumed after a pause for approval) as it stood."""
@@ -820,6 +832,10 @@ class PlainView(_ViewBase):
 
     def _close(self) -> None:
         self._end_answer()
+
+    def on_stream(self, event: StreamEvent) -> None:
+        """Show `event`, a token of a run executed elsewhere (a durable engine's worker)."""
+        self._on_stream(event)
 
     def restore(self, paused: PausedRun) -> None:
         super().restore(paused)
