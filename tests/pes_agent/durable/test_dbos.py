@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import os
+import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -25,7 +28,7 @@ from pes_agent.durable.dbos import DBOSEngine
 from pes_agent.testing import ScriptedProvider
 from tests.pes_agent.storage.conftest import pg_schema, require_postgres, wait_until
 
-from .conftest import Workers, check_notes_run, finished_calls
+from .conftest import ROOT, Workers, check_notes_run, finished_calls
 
 __all__ = ["pg_schema"]  # the fixture, imported for the tests below
 
@@ -263,3 +266,42 @@ async def test_find_gives_a_finished_runs_response_status(
     found = await engine.find("tr-2")
     assert found is not None
     assert (found.status, found.thread_id, found.worker_id) == ("success", "t1", "w1")
+
+
+async def test_a_replay_reads_the_thread_from_the_record_and_saves_the_turn_once(
+    engine_db: str, tmp_path: Path
+) -> None:
+    """A run's steps are its model and tool calls (the thread's load is kept in the planning
+    call's record; the commit is no step: the store writes a trace's turn once). A replay of
+    the run from its first call (DBOS's fork, `dbos_replay.py`) plans nothing again, loads the
+    thread as the run first did (not with the system prompt changed since), redoes the calls
+    after the fork point and saves no second turn."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.pes_agent.durable.dbos_replay",
+        engine_db,
+        f"sqlite:///{tmp_path / 'agent.db'}",
+        "replayer",
+        str(tmp_path / "effects.log"),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PES_TEST_SLOW_S": "0.05"},
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, err.decode()[-3000:]
+    seen = json.loads(out.decode().strip().splitlines()[-1])
+    assert seen["steps"] == [
+        "pes_agent.model.planning",
+        "pes_agent.tool.note",
+        "pes_agent.tool.slow_note",
+        "pes_agent.tool.note",
+        "pes_agent.tool.note",
+        "pes_agent.model.synthesis",
+    ]
+    assert seen["statuses"] == ["success", "success"]
+    assert seen["replayed_phases"] == ["synthesis"]
+    assert "Changed since." not in seen["replayed_prompt"]
+    assert "helpful, precise assistant" in seen["replayed_prompt"]
+    assert seen["messages"] == ["Take notes", "All done."]
