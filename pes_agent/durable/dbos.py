@@ -405,6 +405,9 @@ class DBOSEngine:
         self.poll_interval_s = float(poll_interval_s)
         self._client: DBOSClient | None = None
         self._client_engine: sqlalchemy.Engine | None = None
+        # The runs this process awaits, and the task polling them (`_outcome`).
+        self._awaited: dict[str, list[asyncio.Future[None]]] = {}
+        self._watcher: asyncio.Task[None] | None = None
         self._client_lock = asyncio.Lock()
         self._working = False  # this process runs this engine's worker
 
@@ -509,12 +512,51 @@ class DBOSEngine:
             _first_lives.discard(workflow_id)  # begun by now (or not ours: a reused trace id)
 
     async def _outcome(self, handle: WorkflowHandleAsync[AgentFinalResponse]) -> AgentFinalResponse:
-        """The workflow's result once it ended, polled so that a cancel lands between reads."""
-        while True:
-            status = await _unbroken(handle.get_status())
-            if status.status not in ("ENQUEUED", "PENDING", "DELAYED"):
-                return await _unbroken(handle.get_result(polling_interval_sec=self.poll_interval_s))
+        """The workflow's result once it ended, polled so that a cancel lands between reads.
+
+        The runs this process awaits are polled together (`_watch`): one read of their
+        statuses per `poll_interval_s`, however many there are, rather than a read each."""
+        workflow_id = handle.workflow_id
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._awaited.setdefault(workflow_id, []).append(ended)
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.create_task(self._watch())
+        try:
+            await ended
+        finally:
+            waiting = self._awaited.get(workflow_id, [])
+            if ended in waiting:
+                waiting.remove(ended)
+            if not waiting:
+                self._awaited.pop(workflow_id, None)
+        return await _unbroken(handle.get_result(polling_interval_sec=self.poll_interval_s))
+
+    async def _watch(self) -> None:
+        """While runs are awaited: read their statuses in one query per poll interval and wake
+        the callers of those that ended (all of them with the error of a read that failed)."""
+        while self._awaited:
             await asyncio.sleep(self.poll_interval_s)
+            awaited = dict(self._awaited)
+            if not awaited:
+                return
+            try:
+                client = await self._submitter()
+                statuses = await _unbroken(
+                    client.list_workflows_async(
+                        workflow_ids=list(awaited), load_input=False, load_output=False
+                    )
+                )
+            except Exception as error:
+                woken = [waiter for waiters in awaited.values() for waiter in waiters]
+                for waiter in woken:
+                    if not waiter.done():
+                        waiter.set_exception(error)
+                continue
+            for status in statuses:
+                if status.status not in ("ENQUEUED", "PENDING", "DELAYED"):
+                    for waiter in awaited.get(status.workflow_id, []):
+                        if not waiter.done():
+                            waiter.set_result(None)
 
     # any process ---------------------------------------------------------------------------
     async def find(self, trace_id: str) -> EngineRun | None:
@@ -585,6 +627,10 @@ class DBOSEngine:
 
     async def aclose(self) -> None:
         """Close the submitting client's connections (a worker closes its own)."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None and not watcher.done():
+            watcher.cancel()
+            await asyncio.wait([watcher])  # its read ends before the client's pool closes
         client, self._client = self._client, None
         engine, self._client_engine = self._client_engine, None
         if client is not None:
