@@ -468,7 +468,9 @@ class AgentCore(ClosedOnExit):
                     # The engine runs the thread's turns one at a time: no lock to take (its
                     # workflow code may do no I/O), the check is a step.
                     waiting = await effects.once(
-                        "pes_agent.check_thread", lambda: self._storage.get_paused_runs(thread_id)
+                        "pes_agent.check_thread",
+                        lambda: self._storage.get_paused_runs(thread_id),
+                        kind="read",
                     )
                 else:
                     await stack.enter_async_context(self._storage.lock_thread(thread_id))
@@ -590,8 +592,11 @@ class AgentCore(ClosedOnExit):
             return context, history, settings
 
         try:
-            # On an engine, read once: a replayed run sees the thread as it first did.
-            loaded = await (read() if effects is None else effects.once("pes_agent.load", read))
+            # On an engine, read once: a replayed run sees the thread as it first did (once
+            # anything recorded depends on it: a read is kept with the run's next step).
+            loaded = await (
+                read() if effects is None else effects.once("pes_agent.load", read, kind="read")
+            )
             context, history, settings = loaded
             config = settings.provider_config
             provider = self._providers.get(config) if config is not None else self._provider

@@ -421,10 +421,6 @@ class RunState:
         """The calls waiting for a person's decision."""
         return [row for row in self.rows if row.status == "approval"]
 
-    def on_stream(self, event: StreamEvent) -> None:
-        """Show `event`, a token of a run executed elsewhere (a durable engine's worker)."""
-        self._on_stream(event)
-
     def restore(self, paused: PausedRun) -> None:
         """Start from a run that paused for approval (`pes-agent approve`): its plan, the
         calls that finished before the pause and the ones waiting for a decision."""
@@ -483,7 +479,6 @@ class RunView(Protocol):
 
     def on_stream(self, event: StreamEvent) -> None:
         """Show `event`, a token of a run executed elsewhere (a durable engine's worker)."""
-        self._on_stream(event)
 
     def restore(self, paused: PausedRun) -> None: ...
 
@@ -832,10 +827,6 @@ class PlainView(_ViewBase):
 
     def _close(self) -> None:
         self._end_answer()
-
-    def on_stream(self, event: StreamEvent) -> None:
-        """Show `event`, a token of a run executed elsewhere (a durable engine's worker)."""
-        self._on_stream(event)
 
     def restore(self, paused: PausedRun) -> None:
         super().restore(paused)

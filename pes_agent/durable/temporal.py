@@ -63,7 +63,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from pes_agent.approvals.models import Decision
-from pes_agent.durable.effects import EngineRun, ToolOutcome, cancelled_elsewhere, run_tool
+from pes_agent.durable.effects import (
+    EngineRun,
+    StepKind,
+    ToolOutcome,
+    cancelled_elsewhere,
+    run_tool,
+)
 from pes_agent.errors import ConfigurationError, PESAgentError, RunError, UsageError
 from pes_agent.observing.types import Observation
 from pes_agent.protocols import LLMResponse
@@ -242,11 +248,18 @@ class _Effects:
         self._loop = loop  # the worker's: where observations recorded by workflow code go
         self._written: concurrent.futures.Future[Any] | None = None  # the last of them
 
-    async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    async def once(
+        self,
+        name: str,
+        effect: Callable[[], Coroutine[Any, Any, T]],
+        *,
+        kind: StepKind = "effect",
+    ) -> T:
+        # Every kind is a local activity: workflow code may do no I/O, not even a read.
         result: T = await self._step(name, effect)
         return result
 
-    def open_calls(self, steps: int, revisions: int) -> None:
+    async def open_calls(self, steps: int, revisions: int) -> None:
         # Nothing to reserve: Temporal numbers steps as they are scheduled and replays them
         # from the history in the order it recorded, whatever order the calls finish in.
         return None

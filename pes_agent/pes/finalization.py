@@ -103,9 +103,12 @@ class FinalizationSystem(PhaseSystem[Executed, Synthesized]):
 
         effects = run.resources.effects
         try:
-            # On an engine the commit is a step: a run taken over after it saves nothing again.
+            # On an engine, a run taken over after the commit saves nothing again: the store
+            # writes a trace id's turn once, so the engine need not record it (idempotent).
             saved = await (
-                commit() if effects is None else effects.once("pes_agent.commit_turn", commit)
+                commit()
+                if effects is None
+                else effects.once("pes_agent.commit_turn", commit, kind="idempotent")
             )
         except Exception as error:
             # The answer was written and paid for: hand it back with the error, never drop it.

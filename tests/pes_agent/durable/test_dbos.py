@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
+import sys
 import time
 import uuid
 from collections import Counter
@@ -38,7 +40,7 @@ from tests.pes_agent.storage.conftest import (
     wait_until,
 )
 
-from .conftest import Workers, check_notes_run, finished_calls
+from .conftest import ROOT, Workers, check_notes_run, finished_calls
 
 __all__ = ["pg_schema"]  # the fixture, imported for the tests below
 
@@ -496,3 +498,42 @@ async def test_the_server_streams_the_tokens_of_a_run_a_worker_executes(
     tokens = [d["text"] for d in data if d.get("kind") == "token" and d["phase"] == "synthesis"]
     assert "".join(tokens) == LONG_ANSWER
     assert events.count("TOOL_EXECUTION") == 4  # the observations, from the store, once each
+
+
+async def test_a_replay_reads_the_thread_from_the_record_and_saves_the_turn_once(
+    engine_db: str, tmp_path: Path
+) -> None:
+    """A run's steps are its model and tool calls (the thread's load is kept in the planning
+    call's record; the commit is no step: the store writes a trace's turn once). A replay of
+    the run from its first call (DBOS's fork, `dbos_replay.py`) plans nothing again, loads the
+    thread as the run first did (not with the system prompt changed since), redoes the calls
+    after the fork point and saves no second turn."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.pes_agent.durable.dbos_replay",
+        engine_db,
+        f"sqlite:///{tmp_path / 'agent.db'}",
+        "replayer",
+        str(tmp_path / "effects.log"),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PES_TEST_SLOW_S": "0.05"},
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, err.decode()[-3000:]
+    seen = json.loads(out.decode().strip().splitlines()[-1])
+    assert seen["steps"] == [
+        "pes_agent.model.planning",
+        "pes_agent.tool.note",
+        "pes_agent.tool.slow_note",
+        "pes_agent.tool.note",
+        "pes_agent.tool.note",
+        "pes_agent.model.synthesis",
+    ]
+    assert seen["statuses"] == ["success", "success"]
+    assert seen["replayed_phases"] == ["synthesis"]
+    assert "Changed since." not in seen["replayed_prompt"]
+    assert "helpful, precise assistant" in seen["replayed_prompt"]
+    assert seen["messages"] == ["Take notes", "All done."]
