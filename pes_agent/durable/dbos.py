@@ -41,9 +41,9 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pes_agent.durable.effects import (
@@ -70,7 +70,7 @@ try:
         WorkflowHandleAsync,
         WorkflowStatus,
     )
-    from dbos._error import DBOSAwaitedWorkflowCancelledError
+    from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSWorkflowCancelledError
 except ImportError as error:  # pragma: no cover - the extra is installed in CI
     raise ConfigurationError(
         "DBOSEngine needs the dbos package: pip install 'pes-agent[dbos]'"
@@ -147,6 +147,8 @@ class _Effects:
         "_revised",
         "_revisions",
         "_slot",
+        "_task",
+        "cancelled",
     )
 
     # The queue's partitions run one turn per thread, and the run also holds the store's lock.
@@ -166,6 +168,9 @@ class _Effects:
         self._read_name = ""
         self._reads: list[Any] = []
         self._replayed_reads: tuple[Any, ...] = ()
+        # The workflow's own task (made inside it), cancelled when DBOS says the run was.
+        self._task = asyncio.current_task()
+        self.cancelled: DBOSWorkflowCancelledError | None = None
 
     def replaying(self) -> bool:
         step = CURRENT_STEP.get()
@@ -185,6 +190,21 @@ class _Effects:
 
         return run
 
+    async def _guarded(self, step: Coroutine[Any, Any, T]) -> T:
+        """`step` awaited. DBOS refusing or stopping it because the run was cancelled (from
+        any process) raises `DBOSWorkflowCancelledError`, a BaseException nothing of the run
+        would handle: instead the run's task is cancelled, so the run ends as a cancelled
+        run does in process (its cancellation and stopped calls recorded), and the workflow
+        raises DBOS's error again at its top (`_cancellable`)."""
+        try:
+            return await step
+        except DBOSWorkflowCancelledError as error:
+            if self.cancelled is None:
+                self.cancelled = error
+                if self._task is not None:
+                    self._task.cancel()
+            raise asyncio.CancelledError(str(error)) from None
+
     async def once(
         self,
         name: str,
@@ -203,7 +223,7 @@ class _Effects:
         if 1 <= step <= len(self._asks):
             # A call's own step before its tool call (its approval), in its reserved place.
             reservation = self._asks[step - 1]
-            return await reservation.run_async(_options(name), self._running(effect))
+            return await self._guarded(reservation.run_async(_options(name), self._running(effect)))
         return await self._step(_options(name, preemptible=False), effect)
 
     async def open_calls(self, steps: int, revisions: int) -> None:
@@ -226,7 +246,7 @@ class _Effects:
         if phase == "reevaluation" and self._revised < len(self._revisions):
             reservation = self._revisions[self._revised]
             self._revised += 1
-            return await reservation.run_async(_options(name), self._running(call))
+            return await self._guarded(reservation.run_async(_options(name), self._running(call)))
         return await self._step(_options(name), call)
 
     async def tool_call(
@@ -271,13 +291,13 @@ class _Effects:
         """`effect` as the run's next step, keeping the reads made since the last one."""
         slot, reads = self._slot, tuple(self._reads)
         if slot is None:
-            return await DBOS.run_step_async(options, self._running(effect))
+            return await self._guarded(DBOS.run_step_async(options, self._running(effect)))
         self._slot, self._reads = None, []
 
         async def carrying() -> _Carried:
             return _Carried(reads, await effect())
 
-        carried: _Carried = await slot.run_async(options, self._running(carrying))
+        carried: _Carried = await self._guarded(slot.run_async(options, self._running(carrying)))
         output: T = carried.output
         return output
 
@@ -293,7 +313,8 @@ class _Effects:
     async def _in_call(self, name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
         step = CURRENT_STEP.get()
         if 1 <= step <= len(self._calls):
-            return await self._calls[step - 1].run_async(_options(name), self._running(call))
+            reserved = self._calls[step - 1]
+            return await self._guarded(reserved.run_async(_options(name), self._running(call)))
         # Beyond the places kept (a custom executor): the next step id, its name checked, so
         # a replay that starts calls in another order fails loudly rather than mixing them up.
         return await self._step(_options(name), call)
@@ -324,6 +345,21 @@ async def _effects() -> _Effects:
     return _Effects({step["function_id"]: step["output"] for step in steps})
 
 
+@contextmanager
+def _cancellable(effects: _Effects) -> Iterator[None]:
+    """The workflow's body: a run that ended cancelled because DBOS cancelled it
+    (`_Effects._guarded`) raises DBOS's own error, as DBOS expects of a cancelled workflow."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        if effects.cancelled is None:
+            raise  # the worker stopping: the run is left to be taken over
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        raise effects.cancelled from None
+
+
 def _worker() -> AgentCore:
     agent = _worker_agent
     if agent is None:  # pragma: no cover - DBOS runs workflows only where a worker launched
@@ -337,7 +373,9 @@ def _worker() -> AgentCore:
 async def _run_workflow(props: AgentProps) -> AgentFinalResponse:
     """One run, on a worker: `process()` with its side effects as steps."""
     assert props.trace_id is not None  # set by the submitting process
-    return await _worker()._process_on_engine(props, props.trace_id, await _effects())
+    effects = await _effects()
+    with _cancellable(effects):
+        return await _worker()._process_on_engine(props, props.trace_id, effects)
 
 
 @DBOS.workflow(name=RESUME_WORKFLOW)
@@ -345,7 +383,9 @@ async def _resume_workflow(
     thread_id: str, trace_id: str, decisions: dict[str, Decision]
 ) -> AgentFinalResponse:
     """The resumption of a paused run, on a worker: `resume()` with its side effects as steps."""
-    return await _worker()._resume_on_engine(thread_id, trace_id, decisions, await _effects())
+    effects = await _effects()
+    with _cancellable(effects):
+        return await _worker()._resume_on_engine(thread_id, trace_id, decisions, effects)
 
 
 _WORKFLOWS: dict[str, Callable[..., Coroutine[Any, Any, AgentFinalResponse]]] = {
@@ -579,6 +619,31 @@ class DBOSEngine:
         found = await self._latest(trace_id)
         return _engine_run(trace_id, found) if found is not None else None
 
+    async def running(self, thread_id: str) -> list[EngineRun]:
+        """The runs of `thread_id` still queued or running (resumptions included), whichever
+        process submitted them: read from DBOS's workflow table, each run's thread from its
+        input.
+
+        Args:
+            thread_id: The thread.
+
+        Returns:
+            Its runs that go on, oldest first.
+        """
+        client = await self._submitter()
+        going = await client.list_workflows_async(
+            status=["ENQUEUED", "DELAYED", "PENDING"],
+            name=[RUN_WORKFLOW, RESUME_WORKFLOW],
+            load_input=True,
+            load_output=False,
+        )
+        runs = []
+        for status in going:
+            found = _thread_and_trace(status)
+            if found is not None and found[0] == thread_id:
+                runs.append(_engine_run(found[1], status, thread_id))
+        return runs
+
     async def cancel(self, trace_id: str) -> EngineRun | None:
         """Cancel the run `trace_id`, from any process (its workflow, and its running steps
         on whichever worker runs it); the process awaiting it gets a `cancelled` response.
@@ -606,7 +671,7 @@ class DBOSEngine:
         resumptions = [
             status
             for status in await client.list_workflows_async(
-                workflow_id_prefix=prefix, sort_desc=True, load_input=False, load_output=True
+                workflow_id_prefix=prefix, sort_desc=True, load_input=True, load_output=True
             )
             # A longer trace id may start with this one and a dash: keep this run's own.
             if len(status.workflow_id) == len(prefix) + 12
@@ -614,7 +679,7 @@ class DBOSEngine:
         if resumptions:
             return resumptions[0]
         runs = await client.list_workflows_async(
-            workflow_ids=[_run_id(trace_id)], load_input=False, load_output=True
+            workflow_ids=[_run_id(trace_id)], load_input=True, load_output=True
         )
         return runs[0] if runs else None
 
@@ -730,15 +795,33 @@ def _resume_prefix(trace_id: str) -> str:
     return f"pes-agent-resume-{trace_id}-"
 
 
-def _engine_run(trace_id: str, status: WorkflowStatus) -> EngineRun:
+def _thread_and_trace(status: WorkflowStatus) -> tuple[str, str] | None:
+    """The thread and trace id of a run's or resumption's workflow, from its input (None
+    for an input that is not one of ours)."""
+    args = status.input["args"] if status.input is not None else ()
+    if status.name == RUN_WORKFLOW and args and isinstance(args[0], AgentProps):
+        props = args[0]
+        return (props.thread_id, props.trace_id) if props.trace_id is not None else None
+    if status.name == RESUME_WORKFLOW and len(args) >= 2:
+        thread_id, trace_id = args[0], args[1]
+        if isinstance(thread_id, str) and isinstance(trace_id, str):
+            return thread_id, trace_id
+    return None
+
+
+def _engine_run(trace_id: str, status: WorkflowStatus, thread_id: str | None = None) -> EngineRun:
     if status.status == "SUCCESS":
         output = status.output
         state: str = output.metadata.status if isinstance(output, AgentFinalResponse) else "success"
     else:
         state = _STATUSES.get(status.status, "running")
+    if thread_id is None:
+        # Its input names it (a run a worker started itself has no queue partition).
+        found = _thread_and_trace(status) if status.input is not None else None
+        thread_id = found[0] if found is not None else status.queue_partition_key
     return EngineRun(
         trace_id=trace_id,
-        thread_id=status.queue_partition_key or "",
+        thread_id=thread_id or "",
         status=state,
         worker_id=status.executor_id,
     )

@@ -257,6 +257,12 @@ class DurableEngine(Protocol):
         knows it, from any process; None when it was never submitted."""
         ...
 
+    async def running(self, thread_id: str) -> list[EngineRun]:
+        """The runs of `thread_id` that go on (queued or running; resumptions included) as
+        the engine records them, whichever process submitted them: what a server lists as
+        running and what keeps a thread from being deleted."""
+        ...
+
     async def cancel(self, trace_id: str) -> EngineRun | None:
         """Cancel the run `trace_id` from any process: the engine stops it (and its running
         tools) wherever it runs, and the process awaiting it gets a `cancelled` response.

@@ -715,6 +715,30 @@ class TemporalEngine:
             await client.get_workflow_handle(self._id("run", trace_id)).cancel()
         return found
 
+    async def running(self, thread_id: str) -> list[EngineRun]:
+        """The runs of `thread_id` still running (resumptions included), whichever process
+        submitted them, from Temporal's visibility store (which may lag a moment behind).
+
+        Args:
+            thread_id: The thread.
+
+        Returns:
+            Its running runs, as `EngineRun`s (status `running`).
+        """
+        client = await self._submitter()
+        prefix = f"pes-agent/{self.task_queue}/"  # every run's and resumption's id (`_id`)
+        query = f'WorkflowId STARTS_WITH "{prefix}" AND ExecutionStatus = "Running"'
+        runs = []
+        async for execution in client.list_workflows(query):
+            if execution.workflow_type not in (RUN_WORKFLOW, RESUME_WORKFLOW):
+                continue
+            if str(await execution.memo_value("thread_id", "")) != thread_id:
+                continue
+            kind, _, key = execution.id.removeprefix(prefix).partition("/")
+            trace_id = key.rpartition("/")[0] if kind == "resume" else key
+            runs.append(EngineRun(trace_id=trace_id, thread_id=thread_id, status="running"))
+        return runs
+
     async def _connect(self) -> Client:
         """A client of the Temporal server; a `ConfigurationError` saying what to check when
         the server cannot be reached."""

@@ -240,6 +240,8 @@ async def test_a_run_cancelled_from_another_process_stops_and_its_caller_gets_ca
         found = await elsewhere.find("tr-1")
         assert found is not None
         assert (found.thread_id, found.status, found.running) == ("t1", "running", True)
+        assert await elsewhere.running("t1") == [found]
+        assert await elsewhere.running("t2") == []
         assert await elsewhere.find("no-such-run") is None
         assert await elsewhere.cancel("no-such-run") is None
 
@@ -257,6 +259,15 @@ async def test_a_run_cancelled_from_another_process_stops_and_its_caller_gets_ca
         again = await elsewhere.cancel("tr-1")
         assert again is not None
         assert not again.running
+        assert await elsewhere.running("t1") == []
+        # The worker records the cancellation as an in-process run does (as it stops the
+        # run): the console and the thread's run list say `cancelled`, not `unfinished`.
+
+        async def recorded() -> bool:
+            errors = await client.observations.get_observations("t1", types=[ObservationType.ERROR])
+            return [(o.trace_id, o.content["phase"]) for o in errors] == [("tr-1", "cancelled")]
+
+        await wait_until(recorded, "the worker to record the run's cancellation")
     finally:
         await elsewhere.aclose()
     await asyncio.sleep(5.0)  # past the time the slow tool would have finished
