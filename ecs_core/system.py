@@ -131,6 +131,19 @@ class SystemExecutor:
         self._order += 1
         self._replan()
 
+    def copy_from(self, other: SystemExecutor) -> None:
+        """Register `other`'s systems here, at their priorities and in their order; this
+        executor must have none. The two share the registrations (never changed once made)
+        and the run order (replaced, never mutated), so a copy costs one dict."""
+        if self._registered:
+            raise InvalidSystemError(
+                f"copy_systems_from() needs a world with no systems; this one has "
+                f"{len(self._registered)}: remove them first or copy into a new World()"
+            )
+        self._registered = dict(other._registered)
+        self._order = other._order
+        self._plan = other._plan
+
     def remove(self, system: System) -> None:
         """Unregister a system; raise `SystemNotFoundError` if it is not registered."""
         self._entry(system)

@@ -271,6 +271,16 @@ class World:
         """Run `system` every tick at `priority`: lower first, equal ones concurrently."""
         self._executor.add(system, priority)
 
+    def copy_systems_from(self, other: World) -> None:
+        """Register every system of `other` here, at the same priorities and in the same
+        order, as if `register_system` had been called for each; this world must have none
+        (`InvalidSystemError` otherwise). Cheaper than registering them one by one: a pool
+        of like worlds shares their registrations. Later changes to either world's systems
+        do not reach the other."""
+        if not isinstance(other, World):
+            raise TypeError(f"copy_systems_from() takes a World, got {type(other).__name__}")
+        self._executor.copy_from(other._executor)
+
     def remove_system(self, system: System) -> None:
         """Stop running `system`; raise `SystemNotFoundError` if it is not registered."""
         self._executor.remove(system)

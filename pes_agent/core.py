@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, Self
 
@@ -30,6 +30,7 @@ from pes_agent.errors import (
     UsageError,
 )
 from pes_agent.observing.logs import get_logger
+from pes_agent.observing.relay import StreamPublisher, StreamRelay
 from pes_agent.observing.streams import StreamSocket
 from pes_agent.observing.types import ObservationType
 from pes_agent.pes.budget import RunBudget
@@ -60,7 +61,7 @@ from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesi
 from pes_agent.providers.base import LLMProvider
 from pes_agent.retrieval.retriever import Retriever
 from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata, RunStatus
-from pes_agent.storage.base import Storage
+from pes_agent.storage.base import Storage, StreamFeed
 from pes_agent.threads._running import enclosing_run, running
 from pes_agent.threads.conversation import ConversationManager
 from pes_agent.threads.ids import check_thread_id
@@ -120,10 +121,14 @@ class _Worlds:
     """The worlds runs tick in, each with the PES systems registered: a finished run hands
     its world back for the next, so the world's cached queries are built only once."""
 
-    __slots__ = ("_spare", "_systems")
+    __slots__ = ("_spare", "_template")
 
     def __init__(self, systems: Sequence[tuple[Any, int]]) -> None:
-        self._systems = tuple(systems)
+        # Every world copies the template's systems: they share its registrations, so the
+        # thousands of worlds of as many runs at once cost one dict each for their systems.
+        self._template = World()
+        for system, priority in systems:
+            self._template.register_system(system, priority)
         self._spare: list[World] = []
 
     def take(self) -> World:
@@ -131,8 +136,7 @@ class _Worlds:
         if self._spare:
             return self._spare.pop()
         world = World()
-        for system, priority in self._systems:
-            world.register_system(system, priority)
+        world.copy_systems_from(self._template)
         return world
 
     def give_back(self, world: World) -> None:
@@ -250,6 +254,12 @@ class AgentCore(ClosedOnExit):
         self._owned = tuple(owned)
         self._defaults = defaults
         self._engine = engine
+        # Tokens across processes (`pes_agent.observing.relay`): the runs an engine's worker
+        # executes with this agent publish theirs to the store's feed; an agent that submits
+        # runs to an engine forwards the feed to its own subscribers while it has some.
+        feed = storage if isinstance(storage, StreamFeed) else None
+        self._stream_out = StreamPublisher(feed, self.stream.origin) if feed else None
+        self._stream_in = StreamRelay(feed, self.stream) if feed and engine else None
         self._resources = ResourceTable()  # each run's services, found by its run entity
         systems = _phase_systems(
             self._resources, tools, storage, defaults, planner, executor, synthesizer, retriever
@@ -317,6 +327,8 @@ class AgentCore(ClosedOnExit):
                 run.cancel_for_close()
             await self._idle.wait()
             try:
+                if self._stream_in is not None:
+                    await self._stream_in.aclose()
                 await close_all(self._owned)
             finally:
                 self._released.set()
@@ -400,7 +412,9 @@ class AgentCore(ClosedOnExit):
         trace_id = props.trace_id or uuid.uuid4().hex
         if self._engine is not None:
             # A worker runs it (`_process_on_engine`), maybe in another process.
-            return await self._engine.run(self, props.model_copy(update={"trace_id": trace_id}))
+            engine = self._engine
+            submitted = props.model_copy(update={"trace_id": trace_id})
+            return await self._streamed_from_engine(lambda: engine.run(self, submitted))
         started = time.perf_counter()
         with self._in_flight("process", props.thread_id, trace_id) as run:
             try:
@@ -415,6 +429,20 @@ class AgentCore(ClosedOnExit):
                 return await self._ended_early(
                     props, trace_id, started, "cancelled", _CANCELLED_BY_CLOSE, status="cancelled"
                 )
+
+    async def _streamed_from_engine(
+        self, submit: Callable[[], Awaitable[AgentFinalResponse]]
+    ) -> AgentFinalResponse:
+        """The response of a run submitted to the engine by `submit()`; while this agent's
+        stream has subscribers, they get the run's tokens from the store's feed, all of them
+        before the response is returned."""
+        relay = self._stream_in
+        if relay is None or not self.stream.active:
+            return await submit()
+        await relay.ready()
+        response = await submit()
+        await relay.caught_up()
+        return response
 
     async def _process_on_engine(
         self, props: AgentProps, trace_id: str, effects: RunEffects
@@ -501,6 +529,7 @@ class AgentCore(ClosedOnExit):
             params=settings.llm_params,
             budget=budget,
             effects=effects,
+            feed=self._stream_out if effects is not None else None,
         )
         spec = RunSpec(
             props=props,
@@ -518,7 +547,7 @@ class AgentCore(ClosedOnExit):
             reevaluate=settings.reevaluate,
             max_revisions=settings.max_revisions,
         )
-        gate = self._gate(props, trace_id, settings, recorder, paused, decisions)
+        gate = self._gate(props, trace_id, settings, recorder, paused, decisions, effects)
         resources = RunResources(
             llm=llm,
             recorder=recorder,
@@ -566,13 +595,14 @@ class AgentCore(ClosedOnExit):
 
         blocking: str | None = None  # a paused run's trace id (with `check_paused`)
         try:
-            # On an engine, read once: a replayed run sees the thread as it first did.
+            # On an engine, read once: a replayed run sees the thread as it first did (once
+            # anything recorded depends on it: a read is kept with the run's next step).
             if effects is None:
                 loaded = await read()
             elif check_paused:
-                blocking, loaded = await effects.once("pes_agent.load", check_and_read)
+                blocking, loaded = await effects.once("pes_agent.load", check_and_read, kind="read")
             else:
-                loaded = await effects.once("pes_agent.load", read)
+                loaded = await effects.once("pes_agent.load", read, kind="read")
             if blocking is None:
                 context, history, settings = loaded
                 config = settings.provider_config
@@ -620,6 +650,7 @@ class AgentCore(ClosedOnExit):
         recorder: RunRecorder,
         paused: PausedRun | None,
         decisions: dict[str, Decision] | None,
+        effects: RunEffects | None,
     ) -> ApprovalGate | None:
         """The run's approval gate: the agent's, the thread's and the call's rules added up;
         None when no call can need approval (then any executor will do)."""
@@ -648,6 +679,7 @@ class AgentCore(ClosedOnExit):
             decisions=decisions,
             prior=paused.results if paused is not None else None,
             replaced=paused.replaced_steps if paused is not None else (),
+            effects=effects,
         )
 
     async def pending_runs(self, thread_id: str | None = None) -> list[PausedRun]:
@@ -714,7 +746,10 @@ class AgentCore(ClosedOnExit):
         if self._engine is not None:
             # A worker resumes it (`_resume_on_engine`); the decisions are checked there, as
             # the run is claimed.
-            return await self._engine.resume(self, thread_id, trace_id, given)
+            engine = self._engine
+            return await self._streamed_from_engine(
+                lambda: engine.resume(self, thread_id, trace_id, given)
+            )
         return await self._resume_here(thread_id, trace_id, given, None)
 
     async def _resume_on_engine(

@@ -33,15 +33,17 @@ run exactly as it went (tool calls that ran side by side overlap):
   `gen_ai.tool.call.id`, `gen_ai.tool.type`, `pes_agent.tool.kind` (`"tool"` or `"language"`
   for a language step).
 
-Model and tool spans are children of their run's span; the run span is the current span while
-the run goes on, so spans your tools open join the same trace. A failure is span status ERROR
-with `error.type` (the exception class, a run's failed phase, `"cancelled"`), a provider's
-retry after a broken stream an event on its chat span. Message content goes on spans only
-with `capture_content=True`: the question and answer on the run span (`gen_ai.input.messages`,
-`gen_ai.output.messages`, with the answering call's `finish_reason`), the arguments and result
-on tool spans (`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`: a failed call has no
-result, only its error status). Credentials never do: nothing of a provider's configuration is
-read.
+Model and tool spans are children of their run's span; the run span is the current span while the
+run goes on, so spans your tools open join the same trace. On a durable engine
+(`pes_agent.durable`), instrument the workers' agent: a run's spans are made where its steps run,
+and a worker taking over the run of a dead one emits the spans of the steps it makes, not again
+those the dead one had finished (those it had under way, which run again, once). A failure is span
+status ERROR with `error.type` (the exception class, a run's failed phase, `"cancelled"`), a
+provider's retry after a broken stream an event on its chat span. Message content goes on spans
+only with `capture_content=True`: the question and answer on the run span (`gen_ai.input.messages`,
+`gen_ai.output.messages`, with the answering call's `finish_reason`), the arguments and result on
+tool spans (`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`: a failed call has no result,
+only its error status). Credentials never do: nothing of a provider's configuration is read.
 
 Every span ends: when a run fails or is cancelled, what it left open ends with it (status
 ERROR, `error.type="cancelled"` or `"unfinished"`); `uninstrument()` ends what is still open.
@@ -83,7 +85,9 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
+    from pes_agent.approvals.models import Decision
     from pes_agent.core import AgentCore
+    from pes_agent.durable.effects import RunEffects
 
 __all__ = ["Instrumentation", "instrument", "instrument_world"]
 
@@ -527,13 +531,52 @@ def instrument(
             resumed=True,
         )
 
+    original_on_engine = agent._process_on_engine
+    original_resume_on_engine = agent._resume_on_engine
+
+    async def on_engine(
+        key: tuple[str, str], run: Callable[[], Any], *, resumed: bool
+    ) -> AgentFinalResponse:
+        # A run a durable engine's worker executes here: traced where its steps run (a run
+        # taken over from a dead worker traces only the steps it makes itself: those replayed
+        # record nothing), unless this very process submitted it and traces it already.
+        if key in tracer.turns:
+            result: AgentFinalResponse = await run()
+            return result
+        return await _traced(tracer, key, run, None, resumed=resumed)
+
+    async def process_on_engine(
+        props: AgentProps, trace_id: str, effects: RunEffects
+    ) -> AgentFinalResponse:
+        return await on_engine(
+            (props.thread_id, trace_id),
+            lambda: original_on_engine(props, trace_id, effects),
+            resumed=False,
+        )
+
+    async def resume_on_engine(
+        thread_id: str, trace_id: str, decisions: dict[str, Decision], effects: RunEffects
+    ) -> AgentFinalResponse:
+        return await on_engine(
+            (thread_id, trace_id),
+            lambda: original_resume_on_engine(thread_id, trace_id, decisions, effects),
+            resumed=True,
+        )
+
     unsubscribe = agent.observations.subscribe(tracer.on_observation, types=_WATCHED)
-    # Instance attributes shadow the methods: every caller of agent.process() is traced.
-    vars(agent).update(process=process, resume=resume, _pes_otel=tracer)
+    # Instance attributes shadow the methods: every caller of agent.process() is traced, and
+    # so is every run an engine's worker executes with this agent.
+    vars(agent).update(
+        process=process,
+        resume=resume,
+        _process_on_engine=process_on_engine,
+        _resume_on_engine=resume_on_engine,
+        _pes_otel=tracer,
+    )
 
     def undo() -> None:
         unsubscribe()
-        for name in ("process", "resume", "_pes_otel"):
+        for name in ("process", "resume", "_process_on_engine", "_resume_on_engine", "_pes_otel"):
             vars(agent).pop(name, None)
 
     return Instrumentation(tracer, undo)

@@ -9,7 +9,9 @@ call no tool and need none.
 An `ApprovalGate` is what an executor consults for one run (`ExecutionContext.approvals`): it
 answers `requires(call)` and, for a call that does, `decide(...)`: the decision taken already
 (at a resume), the `approval_handler`'s answer (in-process mode), or `None` after noting the
-call as pending (the run will pause).
+call as pending (the run will pause). On a durable engine, asking the handler is the step
+`pes_agent.approval` (`APPROVAL_STEP`): its decision is kept with the run, so a run taken over
+by another worker never asks again, and the handler runs where steps run (it may do I/O).
 
 A decision taken is law, whatever the rules of the process that resumes the run: a call with
 a stored decision always goes through it (a denied call never runs), and the rules in force at
@@ -19,7 +21,7 @@ the pause are stored with the run and added to the resuming agent's (`PausedRun`
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pes_agent.approvals.models import (
     ApprovalContext,
@@ -34,7 +36,11 @@ from pes_agent.observing.types import ObservationType
 from pes_agent.planning.plan import ParsedToolCall
 from pes_agent.tools.base import Tool, ToolResult, needs_approval
 
+if TYPE_CHECKING:
+    from pes_agent.durable.effects import RunEffects
+
 __all__ = [
+    "APPROVAL_STEP",
     "ApprovalGate",
     "ApprovalHandler",
     "ApprovalPredicate",
@@ -56,6 +62,9 @@ ApprovalRule = Sequence[str] | ApprovalPredicate
 #: `async handler(pending) -> bool`: approves (True) or denies (False) a call in process.
 ApprovalHandler = Callable[[PendingApproval], Awaitable[bool]]
 Record = Callable[[ObservationType, str, dict[str, Any]], Awaitable[object]]
+
+APPROVAL_STEP = "pes_agent.approval"
+"""The durable step that asks the `approval_handler` about one call (persisted: never rename)."""
 
 
 def ask_always(call: ParsedToolCall, context: ApprovalContext) -> bool:
@@ -112,6 +121,7 @@ class ApprovalGate:
         decisions: Mapping[str, Decision] | None = None,
         prior: Mapping[int, ToolResult] | None = None,
         replaced: Iterable[int] = (),
+        effects: RunEffects | None = None,
     ) -> None:
         self._tools = tools
         self._names = names
@@ -119,6 +129,7 @@ class ApprovalGate:
         self._context = context
         self._handler = handler
         self._record = record
+        self._effects = effects
         self.decisions: dict[str, Decision] = dict(decisions or {})
         self.prior: dict[int, ToolResult] = dict(prior or {})
         self.replaced = frozenset(replaced)
@@ -186,9 +197,21 @@ class ApprovalGate:
             self.held.add(step)
             self._add_pending(call, arguments, step, resolved=True)
             return None
+        if self._effects is None:
+            decision = await self._ask(pending)
+        else:
+            # A step: the decision is kept with the run, so a run taken over by another
+            # worker gets it from the record and never asks again (maybe to another answer).
+            decision = await self._effects.once(APPROVAL_STEP, lambda: self._ask(pending))
+        self.decisions[call.call_id] = decision
+        return decision
+
+    async def _ask(self, pending: PendingApproval) -> Decision:
+        """The handler's decision about `pending`, with its request and decision observed."""
+        assert self._handler is not None
         await self._note(
             ObservationType.APPROVAL_REQUESTED,
-            f"Approval requested: {call.tool_name}",
+            f"Approval requested: {pending.tool_name}",
             {
                 "callId": pending.call_id,
                 "toolName": pending.tool_name,
@@ -202,16 +225,15 @@ class ApprovalGate:
             approved = await self._handler(pending)
         except Exception as exc:
             # A handler that fails has not approved anything.
-            _log.exception("approval_handler_failed", call_id=call.call_id)
+            _log.exception("approval_handler_failed", call_id=pending.call_id)
             decision: Decision = Deny(f"the approval handler failed: {type(exc).__name__}")
         else:
             decision = Approve() if approved is True else Deny("denied by the approval handler")
-        self.decisions[call.call_id] = decision
         await self._note(
             ObservationType.APPROVAL_DECIDED,
             f"Approval {'granted' if isinstance(decision, Approve) else 'denied'}: "
-            f"{call.tool_name}",
-            decided_content(call.call_id, call.tool_name, decision),
+            f"{pending.tool_name}",
+            decided_content(pending.call_id, pending.tool_name, decision),
         )
         return decision
 

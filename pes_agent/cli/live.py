@@ -477,6 +477,9 @@ class RunView(Protocol):
 
     def suspend(self) -> AbstractContextManager[None]: ...
 
+    def on_stream(self, event: StreamEvent) -> None:
+        """Show `event`, a token of a run executed elsewhere (a durable engine's worker)."""
+
     def restore(self, paused: PausedRun) -> None: ...
 
 
@@ -521,6 +524,10 @@ class _ViewBase(ABC):
         """Show `observation` of the run (one recorded elsewhere: a run on a durable engine,
         followed through the store)."""
         self._on_observation(observation)
+
+    def on_stream(self, event: StreamEvent) -> None:
+        """Show `event`, a token of a run executed elsewhere (a durable engine's worker)."""
+        self._on_stream(event)
 
     def restore(self, paused: PausedRun) -> None:
         """Show `paused` (a run resumed after a pause for approval) as it stood."""

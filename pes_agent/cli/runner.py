@@ -203,11 +203,15 @@ async def _process(agent: AgentCore, run: AgentRun, console: Console) -> AgentFi
         try:
             if agent.engine is not None:
                 # A worker runs it and records its observations in the shared store: they are
-                # shown from there (tokens are not stored: the answer comes with the response).
+                # shown from there; its tokens come through the store's stream feed.
                 from pes_agent.durable.following import follow_stored
 
-                async with follow_stored(agent, run.thread_id, run.trace_id, view.observe):
-                    result = await run.start(agent)
+                stop_stream = agent.stream.subscribe(view.on_stream, thread_id=run.thread_id)
+                try:
+                    async with follow_stored(agent, run.thread_id, run.trace_id, view.observe):
+                        result = await run.start(agent)
+                finally:
+                    stop_stream()
             else:
                 detach = view.attach(agent, run.thread_id)
                 try:

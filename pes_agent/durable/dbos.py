@@ -41,12 +41,18 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pes_agent.durable.effects import CURRENT_STEP, EngineRun, ToolOutcome, cancelled_elsewhere
+from pes_agent.durable.effects import (
+    CURRENT_STEP,
+    EngineRun,
+    StepKind,
+    ToolOutcome,
+    cancelled_elsewhere,
+)
 from pes_agent.errors import ConfigurationError, UsageError
 from pes_agent.observing.types import Observation
 from pes_agent.protocols import LLMResponse
@@ -64,7 +70,7 @@ try:
         WorkflowHandleAsync,
         WorkflowStatus,
     )
-    from dbos._error import DBOSAwaitedWorkflowCancelledError
+    from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSWorkflowCancelledError
 except ImportError as error:  # pragma: no cover - the extra is installed in CI
     raise ConfigurationError(
         "DBOSEngine needs the dbos package: pip install 'pes-agent[dbos]'"
@@ -101,26 +107,70 @@ _worker_engine: DBOSEngine | None = None
 _first_lives: set[str] = set()
 
 
+class _Carried:
+    """A step's outcome kept with the reads the run made just before it (`once(...,
+    kind="read")`), so that a replay finds those reads in the step's record."""
+
+    __slots__ = ("output", "reads")
+
+    def __init__(self, reads: tuple[Any, ...], output: Any) -> None:
+        self.reads = reads
+        self.output = output
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Carried, (self.reads, self.output))
+
+
 class _Effects:
     """A run's side effects as DBOS steps (`pes_agent.durable.effects.RunEffects`).
 
-    `recorded` holds the ids of the steps an earlier life of this workflow finished: empty on
-    a run's first life. Until a step runs for real, the run replays (`replaying`).
+    `recorded` maps the ids of the steps an earlier life of this workflow finished to their
+    outputs: empty on a run's first life. Until a step runs for real, the run replays
+    (`replaying`).
+
+    A read (`once(..., kind="read")`, the thread's load) is no step of its own: it reserves
+    the next step id, and the run's next sequential step runs there with the read kept in
+    its record (`_Carried`); a DAG's calls start side by side, so before them the read is
+    recorded alone, under its own name. A replay finds the read in that record, or reads
+    again when the earlier life died before it: nothing recorded depended on it then. An
+    idempotent effect (the turn's commit) is done with no step: the store dedupes it.
     """
 
-    __slots__ = ("_calls", "_live", "_recorded", "_revised", "_revisions")
+    __slots__ = (
+        "_asks",
+        "_calls",
+        "_live",
+        "_read_name",
+        "_reads",
+        "_recorded",
+        "_replayed_reads",
+        "_revised",
+        "_revisions",
+        "_slot",
+        "_task",
+        "cancelled",
+    )
 
     # The queue's partitions run one turn per thread, and the run also holds the store's lock.
     serialises_turns = False
     # The workflow runs on the worker's loop: the agent's aclose() waits for it.
     runs_elsewhere = False
 
-    def __init__(self, recorded: frozenset[int] = frozenset()) -> None:
+    def __init__(self, recorded: dict[int, Any] | None = None) -> None:
         self._calls: list[StepReservation] = []
+        self._asks: list[StepReservation] = []  # each call's step before its tool call
         self._revisions: list[StepReservation] = []
         self._revised = 0
-        self._recorded = recorded
-        self._live = not recorded
+        self._recorded = recorded or {}
+        self._live = not self._recorded
+        # Reads waiting for the next step's record, at the step id reserved for them.
+        self._slot: StepReservation | None = None
+        self._read_name = ""
+        self._reads: list[Any] = []
+        self._replayed_reads: tuple[Any, ...] = ()
+        # The workflow's own task (made inside it), cancelled when DBOS says the run was.
+        self._task = asyncio.current_task()
+        self.cancelled: DBOSWorkflowCancelledError | None = None
 
     def replaying(self) -> bool:
         step = CURRENT_STEP.get()
@@ -140,14 +190,51 @@ class _Effects:
 
         return run
 
-    async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        return await DBOS.run_step_async(_options(name, preemptible=False), self._running(effect))
+    async def _guarded(self, step: Coroutine[Any, Any, T]) -> T:
+        """`step` awaited. DBOS refusing or stopping it because the run was cancelled (from
+        any process) raises `DBOSWorkflowCancelledError`, a BaseException nothing of the run
+        would handle: instead the run's task is cancelled, so the run ends as a cancelled
+        run does in process (its cancellation and stopped calls recorded), and the workflow
+        raises DBOS's error again at its top (`_cancellable`)."""
+        try:
+            return await step
+        except DBOSWorkflowCancelledError as error:
+            if self.cancelled is None:
+                self.cancelled = error
+                if self._task is not None:
+                    self._task.cancel()
+            raise asyncio.CancelledError(str(error)) from None
 
-    def open_calls(self, steps: int, revisions: int) -> None:
+    async def once(
+        self,
+        name: str,
+        effect: Callable[[], Coroutine[Any, Any, T]],
+        *,
+        kind: StepKind = "effect",
+    ) -> T:
+        if kind == "read":
+            return await self._read(name, effect)
+        if kind == "idempotent":
+            # Done again on a replay that gets here (the store writes nothing twice): what
+            # the run records after it is written then, as it may not have been before.
+            self._live = True
+            return await effect()
+        step = CURRENT_STEP.get()
+        if 1 <= step <= len(self._asks):
+            # A call's own step before its tool call (its approval), in its reserved place.
+            reservation = self._asks[step - 1]
+            return await self._guarded(reservation.run_async(_options(name), self._running(effect)))
+        return await self._step(_options(name, preemptible=False), effect)
+
+    async def open_calls(self, steps: int, revisions: int) -> None:
+        # The calls start side by side: a read waiting for the next step is recorded now,
+        # alone, or whichever call ran first would carry it.
+        await self._record_reads()
         # Reserved now, in order, before any call starts: each call's step keeps its place
         # whatever order the calls finish in, on the first run and on every replay.
         self._calls = [DBOS.reserve_step() for _ in range(steps)]
         self._revisions = [DBOS.reserve_step() for _ in range(revisions)]
+        self._asks = [DBOS.reserve_step() for _ in range(steps)]
         self._revised = 0
 
     async def model_call(
@@ -159,8 +246,8 @@ class _Effects:
         if phase == "reevaluation" and self._revised < len(self._revisions):
             reservation = self._revisions[self._revised]
             self._revised += 1
-            return await reservation.run_async(_options(name), self._running(call))
-        return await DBOS.run_step_async(_options(name), self._running(call))
+            return await self._guarded(reservation.run_async(_options(name), self._running(call)))
+        return await self._step(_options(name), call)
 
     async def tool_call(
         self,
@@ -184,13 +271,53 @@ class _Effects:
             return observation
         return await write(observation)
 
+    async def _read(self, name: str, read: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """`read()`'s outcome, kept for the next step's record; on a replay, the outcome that
+        record kept when there is one."""
+        if self._slot is None:
+            self._slot = DBOS.reserve_step()
+            self._read_name = name
+            self._reads = []
+            kept = self._recorded.get(self._slot.step_id)
+            self._replayed_reads = kept.reads if isinstance(kept, _Carried) else ()
+        index = len(self._reads)
+        value: T = (
+            self._replayed_reads[index] if index < len(self._replayed_reads) else await read()
+        )
+        self._reads.append(value)
+        return value
+
+    async def _step(self, options: StepOptions, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """`effect` as the run's next step, keeping the reads made since the last one."""
+        slot, reads = self._slot, tuple(self._reads)
+        if slot is None:
+            return await self._guarded(DBOS.run_step_async(options, self._running(effect)))
+        self._slot, self._reads = None, []
+
+        async def carrying() -> _Carried:
+            return _Carried(reads, await effect())
+
+        carried: _Carried = await self._guarded(slot.run_async(options, self._running(carrying)))
+        output: T = carried.output
+        return output
+
+    async def _record_reads(self) -> None:
+        """The reads waiting for the next step, recorded now as a step of their own."""
+        if self._slot is not None:
+
+            async def nothing() -> None:
+                return None
+
+            await self._step(_options(self._read_name, preemptible=False), nothing)
+
     async def _in_call(self, name: str, call: Callable[[], Coroutine[Any, Any, T]]) -> T:
         step = CURRENT_STEP.get()
         if 1 <= step <= len(self._calls):
-            return await self._calls[step - 1].run_async(_options(name), self._running(call))
+            reserved = self._calls[step - 1]
+            return await self._guarded(reserved.run_async(_options(name), self._running(call)))
         # Beyond the places kept (a custom executor): the next step id, its name checked, so
         # a replay that starts calls in another order fails loudly rather than mixing them up.
-        return await DBOS.run_step_async(_options(name), self._running(call))
+        return await self._step(_options(name), call)
 
 
 def _options(name: str, *, preemptible: bool = True) -> StepOptions:
@@ -213,8 +340,24 @@ async def _effects() -> _Effects:
         _first_lives.discard(workflow_id)
         return _Effects()
     client = await engine._submitter()
-    steps = await client.list_workflow_steps_async(workflow_id, load_output=False)
-    return _Effects(frozenset(step["function_id"] for step in steps))
+    # With their outputs: a read the run made is kept in the record of the step after it.
+    steps = await client.list_workflow_steps_async(workflow_id, load_output=True)
+    return _Effects({step["function_id"]: step["output"] for step in steps})
+
+
+@contextmanager
+def _cancellable(effects: _Effects) -> Iterator[None]:
+    """The workflow's body: a run that ended cancelled because DBOS cancelled it
+    (`_Effects._guarded`) raises DBOS's own error, as DBOS expects of a cancelled workflow."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        if effects.cancelled is None:
+            raise  # the worker stopping: the run is left to be taken over
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        raise effects.cancelled from None
 
 
 def _worker() -> AgentCore:
@@ -230,7 +373,9 @@ def _worker() -> AgentCore:
 async def _run_workflow(props: AgentProps) -> AgentFinalResponse:
     """One run, on a worker: `process()` with its side effects as steps."""
     assert props.trace_id is not None  # set by the submitting process
-    return await _worker()._process_on_engine(props, props.trace_id, await _effects())
+    effects = await _effects()
+    with _cancellable(effects):
+        return await _worker()._process_on_engine(props, props.trace_id, effects)
 
 
 @DBOS.workflow(name=RESUME_WORKFLOW)
@@ -238,7 +383,9 @@ async def _resume_workflow(
     thread_id: str, trace_id: str, decisions: dict[str, Decision]
 ) -> AgentFinalResponse:
     """The resumption of a paused run, on a worker: `resume()` with its side effects as steps."""
-    return await _worker()._resume_on_engine(thread_id, trace_id, decisions, await _effects())
+    effects = await _effects()
+    with _cancellable(effects):
+        return await _worker()._resume_on_engine(thread_id, trace_id, decisions, effects)
 
 
 _WORKFLOWS: dict[str, Callable[..., Coroutine[Any, Any, AgentFinalResponse]]] = {
@@ -305,6 +452,10 @@ class DBOSEngine:
         self.concurrency = concurrency
         self.poll_interval_s = float(poll_interval_s)
         self._client: DBOSClient | None = None
+        self._client_engine: sqlalchemy.Engine | None = None
+        # The runs this process awaits, and the task polling them (`_outcome`).
+        self._awaited: dict[str, list[asyncio.Future[None]]] = {}
+        self._watcher: asyncio.Task[None] | None = None
         self._client_lock = asyncio.Lock()
         self._working = False  # this process runs this engine's worker
 
@@ -409,12 +560,51 @@ class DBOSEngine:
             _first_lives.discard(workflow_id)  # begun by now (or not ours: a reused trace id)
 
     async def _outcome(self, handle: WorkflowHandleAsync[AgentFinalResponse]) -> AgentFinalResponse:
-        """The workflow's result once it ended, polled so that a cancel lands between reads."""
-        while True:
-            status = await _unbroken(handle.get_status())
-            if status.status not in ("ENQUEUED", "PENDING", "DELAYED"):
-                return await _unbroken(handle.get_result(polling_interval_sec=self.poll_interval_s))
+        """The workflow's result once it ended, polled so that a cancel lands between reads.
+
+        The runs this process awaits are polled together (`_watch`): one read of their
+        statuses per `poll_interval_s`, however many there are, rather than a read each."""
+        workflow_id = handle.workflow_id
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._awaited.setdefault(workflow_id, []).append(ended)
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.create_task(self._watch())
+        try:
+            await ended
+        finally:
+            waiting = self._awaited.get(workflow_id, [])
+            if ended in waiting:
+                waiting.remove(ended)
+            if not waiting:
+                self._awaited.pop(workflow_id, None)
+        return await _unbroken(handle.get_result(polling_interval_sec=self.poll_interval_s))
+
+    async def _watch(self) -> None:
+        """While runs are awaited: read their statuses in one query per poll interval and wake
+        the callers of those that ended (all of them with the error of a read that failed)."""
+        while self._awaited:
             await asyncio.sleep(self.poll_interval_s)
+            awaited = dict(self._awaited)
+            if not awaited:
+                return
+            try:
+                client = await self._submitter()
+                statuses = await _unbroken(
+                    client.list_workflows_async(
+                        workflow_ids=list(awaited), load_input=False, load_output=False
+                    )
+                )
+            except Exception as error:
+                woken = [waiter for waiters in awaited.values() for waiter in waiters]
+                for waiter in woken:
+                    if not waiter.done():
+                        waiter.set_exception(error)
+                continue
+            for status in statuses:
+                if status.status not in ("ENQUEUED", "PENDING", "DELAYED"):
+                    for waiter in awaited.get(status.workflow_id, []):
+                        if not waiter.done():
+                            waiter.set_result(None)
 
     # any process ---------------------------------------------------------------------------
     async def find(self, trace_id: str) -> EngineRun | None:
@@ -428,6 +618,31 @@ class DBOSEngine:
         """
         found = await self._latest(trace_id)
         return _engine_run(trace_id, found) if found is not None else None
+
+    async def running(self, thread_id: str) -> list[EngineRun]:
+        """The runs of `thread_id` still queued or running (resumptions included), whichever
+        process submitted them: read from DBOS's workflow table, each run's thread from its
+        input.
+
+        Args:
+            thread_id: The thread.
+
+        Returns:
+            Its runs that go on, oldest first.
+        """
+        client = await self._submitter()
+        going = await client.list_workflows_async(
+            status=["ENQUEUED", "DELAYED", "PENDING"],
+            name=[RUN_WORKFLOW, RESUME_WORKFLOW],
+            load_input=True,
+            load_output=False,
+        )
+        runs = []
+        for status in going:
+            found = _thread_and_trace(status)
+            if found is not None and found[0] == thread_id:
+                runs.append(_engine_run(found[1], status, thread_id))
+        return runs
 
     async def cancel(self, trace_id: str) -> EngineRun | None:
         """Cancel the run `trace_id`, from any process (its workflow, and its running steps
@@ -456,7 +671,7 @@ class DBOSEngine:
         resumptions = [
             status
             for status in await client.list_workflows_async(
-                workflow_id_prefix=prefix, sort_desc=True, load_input=False, load_output=True
+                workflow_id_prefix=prefix, sort_desc=True, load_input=True, load_output=True
             )
             # A longer trace id may start with this one and a dash: keep this run's own.
             if len(status.workflow_id) == len(prefix) + 12
@@ -464,7 +679,7 @@ class DBOSEngine:
         if resumptions:
             return resumptions[0]
         runs = await client.list_workflows_async(
-            workflow_ids=[_run_id(trace_id)], load_input=False, load_output=True
+            workflow_ids=[_run_id(trace_id)], load_input=True, load_output=True
         )
         return runs[0] if runs else None
 
@@ -473,18 +688,28 @@ class DBOSEngine:
         once wait for it rather than each making a client of their own)."""
         async with self._client_lock:
             if self._client is None:
+                # On SQLite, the connections tuned as the worker's are (`_engine_for`).
+                self._client_engine = _engine_for(self.database_url)
                 self._client = await asyncio.to_thread(
                     DBOSClient,
                     system_database_url=_system_url(self.database_url),
+                    system_database_engine=self._client_engine,
                     application_name=self.app_name,
                 )
             return self._client
 
     async def aclose(self) -> None:
         """Close the submitting client's connections (a worker closes its own)."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None and not watcher.done():
+            watcher.cancel()
+            await asyncio.wait([watcher])  # its read ends before the client's pool closes
         client, self._client = self._client, None
+        engine, self._client_engine = self._client_engine, None
         if client is not None:
             client.destroy()  # closes its pool's connections: quick
+        if engine is not None:
+            engine.dispose()  # an engine given to the client is the giver's to close
 
     # working ------------------------------------------------------------------------------
     @asynccontextmanager
@@ -570,15 +795,33 @@ def _resume_prefix(trace_id: str) -> str:
     return f"pes-agent-resume-{trace_id}-"
 
 
-def _engine_run(trace_id: str, status: WorkflowStatus) -> EngineRun:
+def _thread_and_trace(status: WorkflowStatus) -> tuple[str, str] | None:
+    """The thread and trace id of a run's or resumption's workflow, from its input (None
+    for an input that is not one of ours)."""
+    args = status.input["args"] if status.input is not None else ()
+    if status.name == RUN_WORKFLOW and args and isinstance(args[0], AgentProps):
+        props = args[0]
+        return (props.thread_id, props.trace_id) if props.trace_id is not None else None
+    if status.name == RESUME_WORKFLOW and len(args) >= 2:
+        thread_id, trace_id = args[0], args[1]
+        if isinstance(thread_id, str) and isinstance(trace_id, str):
+            return thread_id, trace_id
+    return None
+
+
+def _engine_run(trace_id: str, status: WorkflowStatus, thread_id: str | None = None) -> EngineRun:
     if status.status == "SUCCESS":
         output = status.output
         state: str = output.metadata.status if isinstance(output, AgentFinalResponse) else "success"
     else:
         state = _STATUSES.get(status.status, "running")
+    if thread_id is None:
+        # Its input names it (a run a worker started itself has no queue partition).
+        found = _thread_and_trace(status) if status.input is not None else None
+        thread_id = found[0] if found is not None else status.queue_partition_key
     return EngineRun(
         trace_id=trace_id,
-        thread_id=status.queue_partition_key or "",
+        thread_id=thread_id or "",
         status=state,
         worker_id=status.executor_id,
     )
@@ -592,17 +835,23 @@ def _system_url(database_url: str) -> str:
 
 def _engine_for(database_url: str) -> sqlalchemy.Engine | None:
     """SQLite in WAL mode with synchronous=NORMAL (a commit per step costs a fraction of the
-    default's); None lets DBOS build PostgreSQL's engine."""
+    default's), for the worker and the client alike; None lets DBOS build PostgreSQL's engine.
+
+    An engine given to DBOS replaces the one it would build, so each connection is also set up
+    as DBOS sets up its own: writers begin IMMEDIATE transactions (DBOS serialises them
+    so), foreign keys on."""
     if not database_url.startswith("sqlite:///"):
         return None
     engine = sqlalchemy.create_engine(database_url, connect_args={"timeout": 30})
 
     @sqlalchemy.event.listens_for(engine, "connect")
     def _tune(connection: Any, _record: Any) -> None:
+        connection.isolation_level = "IMMEDIATE"
         cursor = connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
     return engine

@@ -11,14 +11,25 @@ An engine implements `RunEffects`; `AgentCore` hands it to the run's model calle
 invoker and phases (`RunResources.effects`), and nothing else changes. Steps have stable
 names (the README lists them: they are persisted, so renaming one breaks runs in flight):
 
-| step | when |
-|---|---|
-| `pes_agent.load` | the thread's config, state and history, read once (see the thread's turn) |
-| `pes_agent.model.<phase>` | a model call (planning, repair, synthesis, reevaluation, ...) |
-| `pes_agent.tool.<tool name>` | one tool call |
-| `pes_agent.pause` | a run waiting for approval is stored |
-| `pes_agent.claim` | a resumed run takes its stored pause |
-| `pes_agent.commit_turn` | the turn's messages (and state) saved, its final observations recorded |
+| step | when | kind |
+|---|---|---|
+| `pes_agent.load` | the thread's config, state and history, read once (see below) | read |
+| `pes_agent.model.<phase>` | a model call (planning, repair, synthesis, reevaluation, ...) | |
+| `pes_agent.tool.<tool name>` | one tool call | |
+| `pes_agent.approval` | the `approval_handler` asked about one call (its decision kept) | effect |
+| `pes_agent.pause` | a run waiting for approval is stored | effect |
+| `pes_agent.claim` | a resumed run takes its stored pause | effect |
+| `pes_agent.commit_turn` | the turn saved, its last observations recorded | idempotent |
+
+A step of the run's own bookkeeping (`RunEffects.once`) says what kind of effect it is
+(`StepKind`), and an engine that can may record less for it:
+- **effect**: done once and recorded, so that a replay gets the recorded outcome.
+- **read**: no side effect. Its outcome matters only to what the run does next, so an engine
+  may keep it unrecorded until the run's next step and record it with that step: a run that
+  dies before then reads again, and nothing recorded depended on the first read.
+- **idempotent**: doing it again changes nothing and returns the same outcome (the turn's
+  commit: the store writes a trace id's turn once, `Storage.commit_turn`), so an engine whose
+  workflow code may do I/O may do it with no record at all.
 
 Two more things reach the world outside those steps, and an engine decides how:
 - **Observations.** A run's recorder hands each observation to `RunEffects.record`: an engine
@@ -42,7 +53,7 @@ from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from pes_agent.errors import ToolExecutionError
 from pes_agent.protocols import LLMResponse
@@ -60,12 +71,17 @@ __all__ = [
     "EffectInvoker",
     "EngineRun",
     "RunEffects",
+    "StepKind",
     "ToolOutcome",
     "cancelled_elsewhere",
     "run_tool",
 ]
 
 T = TypeVar("T")
+
+StepKind = Literal["effect", "read", "idempotent"]
+"""What a step of the run's bookkeeping does (`RunEffects.once`; the module docstring says what
+an engine may do with each)."""
 
 CURRENT_STEP: ContextVar[int] = ContextVar("pes_agent_durable_step", default=0)
 """The step number (1-based position in the plan) of the DAG call the current task runs;
@@ -87,14 +103,24 @@ class RunEffects(Protocol):
     workflow threads): the worker's agent does not count it as a run under way (`aclose()`
     neither waits for it nor cancels it); the engine's worker hands it over when it stops."""
 
-    async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    async def once(
+        self,
+        name: str,
+        effect: Callable[[], Coroutine[Any, Any, T]],
+        *,
+        kind: StepKind = "effect",
+    ) -> T:
         """`effect()`'s outcome, done once per run under the step `name`; a replayed run gets
         the recorded outcome (its value, or the error it raised) without doing it again.
-        For the run's sequential steps: load, pause, claim, commit. `effect` is an async
-        function (an engine tells async steps from sync ones)."""
+        For the run's sequential steps (load, pause, claim, commit) and, inside a DAG call
+        (`CURRENT_STEP` set), for the one step a call makes before its tool call: asking the
+        `approval_handler` (`pes_agent.approval`). `effect` is an async function (an engine
+        tells async steps from sync ones). `kind` says what an engine may record less for
+        (module docstring): a `read` whose outcome a replay does not find recorded is read
+        again; an `idempotent` effect may be done again."""
         ...
 
-    def open_calls(self, steps: int, revisions: int) -> None:
+    async def open_calls(self, steps: int, revisions: int) -> None:
         """Before a DAG starts: keep places for the steps of up to `steps` calls and
         `revisions` re-evaluations, so that calls finishing in any order get the same step
         identities on every replay."""
@@ -230,6 +256,12 @@ class DurableEngine(Protocol):
     async def find(self, trace_id: str) -> EngineRun | None:
         """The run `trace_id` (its latest resumption, when it was resumed) as the engine
         knows it, from any process; None when it was never submitted."""
+        ...
+
+    async def running(self, thread_id: str) -> list[EngineRun]:
+        """The runs of `thread_id` that go on (queued or running; resumptions included) as
+        the engine records them, whichever process submitted them: what a server lists as
+        running and what keeps a thread from being deleted."""
         ...
 
     async def cancel(self, trace_id: str) -> EngineRun | None:

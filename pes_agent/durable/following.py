@@ -11,7 +11,8 @@ nothing. `follow_stored` hands the run's observations to a callback as they reac
 pushed by a store with a cross-process feed (PostgreSQL), read again every `every_s`
 otherwise (SQLite). Each is delivered once, in order within a read; leaving the block reads
 the store a last time, so the observations stored before the run's response came are all
-delivered. Tokens are not stored: a follower sees the answer with the response.
+delivered. Tokens are not stored: they come through the store's stream feed to the agent's
+`stream` subscribers (`pes_agent.observing.relay`).
 """
 
 from __future__ import annotations

@@ -55,8 +55,8 @@ async with agent, engine.worker(agent):                    # in each worker proc
 - **Values in the history** are pickled (the steps' outcomes and the run's response, like
   DBOS's steps): the workers and submitters must share pes-agent's version.
 - **Streaming dispatch** is an in-process optimisation: on an engine, a plan's calls start once
-  the planning step has finished. An `approval_handler` (in-run approvals) runs in workflow
-  code and must not do I/O; pausing runs (`require_approval` without a handler) are steps.
+  the planning step has finished. An `approval_handler` (in-run approvals) is asked in the
+  local activity `pes_agent.approval`: it may do I/O, and a replay gets its decision.
 """
 
 from __future__ import annotations
@@ -77,7 +77,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from pes_agent.approvals.models import Decision
-from pes_agent.durable.effects import EngineRun, ToolOutcome, cancelled_elsewhere, run_tool
+from pes_agent.durable.effects import (
+    EngineRun,
+    StepKind,
+    ToolOutcome,
+    cancelled_elsewhere,
+    run_tool,
+)
 from pes_agent.errors import (
     ConfigurationError,
     PESAgentError,
@@ -384,7 +390,14 @@ class _Effects:
         self._held = False  # whether the run may hold its thread's turn
         self._written: concurrent.futures.Future[Any] | None = None  # the last observation
 
-    async def once(self, name: str, effect: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    async def once(
+        self,
+        name: str,
+        effect: Callable[[], Coroutine[Any, Any, T]],
+        *,
+        kind: StepKind = "effect",
+    ) -> T:
+        # Every kind is a local activity: workflow code may do no I/O, not even a read.
         if not self._held:
             return await self._first(name, effect)
         if name != _COMMIT_STEP:
@@ -424,7 +437,7 @@ class _Effects:
             await workflow.sleep(min(first * growth**attempt, longest))
         raise AssertionError("unreachable: the loop above returns")
 
-    def open_calls(self, steps: int, revisions: int) -> None:
+    async def open_calls(self, steps: int, revisions: int) -> None:
         # Nothing to reserve: Temporal numbers steps as they are scheduled and replays them
         # from the history in the order it recorded, whatever order the calls finish in.
         return None
@@ -875,6 +888,30 @@ class TemporalEngine:
         return _Found(
             handle, EngineRun(trace_id=trace_id, thread_id=thread_id, status=state), refused
         )
+
+    async def running(self, thread_id: str) -> list[EngineRun]:
+        """The runs of `thread_id` still running (resumptions included), whichever process
+        submitted them, from Temporal's visibility store (which may lag a moment behind).
+
+        Args:
+            thread_id: The thread.
+
+        Returns:
+            Its running runs, as `EngineRun`s (status `running`).
+        """
+        client = await self._submitter()
+        prefix = f"pes-agent/{self.task_queue}/"  # every run's and resumption's id (`_id`)
+        query = f'WorkflowId STARTS_WITH "{prefix}" AND ExecutionStatus = "Running"'
+        runs = []
+        async for execution in client.list_workflows(query):
+            if execution.workflow_type not in (RUN_WORKFLOW, RESUME_WORKFLOW):
+                continue
+            if str(await execution.memo_value("thread_id", "")) != thread_id:
+                continue
+            kind, _, key = execution.id.removeprefix(prefix).partition("/")
+            trace_id = key.rpartition("/")[0] if kind == "resume" else key
+            runs.append(EngineRun(trace_id=trace_id, thread_id=thread_id, status="running"))
+        return runs
 
     async def _connect(self) -> Client:
         """A client of the Temporal server; a `ConfigurationError` saying what to check when

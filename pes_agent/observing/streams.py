@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal, get_args
@@ -30,10 +31,26 @@ StreamCallback = Callable[[StreamEvent], Awaitable[None] | None]
 
 
 class StreamSocket:
-    """Fan-out of stream events to subscribers filtered by thread and phase."""
+    """Fan-out of stream events to subscribers filtered by thread and phase.
+
+    `origin` names this socket among processes: the events its agent's runs publish to the
+    store's stream feed carry it, so the agent can leave its own out when it forwards the
+    feed (`pes_agent.observing.relay`).
+    """
 
     def __init__(self) -> None:
         self._subscribers: Fanout[StreamEvent] = Fanout("llm_stream")
+        self._watchers: list[Callable[[bool], None]] = []
+        self.origin = uuid.uuid4().hex
+
+    def watch(self, watcher: Callable[[bool], None]) -> None:
+        """Call `watcher(True)` when the first subscriber comes and `watcher(False)` when
+        the last one leaves (the socket forwards another process's events only meanwhile).
+
+        Args:
+            watcher: Called with whether the socket now has subscribers.
+        """
+        self._watchers.append(watcher)
 
     @property
     def active(self) -> bool:
@@ -76,7 +93,22 @@ class StreamSocket:
                 return False
             return wanted is None or event.phase in wanted
 
-        return self._subscribers.add(callback, wants)
+        first = not self._subscribers
+        unsubscribe = self._subscribers.add(callback, wants)
+        if first:
+            for watcher in self._watchers:
+                watcher(True)
+        if not self._watchers:
+            return unsubscribe
+
+        def unsubscribe_and_tell() -> None:
+            was = bool(self._subscribers)
+            unsubscribe()
+            if was and not self._subscribers:
+                for watcher in self._watchers:
+                    watcher(False)
+
+        return unsubscribe_and_tell
 
     async def publish(self, event: StreamEvent) -> None:
         """Deliver `event` to the subscribers whose filters match it.

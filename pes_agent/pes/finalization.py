@@ -118,11 +118,12 @@ class FinalizationSystem(PhaseSystem[Executed, Synthesized]):
         effects = run.resources.effects
         try:
             # On an engine the commit is a step, its observations recorded in it: a run taken
-            # over after it saves and announces nothing again.
+            # over after it saves and announces nothing again (the store writes a trace id's
+            # turn once, so an engine may also do it again instead of recording it).
             await (
                 commit_and_announce()
                 if effects is None
-                else effects.once("pes_agent.commit_turn", commit_and_announce)
+                else effects.once("pes_agent.commit_turn", commit_and_announce, kind="idempotent")
             )
         except Exception as error:
             # The answer was written and paid for: hand it back with the error, never drop it.

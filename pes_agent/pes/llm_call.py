@@ -11,6 +11,7 @@ from pes_agent.config import LLMParams
 from pes_agent.durable.effects import RunEffects
 from pes_agent.errors import ProviderError, UsageError, UsageLimitExceeded
 from pes_agent.observing.logs import get_logger
+from pes_agent.observing.relay import StreamPublisher
 from pes_agent.observing.streams import StreamEvent, StreamEventKind, StreamSocket
 from pes_agent.observing.types import ObservationType
 from pes_agent.pes.budget import RunBudget
@@ -92,6 +93,7 @@ class RunModelCaller:
         params: LLMParams,
         budget: RunBudget | None = None,
         effects: RunEffects | None = None,
+        feed: StreamPublisher | None = None,
     ) -> None:
         self.provider = provider
         self.budget = budget
@@ -104,15 +106,26 @@ class RunModelCaller:
         self.outputs: list[tuple[LLMPhase, str]] = []
         self._recorder = recorder
         self._stream = stream
+        # A run on an engine also sends its stream to the store's feed, for the subscribers
+        # of the process that submitted it (`pes_agent.observing.relay`).
+        self._feed = feed
 
     async def _record(self, type: ObservationType, title: str, content: dict[str, Any]) -> None:
         await self._recorder.record(type, title, content)
 
+    @property
+    def _streaming(self) -> bool:
+        """Whether stream events go anywhere (a subscriber here, or the store's feed)."""
+        return self._stream.active or self._feed is not None
+
     async def _publish(self, phase: LLMPhase, kind: StreamEventKind, text: str = "") -> None:
+        if not self._streaming:
+            return
+        event = StreamEvent(self.thread_id, self.trace_id, phase, kind, text)
+        if self._feed is not None:
+            self._feed.put(event)
         if self._stream.active:
-            await self._stream.publish(
-                StreamEvent(self.thread_id, self.trace_id, phase, kind, text)
-            )
+            await self._stream.publish(event)
 
     async def __call__(
         self,
@@ -195,9 +208,9 @@ class RunModelCaller:
                         text.append(event.text)
                         if listener is not None:
                             listener.on_text(event.text)
-                        if self._stream.active:  # asked first: a long answer has many tokens
+                        if self._streaming:  # asked first: a long answer has many tokens
                             await self._publish(phase, "token", event.text)
-                    elif self._stream.active:
+                    elif self._streaming:
                         await self._publish(phase, "thinking", event.text)
                 elif isinstance(event, ThinkingBlock):
                     thoughts.append(event.text)
@@ -263,6 +276,8 @@ class RunModelCaller:
         )
         await self._record(ObservationType.LLM_STREAM_END, f"{phase} call finished", label)
         await self._publish(phase, "end")
+        if self._feed is not None:
+            await self._feed.flush()  # the step ends once its tokens are in the store
         if _log.enabled_for(logging.DEBUG):
             _log.debug(
                 "llm_call",
@@ -289,3 +304,5 @@ class RunModelCaller:
             {**label, "error": message, "retrying": False},
         )
         await self._publish(phase, "error", message)
+        if self._feed is not None:
+            await self._feed.flush()

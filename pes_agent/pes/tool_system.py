@@ -55,7 +55,7 @@ class ToolSystem(PhaseSystem[Planned]):
         if effects is not None:
             # Places for every call's step, the revisions' calls included, before any starts.
             revisions = context.reevaluation.max_revisions if context.reevaluation else 0
-            effects.open_calls(len(calls) + revisions * context.max_tool_calls, revisions)
+            await effects.open_calls(len(calls) + revisions * context.max_tool_calls, revisions)
         try:
             results = await execution.executor.execute(calls, context)
         except asyncio.CancelledError:

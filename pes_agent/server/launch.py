@@ -60,10 +60,12 @@ def start_run(
         try:
             if agent.engine is not None:
                 # A worker of the engine runs it, maybe in another process: its observations
-                # come through the store (tokens are not stored: only the `final` answer).
+                # come through the store, its tokens through the store's stream feed (the
+                # agent forwards them to its stream while the run is attached).
                 def add(observation: Observation) -> None:
                     handle.add(observation.type.value, observation)
 
+                api.feeds.attach(handle, observations=False)
                 async with follow_stored(agent, handle.thread_id, handle.trace_id, add):
                     response = await run()
             else:

@@ -273,11 +273,18 @@ class RunFeeds:
         self._observations = observations
         self._stream = stream
         self._handles: dict[str, RunHandle] = {}
+        self._streams_only: set[str] = set()
         self._unsubscribe: tuple[Callable[[], None], Callable[[], None]] | None = None
 
-    def attach(self, handle: RunHandle) -> None:
-        """Add the events of run `handle.trace_id` to its handle from now on."""
+    def attach(self, handle: RunHandle, *, observations: bool = True) -> None:
+        """Add the events of run `handle.trace_id` to its handle from now on; with
+        `observations=False` only its model stream events (a run on a durable engine, whose
+        observations come from the store)."""
         self._handles[handle.trace_id] = handle
+        if observations:
+            self._streams_only.discard(handle.trace_id)
+        else:
+            self._streams_only.add(handle.trace_id)
         if self._unsubscribe is None:
             self._unsubscribe = (
                 self._observations.subscribe(self._on_observation),
@@ -288,14 +295,20 @@ class RunFeeds:
         """Stop feeding `handle`; with no run left, unsubscribe from the agent."""
         if self._handles.get(handle.trace_id) is handle:
             del self._handles[handle.trace_id]
+            self._streams_only.discard(handle.trace_id)
         if not self._handles and self._unsubscribe is not None:
             for unsubscribe in self._unsubscribe:
                 unsubscribe()
             self._unsubscribe = None
 
     def _on_observation(self, observation: Observation) -> None:
-        handle = self._handles.get(observation.trace_id)
-        if handle is not None and handle.thread_id == observation.thread_id:
+        trace_id = observation.trace_id
+        handle = self._handles.get(trace_id)
+        if (
+            handle is not None
+            and handle.thread_id == observation.thread_id
+            and trace_id not in self._streams_only
+        ):
             # Turned into JSON only if a client reads the run's events.
             handle.add(observation.type.value, observation)
 

@@ -109,6 +109,19 @@ class ApiState:
             return await self.workers.find(trace_id)
         return await self._shared(await engine.find(trace_id))
 
+    async def running_elsewhere(self, thread_id: str) -> set[str]:
+        """The trace ids of the runs of `thread_id` that go on in another process: on an
+        agent with a durable engine, as the engine knows them (whichever server process
+        submitted them), else as the other server workers' records say."""
+        engine = self.agent.engine
+        if engine is None:
+            return {
+                run.trace_id
+                for run in await self.workers.others()
+                if run.running and run.thread_id == thread_id
+            }
+        return {run.trace_id for run in await engine.running(thread_id)}
+
     async def request_cancel(self, trace_id: str) -> SharedRun | None:
         """Cancel the run `trace_id` executing elsewhere: through the engine (it stops
         wherever it runs), else by asking the server worker executing it. Returns the run as

@@ -1,15 +1,22 @@
 """Where threads, history, state and observations are kept.
 
 `open_storage("memory" | "sqlite:///agent.db" | "postgresql://...")` picks an implementation;
-every implementation satisfies the `Storage` protocol. `PostgresStorage` also satisfies
-`ObservationFeed` (observations of other processes, pushed). All three are `TurnLeases` (a
-thread's turn lent by name, for durable engines). It needs asyncpg
+every implementation satisfies the `Storage` protocol, `StreamFeed` (model stream events of
+other processes: tokens of runs a durable engine's worker executes) and `TurnLeases` (a
+thread's turn lent by name, for durable engines). `PostgresStorage` also satisfies
+`ObservationFeed` (observations of other processes, pushed). It needs asyncpg
 (`pip install 'pes-agent[postgres]'`), imported only when a `PostgresStorage` is created.
 """
 
 from __future__ import annotations
 
-from pes_agent.storage.base import ObservationFeed, Storage, TurnLeases
+from pes_agent.storage.base import (
+    ObservationFeed,
+    Storage,
+    StreamFeed,
+    StreamSubscription,
+    TurnLeases,
+)
 from pes_agent.storage.factory import open_storage
 from pes_agent.storage.memory import InMemoryStorage
 from pes_agent.storage.postgres import PostgresStorage
@@ -21,6 +28,8 @@ __all__ = [
     "PostgresStorage",
     "SQLiteStorage",
     "Storage",
+    "StreamFeed",
+    "StreamSubscription",
     "TurnLeases",
     "open_storage",
 ]

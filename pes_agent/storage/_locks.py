@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,9 +41,24 @@ class ThreadLockTable:
         entry = self._entries.get(thread_id)
         return entry is not None and entry.owner is not None and entry.owner is _current()
 
-    @asynccontextmanager
-    async def hold(self, thread_id: str) -> AsyncIterator[None]:
+    def hold(self, thread_id: str) -> AbstractAsyncContextManager[None]:
         """Hold `thread_id` for the body of the `async with`."""
+        return _Hold(self._entries, thread_id)
+
+
+class _Hold:
+    """One `async with` of `ThreadLockTable.hold` (a class, not a generator: one object a
+    run, since every run holds its thread)."""
+
+    __slots__ = ("_entries", "_entry", "_thread_id")
+
+    def __init__(self, entries: dict[str, _Entry], thread_id: str) -> None:
+        self._entries = entries
+        self._thread_id = thread_id
+        self._entry: _Entry | None = None
+
+    async def __aenter__(self) -> None:
+        thread_id = self._thread_id
         task = _current()
         entry = self._entries.get(thread_id)
         if entry is None:
@@ -57,16 +71,25 @@ class ThreadLockTable:
         entry.users += 1
         try:
             await entry.lock.acquire()
-            try:
-                entry.owner = task
-                yield
-            finally:
-                entry.owner = None
-                entry.lock.release()
-        finally:
-            entry.users -= 1
-            if entry.users == 0:
-                del self._entries[thread_id]
+        except BaseException:
+            self._leave(entry)
+            raise
+        entry.owner = task
+        self._entry = entry
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        entry = self._entry
+        if entry is None:
+            return
+        self._entry = None
+        entry.owner = None
+        entry.lock.release()
+        self._leave(entry)
+
+    def _leave(self, entry: _Entry) -> None:
+        entry.users -= 1
+        if entry.users == 0:
+            del self._entries[self._thread_id]
 
 
 def _current() -> asyncio.Task[Any] | None:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pes_agent.approvals.models import PausedRun
 from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.threads.messages import ConversationMessage
 
-__all__ = ["ObservationFeed", "Storage", "TurnLeases"]
+if TYPE_CHECKING:
+    from pes_agent.observing.streams import StreamEvent
+
+__all__ = ["ObservationFeed", "Storage", "StreamFeed", "StreamSubscription", "TurnLeases"]
 
 
 @runtime_checkable
@@ -346,5 +349,52 @@ class TurnLeases(Protocol):
 
         Raises:
             StorageError: The store could not be written.
+        """
+        ...
+
+
+@runtime_checkable
+class StreamSubscription(Protocol):
+    """One subscriber of a `StreamFeed`: its callback gets the events in the order published."""
+
+    async def caught_up(self) -> None:
+        """Return once every event published (by any process) before this call has been
+        handed to the callback."""
+        ...
+
+    def close(self) -> None:
+        """Stop delivering; safe to call twice."""
+        ...
+
+
+@runtime_checkable
+class StreamFeed(Protocol):
+    """A store that carries model stream events (tokens) between processes: what a durable
+    engine's worker streams reaches the submitting agent's `StreamSocket` subscribers.
+
+    Ephemeral: tokens are not history. What a subscriber did not get while it listened is
+    never delivered later, and the store keeps nothing it must clean up for long (memory:
+    handed over in process; SQLite: a small table of recent batches, pruned as it grows;
+    PostgreSQL: NOTIFY, nothing stored). Events of one publisher arrive in the order it
+    published them. Optional: check with `isinstance(storage, StreamFeed)`.
+    """
+
+    async def publish_stream(self, origin: str, events: Sequence[StreamEvent]) -> None:
+        """Hand `events` to every subscriber of the store, in order, tagged with `origin` (the
+        publishing `StreamSocket`'s, so that it can leave out its own events).
+
+        Raises:
+            StorageError: The store could not be written (the events are lost: tokens only).
+        """
+        ...
+
+    async def subscribe_stream(
+        self, callback: Callable[[str, StreamEvent], Awaitable[None]]
+    ) -> StreamSubscription:
+        """Call `callback(origin, event)` with each event published from now on, by any
+        process, one at a time in the order published, until the subscription is closed.
+
+        Raises:
+            StorageError: The store's feed could not be listened to.
         """
         ...

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
 from pes_agent.errors import StorageError
+from pes_agent.observing.streams import StreamEvent
 from pes_agent.observing.types import Observation
 from pes_agent.storage._codec import dump_observation
 from pes_agent.storage._common import TYPE_VALUES, ObservationRow, SavedState, StorageBase, Turn
 from pes_agent.storage._locks import ThreadLockTable
+from pes_agent.storage._streams import StreamCallback, StreamDelivery
 
 __all__ = ["InMemoryStorage"]
 
@@ -32,13 +35,15 @@ class InMemoryStorage(StorageBase):
     """Keeps every thread in this process's memory, behind the same contract as the durable
     stores: data is saved as the same JSON (so what cannot be persisted fails here too), every
     read returns a fresh copy, and `lock_thread` serialises runs on one thread within the process.
-    Its reads and writes are the `Storage` protocol's, documented there.
+    Its reads and writes are the `Storage` protocol's, documented there; its stream feed
+    (`StreamFeed`) hands the events over in this process.
     """
 
     def __init__(self) -> None:
         self._threads: dict[str, _Thread] = {}
         self._locks = ThreadLockTable()
         self._turns: dict[str, str] = {}  # thread id -> who holds its turn (`claim_turn`)
+        self._streams: list[StreamDelivery] = []
 
     def __repr__(self) -> str:
         return f"InMemoryStorage(threads={len(self._threads)})"
@@ -55,6 +60,34 @@ class InMemoryStorage(StorageBase):
     async def aclose(self) -> None:
         """Refuse every later call, like the durable stores; the data stays until it is dropped."""
         self._closed = True
+        for delivery in list(self._streams):
+            delivery.close()
+
+    async def publish_stream(self, origin: str, events: Sequence[StreamEvent]) -> None:
+        """Hand `events` to this store's stream subscribers (`StreamFeed`).
+
+        Args:
+            origin: The publishing `StreamSocket`'s origin, handed to the subscribers.
+            events: The events, in the order the subscribers get them.
+        """
+        self._check_open()
+        for delivery in self._streams:
+            delivery.put(origin, events)
+
+    async def subscribe_stream(self, callback: StreamCallback) -> StreamDelivery:
+        """Call `callback(origin, event)` with each event published from now on (`StreamFeed`).
+
+        Args:
+            callback: Awaited with `(origin, event)` for each event, one at a time.
+
+        Returns:
+            The subscription: `caught_up()` waits for what was published before it, `close()`
+            ends it.
+        """
+        self._check_open()
+        delivery = StreamDelivery(callback, sync=_nothing, on_close=self._streams.remove)
+        self._streams.append(delivery)
+        return delivery
 
     async def _read_config(self, thread_id: str) -> str | None:
         found = self._threads.get(thread_id)
@@ -185,3 +218,7 @@ class InMemoryStorage(StorageBase):
     async def _release_turn(self, thread_id: str, owner: str) -> None:
         if self._turns.get(thread_id) == owner:
             del self._turns[thread_id]
+
+
+async def _nothing() -> None:
+    """Events published in process are queued at once: nothing to bring in."""

@@ -20,6 +20,14 @@
 - **Durability.** `synchronous=NORMAL` (the WAL default): a committed turn survives the process
   crashing; a power cut may lose the last few commits. Pass `synchronous="FULL"` to fsync
   every commit.
+- **Model stream events** (`StreamFeed`: the tokens of runs a durable engine's worker
+  executes, for the submitting process's subscribers) go through the small table
+  `stream_events`: a row per batch a publisher wrote at once (while one write is under way,
+  the next tokens gather into the next batch), pruned to the latest `_STREAM_KEEP` rows as it
+  grows. While anyone subscribes, one task per storage object reads the new rows every
+  `stream_poll_s` (a query on the primary key); with no subscriber nothing is read. Cost: a
+  write per batch (a few per model call) on the file every process shares, and tokens arrive
+  up to `stream_poll_s` late.
 - **Schema.** Created on first use and recorded in `schema_version`; older files are migrated
   step by step (`MIGRATIONS`); a file written by a newer pes-agent is refused with a
   `ConfigurationError` instead of being misread.
@@ -30,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import os
 import queue
 import sqlite3
@@ -37,13 +46,14 @@ import stat
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pes_agent.errors import ConfigurationError, PESAgentError, StorageError, UsageError
 from pes_agent.observing.logs import get_logger
+from pes_agent.observing.streams import StreamEvent
 from pes_agent.storage._common import (
     THREAD_TABLES,
     ObservationRow,
@@ -54,6 +64,12 @@ from pes_agent.storage._common import (
 )
 from pes_agent.storage._filelock import FileLockDirectory
 from pes_agent.storage._locks import ThreadLockTable
+from pes_agent.storage._streams import (
+    StreamCallback,
+    StreamDelivery,
+    decode_events,
+    encode_events,
+)
 
 _log = get_logger("pes_agent.storage.sqlite")
 
@@ -112,8 +128,16 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             UNIQUE (thread_id, trace_id)
         )""",
     ),
-    # Who holds each thread's turn (`claim_turn`: a durable engine's lease), while a run does.
+    # Model stream events on their way to other processes (`StreamFeed`): recent ones only.
     4: (
+        """CREATE TABLE stream_events (
+            seq INTEGER PRIMARY KEY,
+            origin TEXT NOT NULL,
+            body TEXT NOT NULL
+        )""",
+    ),
+    # Who holds each thread's turn (`claim_turn`: a durable engine's lease), while a run does.
+    5: (
         """CREATE TABLE turn_leases (
             thread_id TEXT PRIMARY KEY,
             owner TEXT NOT NULL
@@ -123,6 +147,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 SCHEMA_VERSION = max(MIGRATIONS)
 
 _INSERT_MESSAGE = "INSERT INTO messages (thread_id, message_id, body) VALUES (?, ?, ?)"
+# The stream batches kept (older ones are pruned every `_STREAM_PRUNE_EVERY` batches), and the
+# most rows one read of the feed takes.
+_STREAM_KEEP = 2000
+_STREAM_PRUNE_EVERY = 100
+_STREAM_READ = 500
 
 
 class SQLiteStorage(StorageBase):
@@ -140,6 +169,7 @@ class SQLiteStorage(StorageBase):
         busy_timeout_s: float = 30.0,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         lock_poll_max_s: float = 0.05,
+        stream_poll_s: float = 0.05,
     ) -> None:
         """Name the database file; nothing is opened until first use.
 
@@ -153,10 +183,12 @@ class SQLiteStorage(StorageBase):
                 or `"FULL"` (every commit is fsynced).
             lock_poll_max_s: The longest pause between two tries at a thread's lock file
                 held by another process (`lock_thread`).
+            stream_poll_s: How often the stream feed is read while anyone subscribes
+                (`subscribe_stream`).
 
         Raises:
-            UsageError: `path` is empty, `busy_timeout_s` is not > 0, or `synchronous` is
-                neither `"NORMAL"` nor `"FULL"`.
+            UsageError: `path` is empty, `busy_timeout_s` or `stream_poll_s` is not > 0, or
+                `synchronous` is neither `"NORMAL"` nor `"FULL"`.
         """
         self._path = os.fspath(path)
         if not self._path:
@@ -165,6 +197,12 @@ class SQLiteStorage(StorageBase):
             raise UsageError("busy_timeout_s must be > 0 seconds")
         if synchronous not in ("NORMAL", "FULL"):
             raise UsageError("synchronous must be 'NORMAL' or 'FULL'")
+        if isinstance(stream_poll_s, bool) or not isinstance(stream_poll_s, int | float):
+            raise UsageError(
+                f"stream_poll_s must be a number of seconds > 0, not {stream_poll_s!r}"
+            )
+        if stream_poll_s <= 0:
+            raise UsageError("stream_poll_s must be > 0 seconds")
         self._busy_timeout_ms = int(busy_timeout_s * 1000)
         self._synchronous = synchronous
         self._in_memory = self._path == ":memory:" or self._path.startswith("file::memory:")
@@ -177,6 +215,11 @@ class SQLiteStorage(StorageBase):
         self._worker: _DatabaseThread | None = None
         self._pending = PendingObservations()
         self._conn: sqlite3.Connection | None = None
+        self._stream_poll_s = float(stream_poll_s)
+        self._streams: list[StreamDelivery] = []
+        self._stream_seq = 0  # the last stream row read
+        self._stream_reader: asyncio.Task[None] | None = None
+        self._stream_read_lock = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"SQLiteStorage({self._path!r})"
@@ -459,6 +502,99 @@ class SQLiteStorage(StorageBase):
 
         await self._call(write)
 
+    # -- model stream events (`StreamFeed`) -------------------------------------------------
+
+    async def publish_stream(self, origin: str, events: Sequence[StreamEvent]) -> None:
+        """Write `events` as one row of `stream_events`, for the subscribers of every process
+        (`StreamFeed`); every `_STREAM_PRUNE_EVERY` rows, the oldest beyond `_STREAM_KEEP` go.
+
+        Args:
+            origin: The publishing `StreamSocket`'s origin, handed to the subscribers.
+            events: The events, in the order the subscribers get them.
+
+        Raises:
+            StorageError: The file could not be written.
+        """
+        body = json.dumps(encode_events(events), ensure_ascii=False)
+
+        def write(conn: sqlite3.Connection) -> None:
+            cursor = conn.execute(
+                "INSERT INTO stream_events (origin, body) VALUES (?, ?)", (origin, body)
+            )
+            seq = cursor.lastrowid or 0
+            if seq % _STREAM_PRUNE_EVERY == 0:
+                conn.execute("DELETE FROM stream_events WHERE seq <= ?", (seq - _STREAM_KEEP,))
+
+        await self._call(write)
+
+    async def subscribe_stream(self, callback: StreamCallback) -> StreamDelivery:
+        """Call `callback(origin, event)` with each event any process publishes from now on
+        (`StreamFeed`), read from `stream_events` every `stream_poll_s` while subscribed.
+
+        Args:
+            callback: Awaited with `(origin, event)` for each event, one at a time.
+
+        Returns:
+            The subscription: `caught_up()` waits for what was published before it, `close()`
+            ends it.
+
+        Raises:
+            StorageError: The file could not be read.
+        """
+        self._check_open()
+        delivery = StreamDelivery(callback, sync=self._read_streams, on_close=self._unsubscribe)
+        self._streams.append(delivery)
+        try:
+            if self._stream_reader is None:
+                # What was published before the first subscriber came is not delivered.
+                self._stream_seq = await self._call(_last_stream_row)
+                self._stream_reader = asyncio.get_running_loop().create_task(self._poll_streams())
+        except BaseException:
+            delivery.close()
+            raise
+        return delivery
+
+    def _unsubscribe(self, delivery: StreamDelivery) -> None:
+        self._streams.remove(delivery)
+        if not self._streams and self._stream_reader is not None:
+            self._stream_reader.cancel()
+            self._stream_reader = None
+
+    async def _poll_streams(self) -> None:
+        while True:
+            await asyncio.sleep(self._stream_poll_s)
+            try:
+                await self._read_streams()
+            except PESAgentError as exc:  # the store closed, or a busy moment: read again
+                if self._closed:
+                    return
+                _log.warning("stream_feed_read_failed", path=self._path, error=str(exc))
+
+    async def _read_streams(self) -> None:
+        """Hand the stream rows written since the last read to the subscribers, in order."""
+        async with self._stream_read_lock:
+            while self._streams:
+                after = self._stream_seq
+                rows = await self._call(functools.partial(_stream_rows, after=after))
+                if not rows:
+                    return
+                if after and rows[0][0] > after + 1:
+                    _log.warning(
+                        "stream_feed_dropped",
+                        path=self._path,
+                        note="stream rows were pruned before they were read: tokens lost",
+                    )
+                for seq, origin, body in rows:
+                    self._stream_seq = seq
+                    try:
+                        events = decode_events(json.loads(body))
+                    except ValueError:
+                        continue  # a damaged row: tokens only
+                    for delivery in tuple(self._streams):
+                        delivery.put(str(origin), events)
+                if len(rows) < _STREAM_READ:
+                    return
+
     # -- runs waiting for approval ---------------------------------------------------------
 
     async def _write_paused(self, thread_id: str, trace_id: str, body: str) -> None:
@@ -551,6 +687,8 @@ class SQLiteStorage(StorageBase):
         if self._closed:
             return
         self._closed = True
+        for delivery in list(self._streams):
+            delivery.close()
         worker, self._worker = self._worker, None
         if worker is None:
             return
@@ -680,6 +818,18 @@ def _migrate(conn: sqlite3.Connection, path: str) -> None:
     except BaseException:
         _rollback(conn)
         raise
+
+
+def _stream_rows(conn: sqlite3.Connection, *, after: int) -> list[tuple[int, str, str]]:
+    return conn.execute(
+        "SELECT seq, origin, body FROM stream_events WHERE seq > ? ORDER BY seq LIMIT ?",
+        (after, _STREAM_READ),
+    ).fetchall()
+
+
+def _last_stream_row(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT max(seq) FROM stream_events").fetchone()
+    return int(row[0]) if row is not None and row[0] is not None else 0
 
 
 def _recorded_version(conn: sqlite3.Connection) -> int | None:

@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 __all__ = ["EnclosingRun", "enclosing_run", "running"]
 
 
 class EnclosingRun:
-    """A run under way that the current task belongs to (or was started from)."""
+    """A run under way that the current task belongs to (or was started from); as a context
+    manager (`running`), it marks the current task as inside the run for the block."""
 
-    __slots__ = ("active", "thread_id", "trace_id")
+    __slots__ = ("_token", "active", "thread_id", "trace_id")
 
     def __init__(self, thread_id: str, trace_id: str) -> None:
         self.thread_id = thread_id
         self.trace_id = trace_id
         self.active = True
+        self._token: contextvars.Token[tuple[EnclosingRun, ...]] | None = None
+
+    def __enter__(self) -> EnclosingRun:
+        self._token = _ENCLOSING.set((*_ENCLOSING.get(), self))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        # A task started during the run may outlive it; once over, it no longer encloses it.
+        self.active = False
+        if self._token is not None:
+            _ENCLOSING.reset(self._token)
+            self._token = None
 
 
 _ENCLOSING: contextvars.ContextVar[tuple[EnclosingRun, ...]] = contextvars.ContextVar(
@@ -25,17 +36,10 @@ _ENCLOSING: contextvars.ContextVar[tuple[EnclosingRun, ...]] = contextvars.Conte
 )
 
 
-@contextmanager
-def running(thread_id: str, trace_id: str) -> Iterator[EnclosingRun]:
-    """Mark the current task (and the tasks it starts) as inside this run until it ends."""
-    run = EnclosingRun(thread_id, trace_id)
-    token = _ENCLOSING.set((*_ENCLOSING.get(), run))
-    try:
-        yield run
-    finally:
-        # A task started during the run may outlive it; once over, it no longer encloses it.
-        run.active = False
-        _ENCLOSING.reset(token)
+def running(thread_id: str, trace_id: str) -> EnclosingRun:
+    """Mark the current task (and the tasks it starts) as inside this run for the `with`
+    block (a class, not a generator: one object a run)."""
+    return EnclosingRun(thread_id, trace_id)
 
 
 def enclosing_run(thread_id: str) -> EnclosingRun | None:

@@ -689,3 +689,51 @@ async def test_registration_during_a_tick_takes_effect_next_tick() -> None:
     await world.process()
     assert log == [("start", "late"), ("end", "late")]
     assert world.ticks == 2
+
+
+# -- copying a world's systems ----------------------------------------------------------------
+
+
+async def test_copied_systems_run_in_the_same_order_and_groups() -> None:
+    """A world given another's systems runs them at the same priorities, equal ones together."""
+    template = World()
+    log: list[tuple[str, str]] = []
+    template.register_system(Recorder("late", log), 10)
+    template.register_system(Recorder("a", log, sleep=0.02), 1)
+    template.register_system(Recorder("b", log, sleep=0.02), 1)
+    copy = World()
+    copy.copy_systems_from(template)
+    assert copy.systems == template.systems
+    await copy.process()
+    assert log[:2] == [("start", "a"), ("start", "b")]  # together, before either ends
+    assert log[-2:] == [("start", "late"), ("end", "late")]
+
+
+def test_copied_systems_change_independently_of_the_original() -> None:
+    """Registering or removing a system in either world leaves the other's as it was."""
+    log: list[tuple[str, str]] = []
+    first, second, third = Recorder("1", log), Recorder("2", log), Recorder("3", log)
+    template = World()
+    template.register_system(first, 0)
+    template.register_system(second, 5)
+    copy = World()
+    copy.copy_systems_from(template)
+    copy.remove_system(first)
+    copy.register_system(third, 1)
+    template.register_system(Recorder("4", log), 9)
+    assert [s.name for s in template.systems] == ["1", "2", "4"]  # type: ignore[attr-defined]
+    assert [s.name for s in copy.systems] == ["3", "2"]  # type: ignore[attr-defined]
+    with pytest.raises(DuplicateSystemError):
+        copy.register_system(second, 7)
+
+
+def test_copying_systems_into_a_world_that_has_some_is_refused() -> None:
+    """Copying would silently drop or double systems: the message says what to do instead."""
+    template = World()
+    template.register_system(Recorder("a", []), 0)
+    busy = World()
+    busy.register_system(Recorder("b", []), 0)
+    with pytest.raises(InvalidSystemError, match="needs a world with no systems"):
+        busy.copy_systems_from(template)
+    with pytest.raises(TypeError, match="takes a World"):
+        World().copy_systems_from(object())  # type: ignore[arg-type]

@@ -62,11 +62,7 @@ class ThreadRuns(ApiEndpoint):
         observations = await api.agent.observations.get_observations(thread_id)
         messages = await api.agent.conversation.get_messages(thread_id)
         running = {run.trace_id for run in api.runs.running() if run.thread_id == thread_id}
-        running |= {
-            run.trace_id
-            for run in await api.workers.others()
-            if run.running and run.thread_id == thread_id
-        }
+        running |= await api.running_elsewhere(thread_id)
         # A run's query is saved with its turn: a run that ended without one (cancelled,
         # failed) is named by what this process kept of it, a paused run by its stored state.
         queries = {

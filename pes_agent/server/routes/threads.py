@@ -59,8 +59,8 @@ class Thread(ApiEndpoint):
         api = self.api
         thread_id = thread_id_of(request)
         await api.authorize(caller, thread_id)
-        if any(run.thread_id == thread_id for run in api.runs.running()) or any(
-            run.running and run.thread_id == thread_id for run in await api.workers.others()
+        if any(run.thread_id == thread_id for run in api.runs.running()) or (
+            await api.running_elsewhere(thread_id)
         ):
             raise ApiError(409, "run_in_progress", "a run is executing on this thread")
         # The owner record stays: the id remains its user's (see pes_agent.server.auth).

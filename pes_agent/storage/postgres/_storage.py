@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,6 +14,7 @@ from uuid import uuid4
 from pes_agent._closing import close_all
 from pes_agent.errors import StorageError, UsageError
 from pes_agent.observing.logs import get_logger
+from pes_agent.observing.streams import StreamEvent
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage._common import (
     THREAD_TABLES,
@@ -23,10 +24,12 @@ from pes_agent.storage._common import (
     StorageBase,
     Turn,
 )
+from pes_agent.storage._streams import StreamCallback, StreamDelivery
 from pes_agent.storage.postgres._listen import FeedItem, ObservationListener
 from pes_agent.storage.postgres._locks import AdvisoryLocks
 from pes_agent.storage.postgres._pool import Connector, redact_url, take_schema
 from pes_agent.storage.postgres._schema import migrate
+from pes_agent.storage.postgres._streams import StreamNotifier
 
 __all__ = ["PostgresStorage"]
 
@@ -200,6 +203,11 @@ class PostgresStorage(StorageBase):
         )
         self._pending = PendingObservations()
         self._observation_writer: asyncio.Task[None] | None = None
+        stream_channel = f"pes_tok_{schema}"
+        if len(stream_channel) > 63:
+            digest = hashlib.blake2b(schema.encode(), digest_size=12).hexdigest()
+            stream_channel = "pes_tok_" + digest
+        self._streams = StreamNotifier(self._db, stream_channel, spawn=self._spawn)
 
     def __repr__(self) -> str:
         return f"PostgresStorage({self._db.safe_url!r}, schema={self._schema!r})"
@@ -418,6 +426,40 @@ class PostgresStorage(StorageBase):
 
         return await self._feed.subscribe(callback, wants)
 
+    # -- model stream events (`StreamFeed`) -------------------------------------------------
+
+    async def publish_stream(self, origin: str, events: Sequence[StreamEvent]) -> None:
+        """NOTIFY `events` to the stream subscribers of every process (`StreamFeed`; nothing
+        is stored): in payloads under PostgreSQL's 8000 bytes, a long token split over
+        several, delivered in order.
+
+        Args:
+            origin: The publishing `StreamSocket`'s origin, handed to the subscribers.
+            events: The events, in the order the subscribers get them.
+
+        Raises:
+            StorageError: The database could not be reached.
+        """
+        self._check_open()
+        await self._streams.publish(origin, events)
+
+    async def subscribe_stream(self, callback: StreamCallback) -> StreamDelivery:
+        """Call `callback(origin, event)` with each event any process publishes from now on
+        (`StreamFeed`); a LISTEN connection is open while anyone subscribes.
+
+        Args:
+            callback: Awaited with `(origin, event)` for each event, one at a time.
+
+        Returns:
+            The subscription: `caught_up()` waits for what was published before it, `close()`
+            ends it.
+
+        Raises:
+            StorageError: The LISTEN connection could not be opened.
+        """
+        self._check_open()
+        return await self._streams.subscribe(callback)
+
     # -- whole threads ----------------------------------------------------------------------
 
     async def _list_threads(self) -> list[str]:
@@ -530,4 +572,4 @@ class PostgresStorage(StorageBase):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await close_all((self._feed, self._locks, self._db))
+        await close_all((self._streams, self._feed, self._locks, self._db))

@@ -51,10 +51,17 @@ class Workers:
         self.queue = ""  # Temporal: the test's task queue
 
     async def start(
-        self, worker_id: str, *, slow_s: float = 2.0, plan: str = "notes", model_s: float = 0.0
+        self,
+        worker_id: str,
+        *,
+        slow_s: float = 2.0,
+        plan: str = "notes",
+        model_s: float = 0.0,
+        env: dict[str, str] | None = None,
     ) -> asyncio.subprocess.Process:
         """A worker process, once it says it is ready (DBOS launched, its runs taken over;
-        Temporal: polling). `worker_id` is DBOS's executor id, Temporal's task queue."""
+        Temporal: polling). `worker_id` is DBOS's executor id, Temporal's task queue; `env`
+        adds to its environment (`scripted.py` reads PES_TEST_* variables)."""
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -72,6 +79,7 @@ class Workers:
                 "PES_TEST_SLOW_S": str(slow_s),
                 "PES_TEST_PLAN": plan,
                 "PES_TEST_MODEL_S": str(model_s),
+                **(env or {}),
             },
         )
         self.processes.append(process)

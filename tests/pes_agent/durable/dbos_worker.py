@@ -2,32 +2,66 @@
 WORKER_ID EFFECTS_FILE`.
 
 Its agent is `scripted.py`'s: tools that append what they do to EFFECTS_FILE, a scripted
-model. It prints "ready" once DBOS has launched (and taken over what an earlier life of
+model (or, with PES_TEST_MODEL_URL, the OpenAI provider on that test model server, with its
+own retries). It prints "ready" once DBOS has launched (and taken over what an earlier life of
 WORKER_ID left), and exits 0 on SIGTERM.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 
-from pes_agent import create_agent
+from pes_agent import ProviderConfig, create_agent
+from pes_agent.core import AgentCore
 from pes_agent.durable.dbos import DBOSEngine
+from pes_agent.protocols import LLMProvider
 from pes_agent.testing import ScriptedProvider
-from tests.pes_agent.durable.scripted import TOOLS, respond
+from tests.pes_agent.durable.scripted import TOOLS, approval_options, respond
+
+
+def provider() -> LLMProvider | ProviderConfig:
+    url = os.environ.get("PES_TEST_MODEL_URL")
+    if url is None:
+        return ScriptedProvider([respond], repeat=True)
+    return ProviderConfig("openai", "test-model", api_key="sk-test", base_url=url)
+
+
+def trace_to_file(agent: AgentCore, path: str) -> None:
+    """Trace the agent's runs (`pes_agent.otel`), each span a JSON line in `path` as it ends
+    (written and flushed at once: a SIGKILL loses only the spans still open)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+    from pes_agent.otel import instrument
+
+    out = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open as long as the process
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(
+        SimpleSpanProcessor(
+            ConsoleSpanExporter(out=out, formatter=lambda span: span.to_json(indent=None) + "\n")
+        )
+    )
+    instrument(agent, tracer_provider)
 
 
 async def main() -> None:
     engine_db, storage, worker_id = sys.argv[1], sys.argv[2], sys.argv[3]
     engine = DBOSEngine(engine_db, worker_id=worker_id, poll_interval_s=0.05)
     agent = create_agent(
-        provider=ScriptedProvider([respond], repeat=True),
+        provider=provider(),
         tools=TOOLS,
-        require_approval=["pay"],
         storage=storage,
         engine=engine,
+        # The test model server answers plans as text, as the scripted model writes them.
+        planning_mode="text",
+        **approval_options(),
     )
+    spans = os.environ.get("PES_TEST_SPANS")
+    if spans is not None:
+        trace_to_file(agent, spans)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with agent, engine.worker(agent):

@@ -9,8 +9,9 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
-from pes_agent import LLMRequest, ToolContext, tool
+from pes_agent import LLMRequest, PendingApproval, ToolContext, tool
 from pes_agent.testing import plan_call, plan_lines
 
 PLAN = plan_lines(
@@ -40,8 +41,17 @@ FAN_PLAN = plan_lines(
     plan_call(6, "note", text="{step_1_result}{step_3_result}{step_5_result}"),
     intent="fan out, fan in",
 )
-PLANS = {"pay": PAY_PLAN, "state": STATE_PLAN, "fan": FAN_PLAN}
-ANSWER = "All done."
+# PES_TEST_PLAN=ask: calls an `approval_handler` decides (`ask_handler`), one slow, then one
+# that needs the slow one's result.
+ASK_PLAN = plan_lines(
+    plan_call(1, "slow_note", text="b", seconds=float(os.environ.get("PES_TEST_SLOW_S", "2"))),
+    plan_call(2, "pay", amount=7),
+    plan_call(3, "note", text="{step_1_result}-after"),
+    intent="a slow note and a payment, each approved or not by the handler",
+)
+PLANS = {"pay": PAY_PLAN, "state": STATE_PLAN, "fan": FAN_PLAN, "ask": ASK_PLAN}
+# PES_TEST_ANSWER: the synthesis's answer (a long one streams many tokens).
+ANSWER = os.environ.get("PES_TEST_ANSWER", "All done.")
 
 
 def effects_file() -> Path:
@@ -88,6 +98,21 @@ async def remember(key: str, value: str, context: ToolContext) -> str:
 
 
 TOOLS = [note, slow_note, pay, remember]
+
+
+async def ask_handler(pending: PendingApproval) -> bool:
+    """An in-run approval handler: notes that it was asked, then approves the tools named in
+    PES_TEST_APPROVE (comma-separated), so two workers may answer differently."""
+    log_effect(f"asked {pending.tool_name}")
+    return pending.tool_name in os.environ.get("PES_TEST_APPROVE", "").split(",")
+
+
+def approval_options() -> dict[str, Any]:
+    """The workers' approval rules: `pay` pauses the run; with PES_TEST_APPROVE set, the
+    handler decides `pay` and `slow_note` in the run instead."""
+    if "PES_TEST_APPROVE" not in os.environ:
+        return {"require_approval": ["pay"]}
+    return {"require_approval": ["pay", "slow_note"], "approval_handler": ask_handler}
 
 
 def respond(request: LLMRequest) -> str:

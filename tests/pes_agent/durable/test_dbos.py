@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import os
+import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import httpx2 as httpx
 import pytest
+from dbos import DBOSClient
 
 from pes_agent import (
     AgentProps,
@@ -18,14 +25,22 @@ from pes_agent import (
     Deny,
     NotAwaitingApprovalError,
     ObservationType,
+    StreamEvent,
     create_agent,
 )
 from pes_agent.core import AgentCore
 from pes_agent.durable.dbos import DBOSEngine
-from pes_agent.testing import ScriptedProvider
-from tests.pes_agent.storage.conftest import pg_schema, require_postgres, wait_until
+from pes_agent.server import create_app
+from pes_agent.testing import ScriptedProvider, plan_call, plan_lines
+from tests.pes_agent.providers.model_server import Fault, ModelServer, Reply
+from tests.pes_agent.storage.conftest import (
+    drop_schema,
+    pg_schema,
+    require_postgres,
+    wait_until,
+)
 
-from .conftest import Workers, check_notes_run, finished_calls
+from .conftest import ROOT, Workers, check_notes_run, finished_calls
 
 __all__ = ["pg_schema"]  # the fixture, imported for the tests below
 
@@ -225,6 +240,8 @@ async def test_a_run_cancelled_from_another_process_stops_and_its_caller_gets_ca
         found = await elsewhere.find("tr-1")
         assert found is not None
         assert (found.thread_id, found.status, found.running) == ("t1", "running", True)
+        assert await elsewhere.running("t1") == [found]
+        assert await elsewhere.running("t2") == []
         assert await elsewhere.find("no-such-run") is None
         assert await elsewhere.cancel("no-such-run") is None
 
@@ -242,6 +259,15 @@ async def test_a_run_cancelled_from_another_process_stops_and_its_caller_gets_ca
         again = await elsewhere.cancel("tr-1")
         assert again is not None
         assert not again.running
+        assert await elsewhere.running("t1") == []
+        # The worker records the cancellation as an in-process run does (as it stops the
+        # run): the console and the thread's run list say `cancelled`, not `unfinished`.
+
+        async def recorded() -> bool:
+            errors = await client.observations.get_observations("t1", types=[ObservationType.ERROR])
+            return [(o.trace_id, o.content["phase"]) for o in errors] == [("tr-1", "cancelled")]
+
+        await wait_until(recorded, "the worker to record the run's cancellation")
     finally:
         await elsewhere.aclose()
     await asyncio.sleep(5.0)  # past the time the slow tool would have finished
@@ -263,3 +289,262 @@ async def test_find_gives_a_finished_runs_response_status(
     found = await engine.find("tr-2")
     assert found is not None
     assert (found.status, found.thread_id, found.worker_id) == ("success", "t1", "w1")
+
+
+async def test_an_in_run_approval_is_a_step_the_worker_taking_over_does_not_ask_again(
+    workers: Workers, client: AgentCore
+) -> None:
+    """The approval_handler's decisions are steps: the worker that takes a run over after a
+    SIGKILL gets them from the record (its own handler, which would decide the other way, is
+    not asked), so the approved slow call finishes there and the denied payment never runs."""
+    first = await workers.start("w1", plan="ask", slow_s=2.0, env={"PES_TEST_APPROVE": "slow_note"})
+    run = asyncio.create_task(client.process(AgentProps("Note and pay", "t1")))
+    await workers.wait_for_effect("slow-start b")
+    await finished_calls(client, "t1", 1)  # the payment, denied (recorded after its decision)
+    await workers.kill(first)
+    assert "slow-done b" not in workers.effects_lines()
+
+    await workers.start("w1", plan="ask", slow_s=2.0, env={"PES_TEST_APPROVE": "pay"})
+    result = await asyncio.wait_for(run, 90)
+
+    assert result.metadata.status == "partial", result.metadata.error  # the denied payment
+    effects = Counter(workers.effects_lines())
+    assert (effects["asked slow_note"], effects["asked pay"]) == (1, 1), effects
+    assert (effects["slow-start b"], effects["slow-done b"]) == (2, 1)
+    assert effects["note B-after"] == 1
+    assert effects["pay 7"] == 0
+    decided = await client.observations.get_observations(
+        "t1", types=[ObservationType.APPROVAL_DECIDED]
+    )
+    assert sorted((o.content["toolName"], o.content["decision"]) for o in decided) == [
+        ("pay", "deny"),
+        ("slow_note", "approve"),
+    ]
+
+
+async def _model_steps(engine_db: str, trace_id: str) -> list[tuple[str, bool]]:
+    """The model steps DBOS recorded for the run `trace_id`: each one's name and whether it
+    failed, in order."""
+    dbos = await asyncio.to_thread(
+        DBOSClient, system_database_url=engine_db, application_name="pes-agent"
+    )
+    try:
+        steps = await dbos.list_workflow_steps_async(f"pes-agent-run-{trace_id}")
+    finally:
+        dbos.destroy()
+    return [
+        (step["function_name"], step["error"] is not None)
+        for step in steps
+        if step["function_name"].startswith("pes_agent.model.")
+    ]
+
+
+ONE_NOTE = plan_lines(plan_call(1, "note", text="a"), intent="one note")
+
+
+async def test_a_model_call_failing_once_is_retried_by_its_provider_inside_one_step(
+    workers: Workers, client: AgentCore
+) -> None:
+    """A transient failure (HTTP 503) is retried by the provider's own retry policy, inside
+    the model step: DBOS records one successful planning step, and the run succeeds."""
+    async with ModelServer() as server:
+        server.script(Fault(503), Reply(ONE_NOTE), Reply("All done."))
+        await workers.start("w1", env={"PES_TEST_MODEL_URL": server.openai_base_url})
+        result = await asyncio.wait_for(
+            client.process(AgentProps("Note it", "t1", trace_id="tr-retry")), 60
+        )
+        requests = len(server.requests)
+    assert result.metadata.status == "success", result.metadata.error
+    assert result.response.content == "All done."
+    assert requests == 3  # the failed attempt, the plan, the answer
+    assert workers.effects_lines() == ["note a"]
+    assert await _model_steps(workers.engine_db, "tr-retry") == [
+        ("pes_agent.model.planning", False),
+        ("pes_agent.model.synthesis", False),
+    ]
+
+
+async def test_a_refused_model_call_is_retried_neither_by_its_provider_nor_by_the_engine(
+    workers: Workers, client: AgentCore
+) -> None:
+    """A refusal (the prompt too long for the model) is final: one request, one failed
+    planning step, and the run ends `error` at once."""
+    async with ModelServer() as server:
+        server.script(Fault(400, code="context_length_exceeded"))
+        await workers.start("w1", env={"PES_TEST_MODEL_URL": server.openai_base_url})
+        result = await asyncio.wait_for(
+            client.process(AgentProps("Note it", "t1", trace_id="tr-refused")), 60
+        )
+        requests = len(server.requests)
+    assert result.metadata.status == "error"
+    assert requests == 1
+    assert workers.effects_lines() == []
+    assert await _model_steps(workers.engine_db, "tr-refused") == [
+        ("pes_agent.model.planning", True)
+    ]
+
+
+async def test_a_run_taken_over_after_a_sigkill_traces_each_step_once(
+    workers: Workers, client: AgentCore, tmp_path: Path
+) -> None:
+    """OpenTelemetry on the workers (`pes_agent.otel.instrument`): the worker that takes a
+    run over replays the steps the killed one had finished without emitting their spans
+    again: one chat span per model step, one tool span per finished call, one run span."""
+    spans = tmp_path / "spans.jsonl"
+    env = {"PES_TEST_SPANS": str(spans)}
+    first = await workers.start("w1", slow_s=2.0, env=env)
+    run = asyncio.create_task(client.process(AgentProps("Take notes", "t1")))
+    await workers.wait_for_effect("slow-start b")
+    await finished_calls(client, "t1", 2)
+    await workers.kill(first)
+    await workers.start("w1", slow_s=2.0, env=env)
+    result = await asyncio.wait_for(run, 90)
+    assert result.metadata.status == "success", result.metadata.error
+
+    # The second worker's spans end as the run does: wait for its run span.
+    def ended() -> list[dict[str, Any]]:
+        text = spans.read_text(encoding="utf-8") if spans.exists() else ""
+        return [json.loads(line) for line in text.splitlines()]
+
+    await wait_until(
+        lambda: any(s["name"].startswith("invoke_agent") for s in ended()), "the run span"
+    )
+    names = Counter(s["name"] for s in ended())
+    assert names["chat scripted-model"] == 2, names  # planning and synthesis, once each
+    tools = Counter(
+        (s["attributes"]["gen_ai.tool.name"], s["attributes"]["gen_ai.tool.call.id"])
+        for s in ended()
+        if s["name"].startswith("execute_tool")
+    )
+    assert sorted(tools.values()) == [1, 1, 1, 1], tools  # each call once, the slow one too
+    assert names["invoke_agent pes-agent"] == 1
+    (run_span,) = [s for s in ended() if s["name"].startswith("invoke_agent")]
+    assert run_span["attributes"]["pes_agent.run.status"] == "success"
+    parents = {s["parent_id"] for s in ended() if not s["name"].startswith("invoke_agent")}
+    # The second worker's spans are children of its run span; the first worker's of a run
+    # span that never ended (killed with it).
+    assert run_span["context"]["span_id"] in parents
+
+
+# An answer of many tokens (16 characters each), longer than a NOTIFY payload, with text JSON
+# must escape and characters UTF-8 writes in several bytes.
+LONG_ANSWER = "\n".join(f'Line {n}: "quoted" \\ back, tab\t, été ✓ 日本語.' for n in range(600))
+
+
+@pytest.fixture
+async def shared_storage(engine_db: str, tmp_path: Path) -> AsyncIterator[str]:
+    """The agent's storage, of the engine database's kind: a SQLite file beside a SQLite
+    engine, a fresh PostgreSQL schema beside a PostgreSQL one."""
+    if engine_db.startswith("sqlite"):
+        yield f"sqlite:///{tmp_path / 'agent.db'}"
+        return
+    schema = f"pes_test_{uuid.uuid4().hex[:16]}"
+    yield f"{require_postgres()}?schema={schema}"
+    await drop_schema(schema)
+
+
+async def test_a_subscriber_of_the_submitting_agent_gets_the_tokens_a_worker_streams(
+    engine_db: str, shared_storage: str, tmp_path: Path
+) -> None:
+    """Tokens reach subscribers through the store's feed: a stream subscriber on the
+    submitting agent gets the synthesis tokens the worker in another process streams, in
+    order and all of them before process() returns, joined equal to the answer."""
+    pool = Workers(engine_db, shared_storage, tmp_path / "effects.log")
+    engine = DBOSEngine(engine_db, poll_interval_s=0.05)
+    client = create_agent(provider=ScriptedProvider([]), storage=shared_storage, engine=engine)
+    tokens: list[str] = []
+    kinds: list[str] = []
+
+    def on_event(event: StreamEvent) -> None:
+        kinds.append(event.kind)
+        if event.kind == "token":
+            tokens.append(event.text)
+
+    try:
+        await pool.start("w1", slow_s=0.1, env={"PES_TEST_ANSWER": LONG_ANSWER})
+        async with client:
+            stop = client.stream.subscribe(on_event, thread_id="t1", phases="synthesis")
+            result = await asyncio.wait_for(client.process(AgentProps("Take notes", "t1")), 60)
+            stop()
+    finally:
+        await pool.stop_all()
+        await engine.aclose()
+    assert result.metadata.status == "success", result.metadata.error
+    assert result.response.content == LONG_ANSWER
+    assert "".join(tokens) == LONG_ANSWER
+    assert kinds[-1] == "end"
+
+
+async def test_the_server_streams_the_tokens_of_a_run_a_worker_executes(
+    engine_db: str, shared_storage: str, tmp_path: Path
+) -> None:
+    """`pes-agent serve --engine`: a run requested as an event stream gets the worker's
+    synthesis tokens (from the store's feed), joined equal to the answer, then `final`."""
+    pool = Workers(engine_db, shared_storage, tmp_path / "effects.log")
+    engine = DBOSEngine(engine_db, poll_interval_s=0.05)
+    agent = create_agent(provider=ScriptedProvider([]), storage=shared_storage, engine=engine)
+    try:
+        await pool.start("w1", slow_s=0.1, env={"PES_TEST_ANSWER": LONG_ANSWER})
+        async with (
+            agent,
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=create_app(agent)), base_url="http://api"
+            ) as http,
+        ):
+            answered = await asyncio.wait_for(
+                http.post(
+                    "/v1/threads/t1/runs",
+                    json={"query": "Take notes"},
+                    headers={"Accept": "text/event-stream"},
+                ),
+                60,
+            )
+    finally:
+        await pool.stop_all()
+        await engine.aclose()
+    events = [line[7:] for line in answered.text.splitlines() if line.startswith("event: ")]
+    data = [json.loads(line[6:]) for line in answered.text.splitlines() if line[:6] == "data: "]
+    assert events[-1] == "final"
+    assert data[-1]["response"]["content"] == LONG_ANSWER
+    tokens = [d["text"] for d in data if d.get("kind") == "token" and d["phase"] == "synthesis"]
+    assert "".join(tokens) == LONG_ANSWER
+    assert events.count("TOOL_EXECUTION") == 4  # the observations, from the store, once each
+
+
+async def test_a_replay_reads_the_thread_from_the_record_and_saves_the_turn_once(
+    engine_db: str, tmp_path: Path
+) -> None:
+    """A run's steps are its model and tool calls (the thread's load is kept in the planning
+    call's record; the commit is no step: the store writes a trace's turn once). A replay of
+    the run from its first call (DBOS's fork, `dbos_replay.py`) plans nothing again, loads the
+    thread as the run first did (not with the system prompt changed since), redoes the calls
+    after the fork point and saves no second turn."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.pes_agent.durable.dbos_replay",
+        engine_db,
+        f"sqlite:///{tmp_path / 'agent.db'}",
+        "replayer",
+        str(tmp_path / "effects.log"),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PES_TEST_SLOW_S": "0.05"},
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, err.decode()[-3000:]
+    seen = json.loads(out.decode().strip().splitlines()[-1])
+    assert seen["steps"] == [
+        "pes_agent.model.planning",
+        "pes_agent.tool.note",
+        "pes_agent.tool.slow_note",
+        "pes_agent.tool.note",
+        "pes_agent.tool.note",
+        "pes_agent.model.synthesis",
+    ]
+    assert seen["statuses"] == ["success", "success"]
+    assert seen["replayed_phases"] == ["synthesis"]
+    assert "Changed since." not in seen["replayed_prompt"]
+    assert "helpful, precise assistant" in seen["replayed_prompt"]
+    assert seen["messages"] == ["Take notes", "All done."]

@@ -164,5 +164,47 @@ async def test_runs_through_two_servers_go_to_the_worker_and_cancel_from_either(
         messages = await client.get(f"{b}/v1/threads/t2/messages")
         assert messages.json()["messages"] == []  # a cancelled run saves no turn
 
+        # A run neither server submitted (`pes-agent run --engine`): B lists it as running
+        # and will not delete its thread, as the engine knows it; cancelled through B, the
+        # CLI's run ends `cancelled` and B lists it so.
+        model.script(Reply(SLOW), Reply("never"))
+        run_log = tmp_path / "run.log"
+        async with process(
+            ["run", *shared, "--thread", "t3", "--json", "wait"], env, run_log
+        ) as cli:
+            trace_id = await _running_run(client, f"{b}/v1/threads/t3/runs", cli, run_log)
+            refused = await client.delete(f"{b}/v1/threads/t3")
+            assert refused.status_code == 409, refused.text
+            assert refused.json()["error"]["type"] == "run_in_progress"
+            cancelled = await client.post(f"{b}/v1/runs/{trace_id}/cancel")
+            assert cancelled.status_code == 202, cancelled.text
+            await asyncio.wait_for(cli.wait(), 30)
+        printed = _text(run_log)
+        answer = json.loads(printed[printed.index("{") :])  # after any warning on stderr
+        assert answer["metadata"]["status"] == "cancelled", printed
+        for _ in range(100):  # the worker records the cancellation as it stops the run
+            listed = (await client.get(f"{b}/v1/threads/t3/runs")).json()["runs"]
+            if listed[-1]["status"] not in ("running", "unfinished"):
+                break
+            await asyncio.sleep(0.1)
+        assert [(r["trace_id"], r["status"]) for r in listed] == [(trace_id, "cancelled")]
+        deleted = await client.delete(f"{b}/v1/threads/t3")
+        assert deleted.status_code == 204, deleted.text
+
         worker.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(worker.wait(), 30) == 0
+
+
+async def _running_run(
+    client: httpx.AsyncClient, url: str, cli: asyncio.subprocess.Process, log: Path
+) -> str:
+    """The trace id of the one run `url` (a thread's run list) lists as running, once it
+    does."""
+    for _ in range(300):
+        runs = (await client.get(url)).json()["runs"]
+        if runs and runs[-1]["status"] == "running":
+            assert len(runs) == 1, runs
+            return str(runs[0]["trace_id"])
+        assert cli.returncode is None, _text(log)
+        await asyncio.sleep(0.1)
+    pytest.fail(f"the run was never listed as running: {runs}")
