@@ -22,6 +22,7 @@ from pes_agent import (
     create_agent,
 )
 from pes_agent.core import AgentCore
+from pes_agent.durable.effects import EngineRun
 from pes_agent.durable.temporal import TemporalEngine
 from pes_agent.testing import ScriptedProvider
 from tests.pes_agent.storage.conftest import wait_until
@@ -250,6 +251,14 @@ async def test_a_run_cancelled_from_another_process_stops_and_its_caller_gets_ca
         assert (found.thread_id, found.status, found.running) == ("t1", "running", True)
         assert await elsewhere.find("no-such-run") is None
         assert await elsewhere.cancel("no-such-run") is None
+        # The thread's runs that go on, as the server's visibility store lists them.
+        listed = [EngineRun(trace_id="x1", thread_id="t1", status="running")]
+
+        async def running_is(expected: list[EngineRun]) -> bool:
+            return await elsewhere.running("t1") == expected
+
+        await wait_until(lambda: running_is(listed), "the run listed as running on t1")
+        assert await elsewhere.running("t2") == []
 
         cancelled = await elsewhere.cancel("x1")
         assert cancelled is not None
@@ -259,6 +268,15 @@ async def test_a_run_cancelled_from_another_process_stops_and_its_caller_gets_ca
         after = await elsewhere.find("x1")
         assert after is not None
         assert after.status == "cancelled"
+        await wait_until(lambda: running_is([]), "no run listed as running on t1")
+
+        async def recorded() -> bool:  # as an in-process run records its cancellation
+            errors = await client.observations.get_observations(
+                "t1", types=[ObservationType.ERROR]
+            )
+            return [(o.trace_id, o.content["phase"]) for o in errors] == [("x1", "cancelled")]
+
+        await wait_until(recorded, "the worker to record the run's cancellation")
     finally:
         await elsewhere.aclose()
         gc.collect()  # temporalio/sdk-python#300
