@@ -336,6 +336,10 @@ class ModelServer:
         """Queue steps; each request takes the next one."""
         self._script.extend(steps)
 
+    def clear(self) -> None:
+        """Drop the queued steps no request took (a cancelled run's answer, say)."""
+        self._script.clear()
+
     @property
     def remaining(self) -> int:
         return len(self._script)

@@ -167,6 +167,7 @@ async def test_runs_through_two_servers_go_to_the_worker_and_cancel_from_either(
         # A run neither server submitted (`pes-agent run --engine`): B lists it as running
         # and will not delete its thread, as the engine knows it; cancelled through B, the
         # CLI's run ends `cancelled` and B lists it so.
+        model.clear()  # the answer of the run cancelled above was never asked for
         model.script(Reply(SLOW), Reply("never"))
         run_log = tmp_path / "run.log"
         async with process(
