@@ -271,9 +271,7 @@ async def test_a_run_cancelled_from_another_process_stops_and_its_caller_gets_ca
         await wait_until(lambda: running_is([]), "no run listed as running on t1")
 
         async def recorded() -> bool:  # as an in-process run records its cancellation
-            errors = await client.observations.get_observations(
-                "t1", types=[ObservationType.ERROR]
-            )
+            errors = await client.observations.get_observations("t1", types=[ObservationType.ERROR])
             return [(o.trace_id, o.content["phase"]) for o in errors] == [("x1", "cancelled")]
 
         await wait_until(recorded, "the worker to record the run's cancellation")
