@@ -1,97 +1,110 @@
 """A submitting process polls the runs it awaits together: one status read per poll interval
-for all of them, not one per run (DBOSEngine._outcome), with a fake DBOS client."""
+for all of them, not one per run (DBOSEngine._outcome). Real DBOS on a SQLite file: runs are
+enqueued with no worker to take them (they stay queued), and ended by cancelling them; the
+engine's own DBOS client counts its status reads."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from dbos import DBOS, DBOSClient
+from dbos._error import DBOSAwaitedWorkflowCancelledError
 
-from pes_agent.durable.dbos import DBOSEngine
+from pes_agent.durable.dbos import RUN_WORKFLOW, DBOSEngine
+from tests.pes_agent.storage.conftest import wait_until
 
-
-@dataclass
-class _Status:
-    workflow_id: str
-    status: str
-
-
-@dataclass
-class _Handle:
-    workflow_id: str
-
-    async def get_status(self) -> Any:  # pragma: no cover - must not be called
-        raise AssertionError("each run's status is not read on its own")
-
-    async def get_result(self, polling_interval_sec: float) -> str:
-        return f"result of {self.workflow_id}"
+INTERVAL_S = 0.02
 
 
-@dataclass
-class _Client:
-    """Answers PENDING for a run until `reads_until_done[run]` reads have seen it."""
+class Reads:
+    """The engine client's status reads: each one's workflow ids, and a failure to inject."""
 
-    reads_until_done: dict[str, int]
-    reads: list[list[str]] = field(default_factory=list)
-    fail: bool = False
+    def __init__(self, client: DBOSClient) -> None:
+        self.ids: list[list[str]] = []
+        self.fail_next = False
+        self._read = client.list_workflows_async
 
-    async def list_workflows_async(self, *, workflow_ids: list[str], **_: Any) -> list[_Status]:
-        self.reads.append(sorted(workflow_ids))
-        if self.fail:
-            raise RuntimeError("database down")
-        seen = len(self.reads)
-        return [
-            _Status(w, "SUCCESS" if seen >= self.reads_until_done[w] else "PENDING")
-            for w in workflow_ids
-        ]
+        async def counted(**kwargs: Any) -> Any:
+            self.ids.append(sorted(kwargs.get("workflow_ids") or []))
+            if self.fail_next:
+                self.fail_next = False
+                raise RuntimeError("database down")
+            return await self._read(**kwargs)
 
-    def destroy(self) -> None:
-        pass
+        client.list_workflows_async = counted  # type: ignore[method-assign]
 
 
-def _engine(client: _Client) -> DBOSEngine:
-    engine = DBOSEngine("sqlite:///unused.sqlite", poll_interval_s=0.01)
-    engine._client = client  # type: ignore[assignment]
-    return engine
-
-
-async def test_runs_awaited_at_once_are_polled_in_one_read_per_interval() -> None:
-    client = _Client({"a": 1, "b": 2, "c": 3})
-    engine = _engine(client)
-    results = await asyncio.wait_for(
-        asyncio.gather(*(engine._outcome(_Handle(w)) for w in "abc")),  # type: ignore[arg-type]
-        5,
-    )
-    assert results == ["result of a", "result of b", "result of c"]
-    # One read per interval, of the runs still awaited then.
-    assert client.reads == [["a", "b", "c"], ["b", "c"], ["c"]]
-    assert engine._awaited == {}
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[DBOSEngine]:
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    await asyncio.to_thread(DBOS.migrate, url)  # DBOS's tables, as a worker's launch makes them
+    engine = DBOSEngine(url, poll_interval_s=INTERVAL_S)
+    yield engine
     await engine.aclose()
 
 
-async def test_a_failed_status_read_is_raised_to_every_caller_waiting() -> None:
-    client = _Client({"a": 9, "b": 9}, fail=True)
-    engine = _engine(client)
-    outcomes = await asyncio.gather(
-        *(engine._outcome(_Handle(w)) for w in "ab"),  # type: ignore[arg-type]
-        return_exceptions=True,
-    )
-    assert [str(o) for o in outcomes] == ["database down", "database down"]
+async def _enqueued(engine: DBOSEngine, *names: str) -> tuple[DBOSClient, list[Any]]:
+    """Runs `names` enqueued (no worker: they stay queued) and their handles."""
+    client = await engine._submitter()
+    handles = [
+        await client.enqueue_async(
+            {"workflow_name": RUN_WORKFLOW, "queue_name": engine.queue, "workflow_id": name}
+        )
+        for name in names
+    ]
+    return client, handles
+
+
+async def test_runs_awaited_at_once_are_polled_in_one_read_per_interval(
+    engine: DBOSEngine,
+) -> None:
+    client, handles = await _enqueued(engine, "a", "b", "c")
+    reads = Reads(client)
+    waiting = [asyncio.create_task(engine._outcome(handle)) for handle in handles]
+    for ended, name in enumerate("abc", start=1):
+        seen = len(reads.ids)
+        await wait_until(lambda: len(reads.ids) >= seen + 2, "two more polls")
+        await client.cancel_workflow_async(name)
+        with pytest.raises(DBOSAwaitedWorkflowCancelledError):
+            await asyncio.wait_for(waiting[ended - 1], 10)
+    # Every read asked for all the runs still awaited then, in one query; none was left out,
+    # and none was read alone while others waited.
+    assert reads.ids[0] == ["a", "b", "c"]
+    assert all(ids in (["a", "b", "c"], ["b", "c"], ["c"]) for ids in reads.ids), reads.ids
+    assert ["b", "c"] in reads.ids and ["c"] in reads.ids
     assert engine._awaited == {}
-    await engine.aclose()
 
 
-async def test_a_caller_cancelled_while_waiting_is_no_longer_polled() -> None:
-    client = _Client({"a": 10**6, "b": 3})
-    engine = _engine(client)
-    waiting = asyncio.create_task(engine._outcome(_Handle("a")))  # type: ignore[arg-type]
-    other = asyncio.create_task(engine._outcome(_Handle("b")))  # type: ignore[arg-type]
-    await asyncio.sleep(0.005)
-    waiting.cancel()
+async def test_a_failed_status_read_is_raised_to_every_caller_waiting(
+    engine: DBOSEngine,
+) -> None:
+    client, handles = await _enqueued(engine, "a", "b")
+    reads = Reads(client)
+    reads.fail_next = True
+    outcomes = await asyncio.wait_for(
+        asyncio.gather(*(engine._outcome(h) for h in handles), return_exceptions=True), 10
+    )
+    assert [str(outcome) for outcome in outcomes] == ["database down", "database down"]
+    assert reads.ids == [["a", "b"]]  # one read, failed, for both
+    assert engine._awaited == {}
+
+
+async def test_a_caller_cancelled_while_waiting_is_no_longer_polled(engine: DBOSEngine) -> None:
+    client, handles = await _enqueued(engine, "a", "b")
+    reads = Reads(client)
+    given_up = asyncio.create_task(engine._outcome(handles[0]))
+    other = asyncio.create_task(engine._outcome(handles[1]))
+    await wait_until(lambda: bool(reads.ids), "a first poll")
+    given_up.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await waiting
-    assert await asyncio.wait_for(other, 5) == "result of b"
-    assert all(read == ["b"] for read in client.reads)
-    await engine.aclose()
+        await given_up
+    seen = len(reads.ids)
+    await wait_until(lambda: len(reads.ids) >= seen + 3, "three more polls")
+    await client.cancel_workflow_async("b")
+    with pytest.raises(DBOSAwaitedWorkflowCancelledError):
+        await asyncio.wait_for(other, 10)
+    assert all(ids == ["b"] for ids in reads.ids[seen:]), reads.ids
