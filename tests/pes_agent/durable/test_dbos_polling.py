@@ -6,7 +6,7 @@ engine's own DBOS client counts its status reads."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,12 @@ async def _enqueued(engine: DBOSEngine, *names: str) -> tuple[DBOSClient, list[A
     return client, handles
 
 
+def _more_reads(reads: Reads, more: int) -> Callable[[], bool]:
+    """Whether `more` reads were made since this was called."""
+    seen = len(reads.ids)
+    return lambda: len(reads.ids) >= seen + more
+
+
 async def test_runs_awaited_at_once_are_polled_in_one_read_per_interval(
     engine: DBOSEngine,
 ) -> None:
@@ -66,8 +72,7 @@ async def test_runs_awaited_at_once_are_polled_in_one_read_per_interval(
     reads = Reads(client)
     waiting = [asyncio.create_task(engine._outcome(handle)) for handle in handles]
     for ended, name in enumerate("abc", start=1):
-        seen = len(reads.ids)
-        await wait_until(lambda: len(reads.ids) >= seen + 2, "two more polls")
+        await wait_until(_more_reads(reads, 2), "two more polls")
         await client.cancel_workflow_async(name)
         with pytest.raises(DBOSAwaitedWorkflowCancelledError):
             await asyncio.wait_for(waiting[ended - 1], 10)
@@ -75,7 +80,8 @@ async def test_runs_awaited_at_once_are_polled_in_one_read_per_interval(
     # and none was read alone while others waited.
     assert reads.ids[0] == ["a", "b", "c"]
     assert all(ids in (["a", "b", "c"], ["b", "c"], ["c"]) for ids in reads.ids), reads.ids
-    assert ["b", "c"] in reads.ids and ["c"] in reads.ids
+    assert ["b", "c"] in reads.ids
+    assert ["c"] in reads.ids
     assert engine._awaited == {}
 
 
@@ -103,7 +109,7 @@ async def test_a_caller_cancelled_while_waiting_is_no_longer_polled(engine: DBOS
     with pytest.raises(asyncio.CancelledError):
         await given_up
     seen = len(reads.ids)
-    await wait_until(lambda: len(reads.ids) >= seen + 3, "three more polls")
+    await wait_until(_more_reads(reads, 3), "three more polls")
     await client.cancel_workflow_async("b")
     with pytest.raises(DBOSAwaitedWorkflowCancelledError):
         await asyncio.wait_for(other, 10)
