@@ -16,7 +16,7 @@ from pes_agent import create_agent
 from pes_agent.core import AgentCore
 from pes_agent.durable.temporal import TemporalEngine
 from pes_agent.testing import ScriptedProvider
-from tests.pes_agent.durable.scripted import TOOLS, respond
+from tests.pes_agent.durable.scripted import TOOLS, approval_options, respond
 
 # A dead worker's runs and tool calls are taken over after these (defaults: 10 s and 5 s).
 TASK_TIMEOUT_S = 2.0
@@ -41,7 +41,7 @@ def build_agent(engine: TemporalEngine, storage: str) -> AgentCore:
             [respond], repeat=True, latency_s=float(os.environ.get("PES_TEST_MODEL_S", "0"))
         ),
         tools=TOOLS,
-        require_approval=["pay"],
+        **approval_options(),  # `pay` pauses; with PES_TEST_APPROVE, a handler decides in-run
         state_saving="implicit",  # a tool's state changes are saved with the turn
         storage=storage,
         engine=engine,

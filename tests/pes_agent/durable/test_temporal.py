@@ -18,6 +18,7 @@ from pes_agent import (
     Deny,
     NotAwaitingApprovalError,
     ObservationType,
+    StreamEvent,
     ThreadAwaitingApprovalError,
     create_agent,
 )
@@ -395,3 +396,67 @@ async def test_a_paused_run_waits_with_no_worker_and_a_new_one_resumes_it(
     # A second resume is refused on the worker and raised here.
     with pytest.raises(NotAwaitingApprovalError):
         await asyncio.wait_for(client.resume("t1", paused.metadata.trace_id, {}), 60)
+
+
+# An answer of many tokens, with text JSON must escape and characters UTF-8 writes in several
+# bytes (the store's feed carries them from the worker's process to the submitting one).
+LONG_ANSWER = "\n".join(f'Line {n}: "quoted" \\ back, tab\t, été ✓ 日本語.' for n in range(300))
+
+
+async def test_a_subscriber_of_the_submitting_agent_gets_the_tokens_a_worker_streams(
+    temporal_workers: Workers, client: AgentCore
+) -> None:
+    """Tokens reach subscribers through the store's feed: a stream subscriber on the
+    submitting agent gets the synthesis tokens the worker in another process streams, in
+    order and all of them before process() returns, joined equal to the answer."""
+    workers = temporal_workers
+    await workers.start(workers.queue, slow_s=0.1, env={"PES_TEST_ANSWER": LONG_ANSWER})
+    tokens: list[str] = []
+    kinds: list[str] = []
+
+    def on_event(event: StreamEvent) -> None:
+        kinds.append(event.kind)
+        if event.kind == "token":
+            tokens.append(event.text)
+
+    stop = client.stream.subscribe(on_event, thread_id="t1", phases="synthesis")
+    result = await asyncio.wait_for(client.process(AgentProps("Take notes", "t1")), 60)
+    stop()
+    assert result.metadata.status == "success", result.metadata.error
+    assert result.response.content == LONG_ANSWER
+    assert "".join(tokens) == LONG_ANSWER
+    assert kinds[-1] == "end"
+
+
+async def test_an_in_run_approval_is_a_step_the_worker_taking_over_does_not_ask_again(
+    temporal_workers: Workers, client: AgentCore
+) -> None:
+    """The approval_handler's decisions are steps (`pes_agent.approval`, local activities):
+    the worker that takes a run over after a SIGKILL gets them from the history (its own
+    handler, which would decide the other way, is not asked), so the approved slow call
+    finishes there and the denied payment never runs."""
+    workers = temporal_workers
+    first = await workers.start(
+        workers.queue, plan="ask", slow_s=4.0, env={"PES_TEST_APPROVE": "slow_note"}
+    )
+    run = asyncio.create_task(client.process(AgentProps("Note and pay", "t1")))
+    await workers.wait_for_effect("slow-start b")
+    await finished_calls(client, "t1", 1)  # the payment, denied (recorded after its decision)
+    await workers.kill(first)
+    assert "slow-done b" not in workers.effects_lines()
+
+    await workers.start(workers.queue, plan="ask", slow_s=4.0, env={"PES_TEST_APPROVE": "pay"})
+    result = await asyncio.wait_for(run, 90)
+
+    assert result.metadata.status == "partial", result.metadata.error  # the denied payment
+    effects = Counter(workers.effects_lines())
+    assert (effects["asked slow_note"], effects["asked pay"]) == (1, 1), effects
+    assert (effects["slow-start b"], effects["slow-done b"]) == (2, 1)
+    assert effects["pay 7"] == 0
+    decided = await client.observations.get_observations(
+        "t1", types=[ObservationType.APPROVAL_DECIDED]
+    )
+    assert sorted((o.content["toolName"], o.content["decision"]) for o in decided) == [
+        ("pay", "deny"),
+        ("slow_note", "approve"),
+    ]
