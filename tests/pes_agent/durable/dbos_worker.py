@@ -15,11 +15,10 @@ import signal
 import sys
 
 from pes_agent import ProviderConfig, create_agent
-from pes_agent.core import AgentCore
 from pes_agent.durable.dbos import DBOSEngine
 from pes_agent.protocols import LLMProvider
 from pes_agent.testing import ScriptedProvider
-from tests.pes_agent.durable.scripted import TOOLS, approval_options, respond
+from tests.pes_agent.durable.scripted import TOOLS, approval_options, respond, trace_to_file
 
 
 def provider() -> LLMProvider | ProviderConfig:
@@ -27,24 +26,6 @@ def provider() -> LLMProvider | ProviderConfig:
     if url is None:
         return ScriptedProvider([respond], repeat=True)
     return ProviderConfig("openai", "test-model", api_key="sk-test", base_url=url)
-
-
-def trace_to_file(agent: AgentCore, path: str) -> None:
-    """Trace the agent's runs (`pes_agent.otel`), each span a JSON line in `path` as it ends
-    (written and flushed at once: a SIGKILL loses only the spans still open)."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
-
-    from pes_agent.otel import instrument
-
-    out = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open as long as the process
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(
-        SimpleSpanProcessor(
-            ConsoleSpanExporter(out=out, formatter=lambda span: span.to_json(indent=None) + "\n")
-        )
-    )
-    instrument(agent, tracer_provider)
 
 
 async def main() -> None:

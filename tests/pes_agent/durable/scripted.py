@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pes_agent import LLMRequest, PendingApproval, ToolContext, tool
+from pes_agent.core import AgentCore
 from pes_agent.testing import plan_call, plan_lines
 
 PLAN = plan_lines(
@@ -119,3 +120,21 @@ def respond(request: LLMRequest) -> str:
     if request.phase != "planning":
         return ANSWER
     return PLANS.get(os.environ.get("PES_TEST_PLAN", ""), PLAN)
+
+
+def trace_to_file(agent: AgentCore, path: str) -> None:
+    """Trace the agent's runs (`pes_agent.otel`), each span a JSON line in `path` as it ends
+    (written and flushed at once: a SIGKILL loses only the spans still open)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+    from pes_agent.otel import instrument
+
+    out = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open as long as the process
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(
+        SimpleSpanProcessor(
+            ConsoleSpanExporter(out=out, formatter=lambda span: span.to_json(indent=None) + "\n")
+        )
+    )
+    instrument(agent, tracer_provider)

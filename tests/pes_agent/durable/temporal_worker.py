@@ -16,7 +16,7 @@ from pes_agent import create_agent
 from pes_agent.core import AgentCore
 from pes_agent.durable.temporal import TemporalEngine
 from pes_agent.testing import ScriptedProvider
-from tests.pes_agent.durable.scripted import TOOLS, approval_options, respond
+from tests.pes_agent.durable.scripted import TOOLS, approval_options, respond, trace_to_file
 
 # A dead worker's runs and tool calls are taken over after these (defaults: 10 s and 5 s).
 TASK_TIMEOUT_S = 2.0
@@ -52,6 +52,9 @@ async def main() -> None:
     address, storage, task_queue = sys.argv[1], sys.argv[2], sys.argv[3]
     on = engine(address, task_queue)
     agent = build_agent(on, storage)
+    spans = os.environ.get("PES_TEST_SPANS")
+    if spans is not None:
+        trace_to_file(agent, spans)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with agent, on.worker(agent):

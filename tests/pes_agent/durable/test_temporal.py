@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -460,3 +463,45 @@ async def test_an_in_run_approval_is_a_step_the_worker_taking_over_does_not_ask_
         ("pay", "deny"),
         ("slow_note", "approve"),
     ]
+
+
+async def test_a_run_taken_over_emits_each_steps_span_once(
+    temporal_workers: Workers, client: AgentCore, tmp_path: Path
+) -> None:
+    """OpenTelemetry on the workers (`pes_agent.otel.instrument`): the worker that takes a
+    run over replays the steps the killed one had finished (their local activities and
+    activities answer from the history) without emitting their spans again: one chat span
+    per model step, one tool span per call, one run span that ended, the parent of the
+    spans its worker made."""
+    workers = temporal_workers
+    spans = tmp_path / "spans.jsonl"
+    env = {"PES_TEST_SPANS": str(spans)}
+    first = await workers.start(workers.queue, slow_s=4.0, env=env)
+    run = asyncio.create_task(client.process(AgentProps("Take notes", "t1")))
+    await workers.wait_for_effect("slow-start b")
+    await finished_calls(client, "t1", 2)
+    await workers.kill(first)
+    await workers.start(workers.queue, slow_s=4.0, env=env)
+    result = await asyncio.wait_for(run, 90)
+    assert result.metadata.status == "success", result.metadata.error
+
+    def ended() -> list[dict[str, Any]]:
+        text = spans.read_text(encoding="utf-8") if spans.exists() else ""
+        return [json.loads(line) for line in text.splitlines()]
+
+    await wait_until(
+        lambda: any(s["name"].startswith("invoke_agent") for s in ended()), "the run span"
+    )
+    names = Counter(s["name"] for s in ended())
+    assert names["chat scripted-model"] == 2, names  # planning and synthesis, once each
+    tools = Counter(
+        (s["attributes"]["gen_ai.tool.name"], s["attributes"]["gen_ai.tool.call.id"])
+        for s in ended()
+        if s["name"].startswith("execute_tool")
+    )
+    assert sorted(tools.values()) == [1, 1, 1, 1], tools  # each call once, the slow one too
+    assert names["invoke_agent pes-agent"] == 1, names
+    (run_span,) = [s for s in ended() if s["name"].startswith("invoke_agent")]
+    assert run_span["attributes"]["pes_agent.run.status"] == "success"
+    parents = {s["parent_id"] for s in ended() if not s["name"].startswith("invoke_agent")}
+    assert run_span["context"]["span_id"] in parents
