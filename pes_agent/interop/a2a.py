@@ -130,11 +130,12 @@ def a2a_routes(
             "(it is no TaskRecords): use a bundled store, or create_app(agent, a2a=False)"
         )
     base_card = _card(api, settings, settings.url or f"http://localhost{settings.path}")
+    tasks = StoredTasks(storage)
     handler = _Handler(
         agent_executor=_RunExecutor(api),
-        task_store=StoredTasks(storage),
+        task_store=tasks,
         agent_card=base_card,
-        request_context_builder=_Threads(api),
+        request_context_builder=_Threads(api, tasks),
     )
     [rpc] = create_jsonrpc_routes(handler, settings.path, enable_v0_3_compat=True)
     max_bytes = api.max_body_bytes
@@ -215,9 +216,10 @@ class _Threads(SimpleRequestContextBuilder):
     """Names each message's thread (its context id, a new one when it gives none) and lets
     the caller through to its own threads only, as the rest of the API does."""
 
-    def __init__(self, api: ApiState) -> None:
+    def __init__(self, api: ApiState, tasks: StoredTasks) -> None:
         super().__init__()
         self._api = api
+        self._tasks = tasks
 
     async def build(
         self,
@@ -228,6 +230,11 @@ class _Threads(SimpleRequestContextBuilder):
         task: Task | None = None,
     ) -> RequestContext:
         """The request context, once the caller may run on its thread."""
+        if task_id and not context_id:
+            # A message naming only its task goes on that task's thread (the SDK would make
+            # up a new context id).
+            found = await self._tasks.get(task_id, context)
+            context_id = found.context_id if found is not None else None
         built = await super().build(context, params, task_id, context_id, task)
         problem = thread_id_problem(built.context_id)
         if problem is not None:
