@@ -53,7 +53,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
-from a2a.server.routes import create_jsonrpc_routes
+from a2a.server.routes import DefaultServerCallContextBuilder, create_jsonrpc_routes
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
@@ -137,7 +137,9 @@ def a2a_routes(
         agent_card=base_card,
         request_context_builder=_Threads(api, tasks),
     )
-    [rpc] = create_jsonrpc_routes(handler, settings.path, enable_v0_3_compat=True)
+    [rpc] = create_jsonrpc_routes(
+        handler, settings.path, context_builder=_Calls(), enable_v0_3_compat=True
+    )
     max_bytes = api.max_body_bytes
 
     async def endpoint(request: Request) -> Response:
@@ -206,6 +208,23 @@ def _card(api: ApiState, settings: A2ASettings, url: str) -> AgentCard:
         )
         card.security_requirements.append(SecurityRequirement(schemes={"bearer": StringList()}))
     return card
+
+
+class _Calls(DefaultServerCallContextBuilder):
+    """The SDK's call context without the request's credentials: it keeps the headers in the
+    context, which the SDK logs at DEBUG level."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        """The call context, its headers without `Authorization` and cookies."""
+        context = super().build(request)
+        headers = context.state.get("headers")
+        if isinstance(headers, dict):
+            context.state["headers"] = {
+                name: value
+                for name, value in headers.items()
+                if name.lower() not in ("authorization", "cookie", "proxy-authorization")
+            }
+        return context
 
 
 def _caller(context: ServerCallContext) -> Caller:
