@@ -616,7 +616,8 @@ def _safe_url(url: str) -> str:
 
 def _reason(error: BaseException) -> str:
     """What went wrong, in one line, without the request (its headers hold tokens)."""
-    if isinstance(error, httpx.HTTPStatusError):
-        return f"HTTP {error.response.status_code}"
+    cause = error if isinstance(error, httpx.HTTPStatusError) else error.__cause__
+    if isinstance(cause, httpx.HTTPStatusError):
+        return f"HTTP {cause.response.status_code} {cause.response.reason_phrase}".strip()
     text = " ".join(str(error).split()) or type(error).__name__
     return text[:300]

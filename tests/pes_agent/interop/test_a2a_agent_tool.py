@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pes_agent import AgentProps, create_agent, tool
+from pes_agent import AgentProps, ToolExecutionError, create_agent, tool
 from pes_agent.interop.a2a import A2AAgent
 from pes_agent.providers.base import LLMRequest
 from pes_agent.testing import ScriptedProvider, plan_call, plan_json
@@ -69,12 +69,12 @@ async def test_remote_errors_are_error_results_naming_the_agent(tmp_path: Any) -
     context = ToolContext(thread_id="t", trace_id="r", call_id="c")
     async with make_agent(tmp_path / "remote.db") as remote, serving(remote, tokens=TOKENS) as url:
         wrong = A2AAgent(url, headers={"Authorization": "Bearer wrong-secret"}, name="remote")
-        with pytest.raises(Exception, match="A2A agent 'remote'.*401") as refused:
+        with pytest.raises(ToolExecutionError, match=r"A2A agent 'remote'.*HTTP 401") as refused:
             await wrong.execute({"message": "hi"}, context)
         assert "wrong-secret" not in str(refused.value)
         slow = A2AAgent(url, headers={"Authorization": f"Bearer {SECRET}"}, timeout_s=0.2)
-        with pytest.raises(Exception, match="no answer within 0.2 s"):
+        with pytest.raises(ToolExecutionError, match=r"no answer within 0\.2 s"):
             await slow.execute({"message": "nap please"}, context)
     gone = A2AAgent(url, name="gone")
-    with pytest.raises(Exception, match="A2A agent 'gone'.*card could not be read"):
+    with pytest.raises(ToolExecutionError, match=r"A2A agent 'gone'.*card could not be read"):
         await gone.execute({"message": "hi"}, context)
