@@ -41,9 +41,11 @@ def weather_agent() -> AgentCore:
     """The remote service's agent: plans a forecast lookup, answers with it."""
     model = ScriptedProvider(
         [
-            lambda request: plan_json(plan_call(1, "forecast", city="Lisbon"))
-            if request.phase == "planning"
-            else "Tomorrow in Lisbon: sunny, 24 °C."
+            lambda request: (
+                plan_json(plan_call(1, "forecast", city="Lisbon"))
+                if request.phase == "planning"
+                else "Tomorrow in Lisbon: sunny, 24 °C."
+            )
         ],
         repeat=True,
     )
@@ -54,12 +56,14 @@ def travel_agent(weather: A2AAgent) -> AgentCore:
     """The local agent: asks the weather service, then packs for its answer."""
     model = ScriptedProvider(
         [
-            lambda request: plan_json(
-                plan_call(1, weather.schema.name, message="Weather in Lisbon tomorrow?"),
-                plan_call(2, "pack", forecast="{step_1_result}"),
+            lambda request: (
+                plan_json(
+                    plan_call(1, weather.schema.name, message="Weather in Lisbon tomorrow?"),
+                    plan_call(2, "pack", forecast="{step_1_result}"),
+                )
+                if request.phase == "planning"
+                else "Lisbon will be sunny tomorrow: pack sunglasses and a hat."
             )
-            if request.phase == "planning"
-            else "Lisbon will be sunny tomorrow: pack sunglasses and a hat."
         ],
         repeat=True,
     )
@@ -76,7 +80,9 @@ async def serve(agent: AgentCore) -> AsyncIterator[str]:
     app = create_app(agent, tokens=[TOKEN], a2a=settings)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     task = asyncio.create_task(server.serve())
-    while not server.started:
+    for _ in range(500):  # uvicorn sets `started` once it listens
+        if server.started:
+            break
         await asyncio.sleep(0.01)
     try:
         yield f"http://127.0.0.1:{port}"
