@@ -4,7 +4,8 @@ document, the web console, and the middleware and exception handlers around them
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -26,6 +27,9 @@ from pes_agent.server.runs import RunRegistry
 from pes_agent.server.state import ApiState
 from pes_agent.server.workers import WorkerDirectory
 
+if TYPE_CHECKING:
+    from pes_agent.interop.a2a import A2ASettings
+
 __all__ = ["ApiError", "create_app"]
 
 
@@ -39,6 +43,7 @@ def create_app(
     replay_limit: int = 2048,
     close_agent: bool = False,
     console: bool = True,
+    a2a: bool | A2ASettings | None = None,
 ) -> Starlette:
     """An ASGI app serving `agent` over HTTP (see the README's "HTTP service").
 
@@ -49,7 +54,10 @@ def create_app(
     pick a provider (off: a client-chosen base URL would receive the server's keys).
     `replay_limit`: events kept per run for `Last-Event-ID` resume. `close_agent`: the app
     owns the agent and closes it when the server shuts down. `console`: serve the web console
-    at `/` (a static page; the data it shows goes through the API and its auth).
+    at `/` (a static page; the data it shows goes through the API and its auth). `a2a`:
+    serve the agent to other agents over A2A (`pes_agent.interop.a2a`: `POST /a2a` behind the
+    tokens, the card at `/.well-known/agent-card.json`); None serves it when the `a2a` extra
+    is installed, True insists on it, an `A2ASettings` names the agent on its card.
     """
     if max_body_bytes <= 0:
         raise UsageError("max_body_bytes must be positive, e.g. 1_000_000")
@@ -81,6 +89,14 @@ def create_app(
     ]
     if console:
         routes.extend(console_routes())
+    closers: list[Callable[[], Awaitable[None]]] = []
+    a2a_settings = _a2a_settings(a2a)
+    if a2a_settings is not None:
+        from pes_agent.interop.a2a import a2a_routes
+
+        served, close_a2a = a2a_routes(api, a2a_settings, auth)
+        routes.extend(served)
+        closers.append(close_a2a)
     middleware: list[Middleware] = []
     if cors_origins:
         middleware.append(
@@ -98,6 +114,8 @@ def create_app(
         try:
             yield
         finally:
+            for close in closers:
+                await close()
             await registry.aclose()
             await api.aclose()
             await workers.aclose()
@@ -118,6 +136,21 @@ def create_app(
     app.state.workers = workers
     app.state.api = api
     return app
+
+
+def _a2a_settings(a2a: bool | A2ASettings | None) -> A2ASettings | None:
+    """What `create_app(a2a=...)` serves: None for nothing."""
+    if a2a is False:
+        return None
+    try:
+        from pes_agent.interop.a2a import A2ASettings
+    except ImportError as error:
+        if a2a is None and (error.name or "").split(".")[0] in ("a2a", "google", "sse_starlette"):
+            return None
+        raise UsageError(
+            "serving A2A needs a2a-sdk: pip install 'pes-agent[a2a]' (or create_app(a2a=False))"
+        ) from error
+    return a2a if isinstance(a2a, A2ASettings) else A2ASettings()
 
 
 async def _openapi(request: Request) -> Response:

@@ -3,7 +3,8 @@
 `open_storage("memory" | "sqlite:///agent.db" | "postgresql://...")` picks an implementation;
 every implementation satisfies the `Storage` protocol, `StreamFeed` (model stream events of
 other processes: tokens of runs a durable engine's worker executes) and `TurnLeases` (a
-thread's turn lent by name, for durable engines). `PostgresStorage` also satisfies
+thread's turn lent by name, for durable engines) and `TaskRecords` (protocol tasks: the A2A
+server's). `PostgresStorage` also satisfies
 `ObservationFeed` (observations of other processes, pushed). It needs asyncpg
 (`pip install 'pes-agent[postgres]'`), imported only when a `PostgresStorage` is created.
 """
@@ -15,6 +16,8 @@ from pes_agent.storage.base import (
     Storage,
     StreamFeed,
     StreamSubscription,
+    TaskRecord,
+    TaskRecords,
     TurnLeases,
 )
 from pes_agent.storage.factory import open_storage
@@ -30,6 +33,8 @@ __all__ = [
     "Storage",
     "StreamFeed",
     "StreamSubscription",
+    "TaskRecord",
+    "TaskRecords",
     "TurnLeases",
     "open_storage",
 ]

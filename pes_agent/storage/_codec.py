@@ -176,6 +176,28 @@ def load_paused_run(text: str | bytes, *, store: object, thread_id: str) -> Paus
         raise _damaged(store, "paused_runs", thread_id, exc) from exc
 
 
+def dump_task_body(body: dict[str, Any], task_id: str, thread_id: str) -> str:
+    """JSON for a protocol task's document, nested at most `MAX_DEPTH` levels (a data part
+    a client sent may nest deeper: that part is kept as its JSON text)."""
+    if not isinstance(body, dict):
+        raise UsageError(f"a task record's body must be a JSON object (a dict), not {body!r:.80}")
+    text, flattened = dump_bounded(body)
+    if flattened:
+        _flattened("a2a_tasks", thread_id, task_id)
+    return text
+
+
+def load_task_body(text: str | bytes, *, store: object, thread_id: str) -> dict[str, Any]:
+    """The task document stored as `text` in `store`'s thread `thread_id`."""
+    try:
+        body = json.loads(text)
+        if not isinstance(body, dict):
+            raise ValueError(f"a task is a JSON object, not {type(body).__name__}")
+    except ValueError as exc:
+        raise _damaged(store, "a2a_tasks", thread_id, exc) from exc
+    return body
+
+
 def load_rows(
     load: Callable[..., _Record], rows: Iterable[tuple[str, str | bytes]], *, store: object
 ) -> list[_Record]:

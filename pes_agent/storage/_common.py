@@ -20,10 +20,14 @@ from typing import NamedTuple, Self
 from pes_agent._closing import ClosedOnExit
 from pes_agent.approvals.models import PausedRun
 from pes_agent.config import AgentState, ThreadConfig
-from pes_agent.errors import StateConflictError, UsageError
+from pes_agent.errors import StateConflictError, StorageError, UsageError
+from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import _codec
+from pes_agent.storage.base import TaskRecord
 from pes_agent.threads.messages import ConversationMessage
+
+_log = get_logger("pes_agent.storage")
 
 __all__ = [
     "THREAD_TABLES",
@@ -32,6 +36,7 @@ __all__ = [
     "PendingObservations",
     "SavedState",
     "StorageBase",
+    "TaskRow",
     "Turn",
     "check_expected_version",
     "prepare_turn",
@@ -45,7 +50,17 @@ THREAD_TABLES = (
     "turns",
     "observations",
     "paused_runs",
+    "a2a_tasks",
 )
+
+
+class TaskRow(NamedTuple):
+    """A protocol task as every backend stores it: the columns it is found by, and its JSON."""
+
+    task_id: str
+    thread_id: str
+    owner: str
+    body: str
 
 
 class ObservationRow(NamedTuple):
@@ -388,6 +403,47 @@ class StorageBase(ClosedOnExit):
         self._check_open()
         await self._release_turn(thread_id, owner)
 
+    # -- protocol tasks (`TaskRecords`) --------------------------------------------------------
+
+    async def save_task_record(self, record: TaskRecord) -> None:
+        """Store `record` under its task id; an existing task keeps its owner (`TaskRecords`)."""
+        self._check_open()
+        for label, value in (("task_id", record.task_id), ("thread_id", record.thread_id)):
+            if not isinstance(value, str) or not value:
+                raise UsageError(f"a task record's {label} must be a non-empty str, got {value!r}")
+        body = _codec.dump_task_body(record.body, record.task_id, record.thread_id)
+        await self._write_task(TaskRow(record.task_id, record.thread_id, record.owner, body))
+
+    async def get_task_record(self, task_id: str) -> TaskRecord | None:
+        """The task stored under `task_id`, or None (`TaskRecords`)."""
+        self._check_open()
+        row = await self._read_task(task_id)
+        return None if row is None else self._load_task(row)
+
+    async def list_task_records(
+        self, *, owner: str | None = None, thread_id: str | None = None
+    ) -> list[TaskRecord]:
+        """The tasks of `owner` on `thread_id` (None: any), the most lately saved first; a
+        damaged one is left out with a warning (`TaskRecords`)."""
+        self._check_open()
+        found = []
+        for row in await self._read_tasks(owner, thread_id):
+            try:
+                found.append(self._load_task(row))
+            except StorageError as exc:
+                # As `_codec.load_rows` does: one damaged task never hides the others.
+                _log.warning("storage_row_skipped", thread_id=row.thread_id, reason=exc.message)
+        return found
+
+    async def delete_task_record(self, task_id: str) -> None:
+        """Delete the task stored under `task_id`, if any (`TaskRecords`)."""
+        self._check_open()
+        await self._delete_task(task_id)
+
+    def _load_task(self, row: TaskRow) -> TaskRecord:
+        body = _codec.load_task_body(row.body, store=self, thread_id=row.thread_id)
+        return TaskRecord(row.task_id, row.thread_id, row.owner, body)
+
     # -- whole threads ------------------------------------------------------------------------
 
     async def list_threads(self) -> list[str]:
@@ -470,3 +526,18 @@ class StorageBase(ClosedOnExit):
     @abstractmethod
     async def _release_turn(self, thread_id: str, owner: str) -> None:
         """Delete the thread's lease if `owner` holds it."""
+
+    @abstractmethod
+    async def _write_task(self, row: TaskRow) -> None:
+        """Insert the task, or replace the thread id and body of the one stored under its id
+        (keeping that one's owner), and mark it the most lately saved."""
+
+    @abstractmethod
+    async def _read_task(self, task_id: str) -> TaskRow | None: ...
+
+    @abstractmethod
+    async def _read_tasks(self, owner: str | None, thread_id: str | None) -> list[TaskRow]:
+        """The tasks of `owner` on `thread_id` (None: any), the most lately saved first."""
+
+    @abstractmethod
+    async def _delete_task(self, task_id: str) -> None: ...

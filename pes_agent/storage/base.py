@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pes_agent.approvals.models import PausedRun
 from pes_agent.config import AgentState, ThreadConfig
@@ -14,7 +15,15 @@ from pes_agent.threads.messages import ConversationMessage
 if TYPE_CHECKING:
     from pes_agent.observing.streams import StreamEvent
 
-__all__ = ["ObservationFeed", "Storage", "StreamFeed", "StreamSubscription", "TurnLeases"]
+__all__ = [
+    "ObservationFeed",
+    "Storage",
+    "StreamFeed",
+    "StreamSubscription",
+    "TaskRecord",
+    "TaskRecords",
+    "TurnLeases",
+]
 
 
 @runtime_checkable
@@ -396,5 +405,64 @@ class StreamFeed(Protocol):
 
         Raises:
             StorageError: The store's feed could not be listened to.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """A protocol's task as a store keeps it (an A2A task, `pes_agent.interop.a2a`): its id,
+    the thread it runs on, the user owning it ("" for an unscoped caller's) and its JSON
+    document, which the store keeps as it is given."""
+
+    task_id: str
+    thread_id: str
+    owner: str
+    body: dict[str, Any]
+
+
+@runtime_checkable
+class TaskRecords(Protocol):
+    """A store keeping protocol tasks beside the threads they run on (the A2A server's task
+    store): every bundled store is one (`InMemoryStorage`, `SQLiteStorage`,
+    `PostgresStorage`); check with `isinstance(storage, TaskRecords)`. Deleting a thread
+    deletes its tasks. A stored task that cannot be read is left out of a listing with a
+    warning, and read alone is a `StorageError` naming the store, table and thread.
+    """
+
+    async def save_task_record(self, record: TaskRecord) -> None:
+        """Store `record`, replacing the task stored under its id; the owner stays the one it
+        was first saved with.
+
+        Raises:
+            UsageError: The task id or thread id is empty, or the body is not a JSON object.
+            StorageError: The store could not be written.
+        """
+        ...
+
+    async def get_task_record(self, task_id: str) -> TaskRecord | None:
+        """The task stored under `task_id`, or None.
+
+        Raises:
+            StorageError: The store could not be read, or the stored task is damaged.
+        """
+        ...
+
+    async def list_task_records(
+        self, *, owner: str | None = None, thread_id: str | None = None
+    ) -> list[TaskRecord]:
+        """The tasks of `owner` (every owner's when None) on `thread_id` (every thread's when
+        None), the most lately saved first.
+
+        Raises:
+            StorageError: The store could not be read.
+        """
+        ...
+
+    async def delete_task_record(self, task_id: str) -> None:
+        """Delete the task stored under `task_id` (nothing happens when there is none).
+
+        Raises:
+            StorageError: The store could not be written.
         """
         ...

@@ -10,7 +10,14 @@ from pes_agent.errors import StorageError
 from pes_agent.observing.streams import StreamEvent
 from pes_agent.observing.types import Observation
 from pes_agent.storage._codec import dump_observation
-from pes_agent.storage._common import TYPE_VALUES, ObservationRow, SavedState, StorageBase, Turn
+from pes_agent.storage._common import (
+    TYPE_VALUES,
+    ObservationRow,
+    SavedState,
+    StorageBase,
+    TaskRow,
+    Turn,
+)
 from pes_agent.storage._locks import ThreadLockTable
 from pes_agent.storage._streams import StreamCallback, StreamDelivery
 
@@ -44,6 +51,8 @@ class InMemoryStorage(StorageBase):
         self._locks = ThreadLockTable()
         self._turns: dict[str, str] = {}  # thread id -> who holds its turn (`claim_turn`)
         self._streams: list[StreamDelivery] = []
+        # task id -> its row (`TaskRecords`), the most lately saved last
+        self._tasks: dict[str, TaskRow] = {}
 
     def __repr__(self) -> str:
         return f"InMemoryStorage(threads={len(self._threads)})"
@@ -185,6 +194,8 @@ class InMemoryStorage(StorageBase):
 
     async def _delete_thread(self, thread_id: str) -> None:
         self._threads.pop(thread_id, None)
+        for row in [row for row in self._tasks.values() if row.thread_id == thread_id]:
+            del self._tasks[row.task_id]
 
     def _hold(self, thread_id: str) -> AbstractAsyncContextManager[None]:
         return self._locks.hold(thread_id)
@@ -218,6 +229,24 @@ class InMemoryStorage(StorageBase):
     async def _release_turn(self, thread_id: str, owner: str) -> None:
         if self._turns.get(thread_id) == owner:
             del self._turns[thread_id]
+
+    async def _write_task(self, row: TaskRow) -> None:
+        stored = self._tasks.pop(row.task_id, None)
+        self._tasks[row.task_id] = row if stored is None else row._replace(owner=stored.owner)
+
+    async def _read_task(self, task_id: str) -> TaskRow | None:
+        return self._tasks.get(task_id)
+
+    async def _read_tasks(self, owner: str | None, thread_id: str | None) -> list[TaskRow]:
+        return [
+            row
+            for row in reversed(self._tasks.values())
+            if (owner is None or row.owner == owner)
+            and (thread_id is None or row.thread_id == thread_id)
+        ]
+
+    async def _delete_task(self, task_id: str) -> None:
+        self._tasks.pop(task_id, None)
 
 
 async def _nothing() -> None:

@@ -60,6 +60,7 @@ from pes_agent.storage._common import (
     PendingObservations,
     SavedState,
     StorageBase,
+    TaskRow,
     Turn,
 )
 from pes_agent.storage._filelock import FileLockDirectory
@@ -142,6 +143,17 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             thread_id TEXT PRIMARY KEY,
             owner TEXT NOT NULL
         )""",
+    ),
+    # Protocol tasks (`TaskRecords`: the A2A server's), `saved` ordering them by last save.
+    6: (
+        """CREATE TABLE a2a_tasks (
+            task_id TEXT PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            saved INTEGER NOT NULL,
+            body TEXT NOT NULL
+        )""",
+        "CREATE INDEX a2a_tasks_by_thread ON a2a_tasks (thread_id)",
     ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
@@ -630,6 +642,53 @@ class SQLiteStorage(StorageBase):
             return None if row is None else str(row[0])
 
         return await self._call(take)
+
+    # -- protocol tasks ---------------------------------------------------------------------
+
+    async def _write_task(self, row: TaskRow) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            # One statement: the number it takes as `saved` is read under the write lock.
+            conn.execute(
+                "INSERT INTO a2a_tasks (task_id, thread_id, owner, saved, body) "
+                "VALUES (?, ?, ?, (SELECT coalesce(max(saved), 0) + 1 FROM a2a_tasks), ?) "
+                "ON CONFLICT (task_id) DO UPDATE SET thread_id = excluded.thread_id, "
+                "saved = excluded.saved, body = excluded.body",
+                (row.task_id, row.thread_id, row.owner, row.body),
+            )
+
+        await self._call(write)
+
+    async def _read_task(self, task_id: str) -> TaskRow | None:
+        def read(conn: sqlite3.Connection) -> TaskRow | None:
+            found = conn.execute(
+                "SELECT task_id, thread_id, owner, body FROM a2a_tasks WHERE task_id = ?",
+                (task_id,),
+            ).fetchone()
+            return None if found is None else TaskRow(*map(str, found))
+
+        return await self._call(read)
+
+    async def _read_tasks(self, owner: str | None, thread_id: str | None) -> list[TaskRow]:
+        sql = "SELECT task_id, thread_id, owner, body FROM a2a_tasks WHERE 1 = 1"
+        params: list[str] = []
+        if owner is not None:
+            sql += " AND owner = ?"
+            params.append(owner)
+        if thread_id is not None:
+            sql += " AND thread_id = ?"
+            params.append(thread_id)
+
+        def read(conn: sqlite3.Connection) -> list[TaskRow]:
+            rows = conn.execute(sql + " ORDER BY saved DESC", params).fetchall()
+            return [TaskRow(*map(str, found)) for found in rows]
+
+        return await self._call(read)
+
+    async def _delete_task(self, task_id: str) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM a2a_tasks WHERE task_id = ?", (task_id,))
+
+        await self._call(write)
 
     # -- a thread's turn, lent by name --------------------------------------------------------
 

@@ -58,6 +58,17 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     # Who holds each thread's turn (`claim_turn`: a durable engine's lease), while a run does.
     4: ("CREATE TABLE {s}.turn_leases (thread_id text PRIMARY KEY, owner text NOT NULL)",),
+    # Protocol tasks (`TaskRecords`: the A2A server's), `saved` ordering them by last save.
+    5: (
+        "CREATE SEQUENCE {s}.a2a_tasks_saved",
+        """CREATE TABLE {s}.a2a_tasks (
+            task_id text PRIMARY KEY,
+            thread_id text NOT NULL,
+            owner text NOT NULL,
+            saved bigint NOT NULL,
+            body json NOT NULL)""",
+        "CREATE INDEX a2a_tasks_by_thread ON {s}.a2a_tasks (thread_id)",
+    ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -22,6 +22,7 @@ from pes_agent.storage._common import (
     PendingObservations,
     SavedState,
     StorageBase,
+    TaskRow,
     Turn,
 )
 from pes_agent.storage._streams import StreamCallback, StreamDelivery
@@ -531,6 +532,43 @@ class PostgresStorage(StorageBase):
             thread_id=thread_id,
         )
         return str(rows[0][0]) if rows else None
+
+    # -- protocol tasks ---------------------------------------------------------------------
+
+    async def _write_task(self, row: TaskRow) -> None:
+        await self._db.execute(
+            f"INSERT INTO {self._q}.a2a_tasks (task_id, thread_id, owner, saved, body) "
+            f"VALUES ($1, $2, $3, nextval('{self._q}.a2a_tasks_saved'), $4::text::json) "
+            "ON CONFLICT (task_id) DO UPDATE SET thread_id = excluded.thread_id, "
+            "saved = excluded.saved, body = excluded.body",
+            row.task_id,
+            row.thread_id,
+            row.owner,
+            row.body,
+            thread_id=row.thread_id,
+        )
+
+    async def _read_task(self, task_id: str) -> TaskRow | None:
+        rows = await self._db.fetch(
+            f"SELECT task_id, thread_id, owner, body::text FROM {self._q}.a2a_tasks "
+            "WHERE task_id = $1",
+            task_id,
+        )
+        return TaskRow(*map(str, rows[0])) if rows else None
+
+    async def _read_tasks(self, owner: str | None, thread_id: str | None) -> list[TaskRow]:
+        rows = await self._db.fetch(
+            f"SELECT task_id, thread_id, owner, body::text FROM {self._q}.a2a_tasks "
+            "WHERE ($1::text IS NULL OR owner = $1) AND ($2::text IS NULL OR thread_id = $2) "
+            "ORDER BY saved DESC",
+            owner,
+            thread_id,
+            thread_id=thread_id,
+        )
+        return [TaskRow(*map(str, found)) for found in rows]
+
+    async def _delete_task(self, task_id: str) -> None:
+        await self._db.execute(f"DELETE FROM {self._q}.a2a_tasks WHERE task_id = $1", task_id)
 
     # -- a thread's turn, lent by name --------------------------------------------------------
 

@@ -21,7 +21,8 @@ from pes_agent.threads.ids import thread_id_problem
 from .conftest import ClientFactory
 
 #: Routes that are not part of the API the document describes.
-UNDOCUMENTED = {"/openapi.json", "/", "/console/{name}"}
+#: The A2A routes are JSON-RPC and its agent card, described by the card and the A2A spec.
+UNDOCUMENTED = {"/openapi.json", "/", "/console/{name}", "/a2a", "/.well-known/agent-card.json"}
 
 
 def api_routes(agent: AgentCore) -> dict[str, set[str]]:

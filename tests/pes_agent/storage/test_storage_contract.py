@@ -22,8 +22,16 @@ from pes_agent.errors import (
 )
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
-from pes_agent.storage import InMemoryStorage, PostgresStorage, SQLiteStorage, Storage, TurnLeases
-from pes_agent.storage._common import ObservationRow, Turn
+from pes_agent.storage import (
+    InMemoryStorage,
+    PostgresStorage,
+    SQLiteStorage,
+    Storage,
+    TaskRecord,
+    TaskRecords,
+    TurnLeases,
+)
+from pes_agent.storage._common import ObservationRow, TaskRow, Turn
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 from pes_agent.tools.base import ToolResult
 
@@ -797,6 +805,7 @@ async def write_raw(storage: Storage, table: str, thread_id: str, key: str, body
             (key, thread_id, "r", ObservationType.PLAN.value, body),
         ),
         "paused_runs": ("thread_id, trace_id, body", (thread_id, key, body)),
+        "a2a_tasks": ("task_id, thread_id, owner, saved, body", (key, thread_id, "", 0, body)),
     }
     names, values = columns[table]
     if isinstance(storage, SQLiteStorage):
@@ -821,6 +830,8 @@ async def write_raw(storage: Storage, table: str, thread_id: str, key: str, body
             await storage._write_turn(Turn(thread_id, [key], [body], None, None, None))
         elif table == "observations":
             await storage._write_observation(ObservationRow(*values))  # type: ignore[arg-type]
+        elif table == "a2a_tasks":
+            await storage._write_task(TaskRow(key, thread_id, "", body))
         else:
             await storage._write_paused(thread_id, key, body)
 
@@ -954,3 +965,78 @@ async def test_claiming_a_turn_with_an_empty_owner_says_what_to_give(storage: St
     assert isinstance(storage, TurnLeases)
     with pytest.raises(UsageError, match="owner must be a non-empty str"):
         await storage.claim_turn("t", "")
+
+
+# -- protocol tasks (TaskRecords) ----------------------------------------------------------------
+
+
+def task(task_id: str, thread_id: str = "t", owner: str = "", state: str = "working") -> TaskRecord:
+    return TaskRecord(task_id, thread_id, owner, {"id": task_id, "status": {"state": state}})
+
+
+async def test_backend_keeps_task_records(storage: Storage) -> None:
+    """Every bundled backend is a runtime-checkable TaskRecords."""
+    assert isinstance(storage, TaskRecords)
+
+
+async def test_a_task_record_round_trips_and_keeps_its_first_owner(storage: Storage) -> None:
+    """A saved task reads back whole; saving it again replaces its body but not its owner."""
+    assert isinstance(storage, TaskRecords)
+    assert await storage.get_task_record("x") is None
+    await storage.save_task_record(task("x", owner="alice"))
+    assert await storage.get_task_record("x") == task("x", owner="alice")
+    await storage.save_task_record(task("x", owner="bob", state="completed"))
+    assert await storage.get_task_record("x") == task("x", owner="alice", state="completed")
+
+
+async def test_task_records_list_by_owner_and_thread_latest_save_first(storage: Storage) -> None:
+    """A listing filters by owner and thread and puts the task saved last first."""
+    assert isinstance(storage, TaskRecords)
+    await storage.save_task_record(task("a", "t", "alice"))
+    await storage.save_task_record(task("b", "u", "alice"))
+    await storage.save_task_record(task("c", "t", "bob"))
+    await storage.save_task_record(task("a", "t", "alice", state="completed"))
+    listed = await storage.list_task_records()
+    assert [r.task_id for r in listed] == ["a", "c", "b"]
+    assert [r.task_id for r in await storage.list_task_records(owner="alice")] == ["a", "b"]
+    assert [r.task_id for r in await storage.list_task_records(thread_id="t")] == ["a", "c"]
+    by_both = await storage.list_task_records(owner="bob", thread_id="t")
+    assert [r.task_id for r in by_both] == ["c"]
+
+
+async def test_task_records_go_with_their_thread_or_alone(storage: Storage) -> None:
+    """delete_task_record deletes one task; delete_thread deletes the thread's tasks only."""
+    assert isinstance(storage, TaskRecords)
+    for record in (task("a", "t"), task("b", "t"), task("c", "u")):
+        await storage.save_task_record(record)
+    await storage.delete_task_record("a")
+    await storage.delete_task_record("a")  # twice: harmless
+    assert await storage.get_task_record("a") is None
+    await storage.delete_thread("t")
+    assert [r.task_id for r in await storage.list_task_records()] == ["c"]
+
+
+async def test_a_damaged_task_record_is_left_out_of_a_listing(
+    storage: Storage, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A task whose stored JSON is not an object is skipped in a listing with a warning, and
+    read alone is a StorageError naming the table and thread."""
+    assert isinstance(storage, TaskRecords)
+    await storage.save_task_record(task("good"))
+    await write_raw(storage, "a2a_tasks", "t", "bad", "[1, 2]")
+    assert [r.task_id for r in await storage.list_task_records()] == ["good"]
+    skipped = [r.getMessage() for r in caplog.records if "storage_row_skipped" in r.getMessage()]
+    assert any("table 'a2a_tasks'" in text and "thread 't'" in text for text in skipped)
+    with pytest.raises(StorageError, match="a2a_tasks"):
+        await storage.get_task_record("bad")
+
+
+async def test_a_task_record_needs_ids_and_an_object_body(storage: Storage) -> None:
+    """An empty task id or thread id, or a body that is not a dict, is a usage error."""
+    assert isinstance(storage, TaskRecords)
+    with pytest.raises(UsageError, match="task_id"):
+        await storage.save_task_record(TaskRecord("", "t", "", {}))
+    with pytest.raises(UsageError, match="thread_id"):
+        await storage.save_task_record(TaskRecord("x", "", "", {}))
+    with pytest.raises(UsageError, match="JSON object"):
+        await storage.save_task_record(TaskRecord("x", "t", "", [1]))  # type: ignore[arg-type]
