@@ -21,6 +21,7 @@ from pes_agent.server.auth import BearerTokens, TokenTable
 from pes_agent.server.console import console_routes
 from pes_agent.server.errors import EXCEPTION_HANDLERS, ApiError, internal_error, unauthorized
 from pes_agent.server.openapi import openapi_document
+from pes_agent.server.routes import agui as agui_routes
 from pes_agent.server.routes import approvals, runs, threads
 from pes_agent.server.runs import RunRegistry
 from pes_agent.server.state import ApiState
@@ -39,6 +40,7 @@ def create_app(
     replay_limit: int = 2048,
     close_agent: bool = False,
     console: bool = True,
+    agui: bool = True,
 ) -> Starlette:
     """An ASGI app serving `agent` over HTTP (see the README's "HTTP service").
 
@@ -49,7 +51,8 @@ def create_app(
     pick a provider (off: a client-chosen base URL would receive the server's keys).
     `replay_limit`: events kept per run for `Last-Event-ID` resume. `close_agent`: the app
     owns the agent and closes it when the server shuts down. `console`: serve the web console
-    at `/` (a static page; the data it shows goes through the API and its auth).
+    at `/` (a static page; the data it shows goes through the API and its auth). `agui`:
+    serve AG-UI clients at `POST /v1/agui` (`pes_agent.server.routes.agui`; the `agui` extra).
     """
     if max_body_bytes <= 0:
         raise UsageError("max_body_bytes must be positive, e.g. 1_000_000")
@@ -79,6 +82,8 @@ def create_app(
         *runs.routes(auth),
         *approvals.routes(auth),
     ]
+    if agui:
+        routes.extend(agui_routes.routes(auth))
     if console:
         routes.extend(console_routes())
     middleware: list[Middleware] = []
