@@ -70,13 +70,14 @@ class AguiRuns(ApiEndpoint):
     async def post(self, request: Request) -> Response:
         """Start (or resume) a run and stream it as AG-UI events."""
         try:
-            from ag_ui.core import RunAgentInput
-
+            # First: without the extra it raises the UsageError naming it.
             from pes_agent.interop import agui
         except UsageError as error:
             raise ApiError(
                 501, "agui_unavailable", f"{error} (or serve without it: create_app(agui=False))"
             ) from None
+        from ag_ui.core import RunAgentInput
+
         caller: Caller = request.user
         api = self.api
         cancel_on_disconnect = flag(request, "cancel_on_disconnect")

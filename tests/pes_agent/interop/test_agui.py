@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import httpx2 as httpx
+import pytest
 
+import pes_agent.interop
 from pes_agent import AgentCore
 from pes_agent.server import create_app
 
@@ -205,3 +208,21 @@ async def test_an_input_without_a_user_message_is_refused(post: Post) -> None:
     response, _ = await post(run_input("t11", None))
     assert response.status_code == 422
     assert response.json()["error"]["type"] == "no_query"
+
+
+async def test_without_the_extra_the_route_answers_501_naming_it(
+    agent: AgentCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ag-ui-protocol missing the app still starts; the route says what to install."""
+    monkeypatch.setitem(sys.modules, "ag_ui.core", None)  # `import ag_ui.core` now fails
+    monkeypatch.delitem(sys.modules, "pes_agent.interop.agui")
+    monkeypatch.delattr(pes_agent.interop, "agui")
+    app = create_app(agent, tokens=TOKENS)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://api",
+        headers={"Authorization": "Bearer alice-token"},
+    ) as http:
+        response = await http.post("/v1/agui", json=run_input("t12", "nap twice"))
+    assert response.status_code == 501
+    assert "pip install 'pes-agent[agui]'" in response.json()["error"]["message"]
