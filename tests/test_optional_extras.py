@@ -17,6 +17,7 @@ OPTIONAL = [
     "opentelemetry",
     "starlette",
     "uvicorn",
+    "ag_ui",
 ]
 
 

@@ -22,6 +22,7 @@ from pes_agent.server.auth import BearerTokens, TokenTable
 from pes_agent.server.console import console_routes
 from pes_agent.server.errors import EXCEPTION_HANDLERS, ApiError, internal_error, unauthorized
 from pes_agent.server.openapi import openapi_document
+from pes_agent.server.routes import agui as agui_routes
 from pes_agent.server.routes import approvals, runs, threads
 from pes_agent.server.runs import RunRegistry
 from pes_agent.server.state import ApiState
@@ -43,6 +44,7 @@ def create_app(
     replay_limit: int = 2048,
     close_agent: bool = False,
     console: bool = True,
+    agui: bool = True,
     a2a: bool | A2ASettings | None = None,
 ) -> Starlette:
     """An ASGI app serving `agent` over HTTP (see the README's "HTTP service").
@@ -54,10 +56,11 @@ def create_app(
     pick a provider (off: a client-chosen base URL would receive the server's keys).
     `replay_limit`: events kept per run for `Last-Event-ID` resume. `close_agent`: the app
     owns the agent and closes it when the server shuts down. `console`: serve the web console
-    at `/` (a static page; the data it shows goes through the API and its auth). `a2a`:
-    serve the agent to other agents over A2A (`pes_agent.interop.a2a`: `POST /a2a` behind the
-    tokens, the card at `/.well-known/agent-card.json`); None serves it when the `a2a` extra
-    is installed, True insists on it, an `A2ASettings` names the agent on its card.
+    at `/` (a static page; the data it shows goes through the API and its auth). `agui`:
+    serve AG-UI clients at `POST /v1/agui` (`pes_agent.server.routes.agui`; the `agui` extra).
+    `a2a`: serve the agent to other agents over A2A (`pes_agent.interop.a2a`: `POST /a2a`
+    behind the tokens, the card at `/.well-known/agent-card.json`); None serves it when the
+    `a2a` extra is installed, True insists on it, an `A2ASettings` names the agent on its card.
     """
     if max_body_bytes <= 0:
         raise UsageError("max_body_bytes must be positive, e.g. 1_000_000")
@@ -87,6 +90,8 @@ def create_app(
         *runs.routes(auth),
         *approvals.routes(auth),
     ]
+    if agui:
+        routes.extend(agui_routes.routes(auth))
     if console:
         routes.extend(console_routes())
     closers: list[Callable[[], Awaitable[None]]] = []

@@ -5,7 +5,7 @@ headers that choose how a run is answered (`Accept`, `Last-Event-ID`). Each refu
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
@@ -30,8 +30,15 @@ M = TypeVar("M", bound=BaseModel)
 MAX_JSON_DEPTH = 64
 
 
-async def read_body(request: Request, model: type[M], *, max_bytes: int) -> M:
-    """The JSON body as a `model`; unknown fields, at any depth, are refused."""
+async def read_body(
+    request: Request,
+    model: type[M],
+    *,
+    max_bytes: int,
+    extra: Literal["forbid", "allow", "ignore"] = "forbid",
+) -> M:
+    """The JSON body as a `model`; unknown fields, at any depth, are refused (`extra`: unless
+    the body is another protocol's, whose models keep or drop them as that protocol says)."""
     if not _is_json(request.headers.get("content-type")):
         # Also what keeps other sites' pages out: a browser sends a cross-site form or
         # text/plain body without asking first, but never an application/json one.
@@ -55,7 +62,7 @@ async def read_body(request: Request, model: type[M], *, max_bytes: int) -> M:
         raise ApiError(400, "invalid_body", "the request body must be a JSON object")
     try:
         # A misspelt field would otherwise be dropped, and the request half done.
-        return model.model_validate(data, extra="forbid")
+        return model.model_validate(data, extra=extra)
     except ValidationError as error:
         raise ApiError(422, "validation_error", _validation_message(error)) from None
 

@@ -4,7 +4,7 @@ response as JSON once it ends, or with its events as they come (`answer_run`).""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -131,15 +131,23 @@ async def answer_run(
 
 
 def stream_run(
-    handle: RunHandle, after: int, cancel_on_disconnect: bool, headers: dict[str, str]
+    handle: RunHandle,
+    after: int,
+    cancel_on_disconnect: bool,
+    headers: dict[str, str],
+    encode: Callable[[RunEvent], bytes] | None = None,
 ) -> StreamingResponse:
-    """The run's events after event number `after`, as they come."""
+    """The run's events after event number `after`, as they come; `encode` writes each (the
+    API's own SSE events by default, another protocol's for its routes; b"": none)."""
+    write = encode or _sse
 
     async def events() -> AsyncIterator[bytes]:
         ended = False
         try:
             async for event in handle.follow(after, heartbeat_s=HEARTBEAT_S):
-                yield _sse(event)
+                chunk = write(event)
+                if chunk:
+                    yield chunk
             ended = True
         finally:
             if not ended and cancel_on_disconnect and handle.task is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 from starlette.endpoints import HTTPEndpoint
@@ -60,9 +60,15 @@ class ApiState:
         self.workers = workers
         self._background: set[asyncio.Task[Any]] = set()
 
-    async def body(self, request: Request, model: type[M]) -> M:
-        """The JSON body as a `model`, at most `max_body_bytes` long."""
-        return await read_body(request, model, max_bytes=self.max_body_bytes)
+    async def body(
+        self,
+        request: Request,
+        model: type[M],
+        *,
+        extra: Literal["forbid", "allow", "ignore"] = "forbid",
+    ) -> M:
+        """The JSON body as a `model`, at most `max_body_bytes` long (`read_body`)."""
+        return await read_body(request, model, max_bytes=self.max_body_bytes, extra=extra)
 
     def run_headers(self, trace_id: str) -> dict[str, str]:
         """The headers naming a run and the worker answering for it."""

@@ -71,7 +71,7 @@ class Decisions(ApiEndpoint):
         # first to get here resumes the run, and the other is refused by the check below.
         # (Another worker's record cannot tell: just after a pause it still says the run
         # executes.)
-        _refuse_second_resume(api, trace_id)
+        refuse_second_resume(api, trace_id)
         if paused is None:
             raise ApiError(404, "run_not_waiting", "no run with that trace id waits for approval")
         ended = api.runs.get(trace_id)
@@ -95,7 +95,7 @@ class Decisions(ApiEndpoint):
         return await answer_run(api, request, handle, cancel_on_disconnect)
 
 
-def _refuse_second_resume(api: ApiState, trace_id: str) -> None:
+def refuse_second_resume(api: ApiState, trace_id: str) -> None:
     """Refuse decisions for a run this process already resumes: a second resume task would
     take the place of the one that runs in the registry and feeds, so that cancel and
     streams reached an idle task while the approved calls ran on."""

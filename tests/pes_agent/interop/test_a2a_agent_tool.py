@@ -14,7 +14,7 @@ from pes_agent.testing import ScriptedProvider, plan_call, plan_json
 from pes_agent.tools.base import Tool, ToolContext
 from tests.pes_agent.server.conftest import TOKENS, make_agent
 
-from .conftest import serving
+from .a2a_support import serving
 
 SECRET = "alice-token"
 

@@ -27,7 +27,7 @@ from pes_agent import AgentCore
 from pes_agent.interop.a2a import A2ASettings
 from tests.pes_agent.server.conftest import TOKENS, make_agent
 
-from .conftest import a2a_client, serving
+from .a2a_support import a2a_client, serving
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -30,7 +30,8 @@ def api_routes(agent: AgentCore) -> dict[str, set[str]]:
     routes: dict[str, set[str]] = {}
     for route in create_app(agent).routes:
         assert isinstance(route, Route)
-        if route.path in UNDOCUMENTED:
+        # Another protocol's route (AG-UI's) is that protocol's to describe.
+        if route.path in UNDOCUMENTED or not route.include_in_schema:
             continue
         methods = {method.lower() for method in route.methods or ()} - {"head"}
         routes.setdefault(route.path, set()).update(methods)
