@@ -412,7 +412,9 @@ def _tool_result(result: AskResult) -> mcp_types.CallToolResult:
 
     structured = result.model_dump(mode="json")
     return mcp_types.CallToolResult(
-        content=[mcp_types.TextContent(type="text", text=json.dumps(structured))],
+        content=[
+            mcp_types.TextContent(type="text", text=json.dumps(structured, ensure_ascii=False))
+        ],
         structured_content=structured,
     )
 
