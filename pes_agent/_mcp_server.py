@@ -31,7 +31,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import sys
+import threading
 import uuid
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, unquote
 
@@ -146,10 +150,11 @@ async def serve_async(
     path: str = "/mcp",
     name: str = "pes-agent",
 ) -> None:
-    """Serve `agent` over MCP until the client hangs up (stdio) or the server is stopped.
+    """Serve `agent` over MCP until the client hangs up (stdio), or SIGINT or SIGTERM.
 
-    The agent is opened first (its MCP tool servers connected) and closed when serving ends.
-    Over stdio, standard output carries the protocol alone: log to stderr only.
+    The agent is opened first (its MCP tool servers connected) and closed when serving ends;
+    a signal (taken in the main thread) stops the server and this returns. Over stdio,
+    standard output carries the protocol alone: log to stderr only.
 
     Args:
         agent: The agent to serve; closed when this returns.
@@ -170,16 +175,53 @@ async def serve_async(
     server = create_server(agent, name=name)
     async with agent:
         if transport == "stdio":
-            from mcp.server.stdio import stdio_server
+            await _until_signalled(_serve_stdio(server))
+        else:
+            await _until_signalled(_serve_http(server, host=host, port=port, path=path))
 
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
-            return
-        import uvicorn
 
-        app = server.streamable_http_app(streamable_http_path=path, host=host)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning")
-        await uvicorn.Server(config).serve()
+async def _serve_stdio(server: Server[Any]) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+async def _serve_http(server: Server[Any], *, host: str, port: int, path: str) -> None:
+    import uvicorn
+
+    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+
+
+async def _until_signalled(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` until it ends or SIGINT / SIGTERM arrives (then cancel it and return).
+
+    uvicorn shuts down gracefully on these signals by itself, then raises the signal again
+    so that the process stops as the signal asks; caught here, it lets the agent close
+    first and `serve` return. Only the main thread can take signals (and not on Windows).
+    """
+    task = asyncio.ensure_future(work)
+    signalled = False
+
+    def stop() -> None:
+        nonlocal signalled
+        signalled = True
+        task.cancel()
+
+    loop = asyncio.get_running_loop()
+    taken = sys.platform != "win32" and threading.current_thread() is threading.main_thread()
+    numbers = (signal.SIGINT, signal.SIGTERM) if taken else ()
+    for number in numbers:
+        loop.add_signal_handler(number, stop)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not signalled:
+            raise
+    finally:
+        for number in numbers:
+            loop.remove_signal_handler(number)
 
 
 def serve(

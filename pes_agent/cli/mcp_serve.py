@@ -2,15 +2,12 @@
 
 Over stdio (the default) a client such as a desktop assistant starts this command and speaks
 MCP on its stdin and stdout, so nothing else may go to stdout: the command's own lines go to
-stderr. Over streamable HTTP it prints where it listens, on stderr too, and serves until
-Ctrl-C or SIGTERM.
+stderr. Over streamable HTTP it prints where it listens, on stderr too. Both stop on Ctrl-C or
+SIGTERM, with exit code 0, once the agent is closed.
 """
 
 from __future__ import annotations
 
-import asyncio
-import signal
-import sys
 from collections.abc import Sequence
 from typing import Literal
 
@@ -38,7 +35,7 @@ async def mcp_serve_command(
     demo: bool = False,
 ) -> ExitCode:
     """Serve the agent the options build (with `demo`, the offline demo agent) over MCP until
-    the client hangs up (stdio) or Ctrl-C / SIGTERM (both transports)."""
+    the client hangs up (stdio) or Ctrl-C / SIGTERM (exit code 0)."""
     try:
         from pes_agent.mcp import serve_async
     except ConfigurationError as error:
@@ -68,25 +65,8 @@ async def mcp_serve_command(
     if transport == "streamable-http":
         shown = f"[{host}]" if ":" in host else host
         report(
-            f"pes-agent MCP server at http://{shown}:{port}/mcp (streamable HTTP) · store "
+            f"MCP server at http://{shown}:{port}/mcp (streamable HTTP) · store "
             f"{store.describe()} · stop with Ctrl-C"
         )
-    serving = asyncio.ensure_future(serve_async(agent, transport=transport, host=host, port=port))
-    signalled = False
-
-    def stop() -> None:
-        nonlocal signalled
-        signalled = True
-        serving.cancel()
-
-    if transport == "stdio" and sys.platform != "win32":
-        # uvicorn stops on these by itself; the stdio server only stops at end of input.
-        loop = asyncio.get_running_loop()
-        for number in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(number, stop)
-    try:
-        await serving
-    except asyncio.CancelledError:
-        if not signalled:
-            raise
+    await serve_async(agent, transport=transport, host=host, port=port)
     return ExitCode.OK
