@@ -198,3 +198,38 @@ def test_inspector_calls_ask_over_streamable_http(tmp_path: Path) -> None:
     assert history["messages"][0]["content"] == "hello"
     assert process.returncode == 0, stderr.decode()[-3000:]
     assert f"http://127.0.0.1:{port}/mcp" in stderr.decode()
+
+
+def test_stdio_writes_only_protocol_to_stdout_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """`mcp-serve` over stdio answers on stdout with JSON-RPC alone, and SIGTERM stops it with
+    exit code 0."""
+    process = subprocess.Popen(
+        [*CLI, "--demo", "--db", str(tmp_path / "a.db")],
+        env={**os.environ, **child_env()},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    try:
+        process.stdin.write(json.dumps(initialize).encode() + b"\n")
+        process.stdin.flush()
+        answer = json.loads(process.stdout.readline())
+    finally:
+        process.send_signal(signal.SIGTERM)
+        rest, stderr = process.communicate(timeout=30)
+    assert answer["id"] == 1
+    assert answer["result"]["serverInfo"]["name"] == "pes-agent"
+    assert rest == b""
+    assert process.returncode == 0, stderr.decode()[-3000:]
