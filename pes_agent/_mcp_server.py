@@ -35,7 +35,7 @@ import signal
 import sys
 import threading
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, unquote
 
@@ -149,6 +149,7 @@ async def serve_async(
     port: int = 8000,
     path: str = "/mcp",
     name: str = "pes-agent",
+    tokens: Sequence[str] | None = None,
 ) -> None:
     """Serve `agent` over MCP until the client hangs up (stdio), or SIGINT or SIGTERM.
 
@@ -163,9 +164,13 @@ async def serve_async(
         port: The HTTP server's port (streamable-http only).
         path: Where the HTTP endpoint is (streamable-http only): http://HOST:PORT/mcp.
         name: The server's name, as clients show it.
+        tokens: The bearer tokens HTTP requests must carry (streamable-http only), as for
+            `pes_agent.server.create_app` but unscoped (each sees every thread); None:
+            `PES_AGENT_API_TOKEN` from the environment if set, else no auth. A request
+            without an accepted token is answered 401 before it reaches the MCP server.
 
     Raises:
-        UsageError: An unknown transport or a port out of range.
+        UsageError: An unknown transport, a port out of range or an empty token.
         ConfigurationError: The `mcp` SDK is not installed.
     """
     if transport not in ("stdio", "streamable-http"):
@@ -173,11 +178,13 @@ async def serve_async(
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise UsageError(f"port must be a whole number from 0 to 65535, e.g. 8000; got {port!r}")
     server = create_server(agent, name=name)
-    async with agent:
-        if transport == "stdio":
+    if transport == "stdio":
+        async with agent:
             await _until_signalled(_serve_stdio(server))
-        else:
-            await _until_signalled(_serve_http(server, host=host, port=port, path=path))
+        return
+    app = _http_app(server, host=host, path=path, tokens=tokens)
+    async with agent:
+        await _until_signalled(_serve_http(app, host=host, port=port))
 
 
 async def _serve_stdio(server: Server[Any]) -> None:
@@ -187,10 +194,29 @@ async def _serve_stdio(server: Server[Any]) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-async def _serve_http(server: Server[Any], *, host: str, port: int, path: str) -> None:
+def _http_app(server: Server[Any], *, host: str, path: str, tokens: Sequence[str] | None) -> Any:
+    """The SDK's streamable HTTP app, behind the HTTP API's bearer-token check when tokens
+    are set (the same `TokenTable`, the same 401 answer)."""
+    if isinstance(tokens, Mapping):
+        raise UsageError(
+            "the MCP server takes unscoped tokens only, a list: tokens=[token] (scoping a "
+            "token to a user is the HTTP API's: pes_agent.server.create_app)"
+        )
+    from starlette.middleware.authentication import AuthenticationMiddleware
+
+    from pes_agent.server.auth import BearerTokens, TokenTable
+    from pes_agent.server.errors import unauthorized
+
+    table = TokenTable(tokens)
+    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    if not table.enabled:
+        return app
+    return AuthenticationMiddleware(app, backend=BearerTokens(table), on_error=unauthorized)
+
+
+async def _serve_http(app: Any, *, host: str, port: int) -> None:
     import uvicorn
 
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
 
 
@@ -232,6 +258,7 @@ def serve(
     port: int = 8000,
     path: str = "/mcp",
     name: str = "pes-agent",
+    tokens: Sequence[str] | None = None,
 ) -> None:
     """Serve `agent` over MCP, blocking until done: `serve(agent)` for a desktop client.
 

@@ -360,8 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
         "ask(query, thread_id) that runs it and returns the answer, its status and the thread "
         "id to continue with, and the threads' histories as resources "
         "(pes-agent://threads/{thread_id}). Over stdio (the default) an MCP client starts this "
-        "command; with --transport streamable-http it listens at http://HOST:PORT/mcp. "
-        "--demo serves the offline demo agent (scripted model, built-in tools).",
+        "command; with --transport streamable-http it listens at http://HOST:PORT/mcp (set "
+        "PES_AGENT_API_TOKEN to require a bearer token). --demo serves the offline demo agent "
+        "(scripted model, built-in tools).",
     )
     mcp_serve.add_argument(
         "--transport",

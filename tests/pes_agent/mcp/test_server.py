@@ -295,3 +295,16 @@ async def test_serve_async_refuses_an_unknown_transport(build_agent: AgentFactor
         await serve_async(agent, transport="sse")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="port must be"):
         await serve_async(agent, transport="streamable-http", port=70000)
+
+
+async def test_serve_async_refuses_tokens_scoped_to_users(build_agent: AgentFactory) -> None:
+    """Tokens mapped to users (the HTTP API's scoping) are refused, saying what to pass."""
+    from pes_agent.errors import UsageError
+
+    agent = build_agent(provider=echo_model())
+    with pytest.raises(UsageError, match=r"unscoped tokens only, a list: tokens=\[token\]"):
+        await serve_async(
+            agent,
+            transport="streamable-http",
+            tokens={"tok": "alice"},  # type: ignore[arg-type]
+        )

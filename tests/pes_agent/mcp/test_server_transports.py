@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -52,12 +53,13 @@ def wait_listening(process: subprocess.Popen[bytes], port: int) -> None:
         time.sleep(0.05)
 
 
-@pytest.fixture
-def echo_url() -> Iterator[str]:
-    """tests' echo agent served by `pes_agent.mcp.serve` over streamable HTTP."""
+@contextmanager
+def echo_server(**env: str) -> Iterator[str]:
+    """The tests' echo agent served by `pes_agent.mcp.serve` over streamable HTTP (with `env`
+    added to the server's environment); its URL."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, AGENT_SERVER, str(port)], env={**os.environ, **child_env()}
+        [sys.executable, AGENT_SERVER, str(port)], env={**os.environ, **child_env(), **env}
     )
     try:
         wait_listening(process, port)
@@ -65,6 +67,13 @@ def echo_url() -> Iterator[str]:
     finally:
         process.kill()
         process.wait()
+
+
+@pytest.fixture
+def echo_url() -> Iterator[str]:
+    """The echo agent's MCP endpoint, without auth."""
+    with echo_server() as url:
+        yield url
 
 
 async def test_stdio_serves_the_demo_agent_with_its_threads(tmp_path: Path) -> None:
@@ -119,6 +128,29 @@ async def test_streamable_http_shares_a_thread_between_calls(echo_url: str) -> N
         "my name is Ada",
         "what is my name?",
     ]
+
+
+async def test_streamable_http_takes_the_api_token_from_the_environment() -> None:
+    """With PES_AGENT_API_TOKEN set, a request without the token is a 401 asking for a bearer
+    token, and the SDK's client sending it is served."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    with echo_server(PES_AGENT_API_TOKEN="s3cret") as url:
+        async with httpx2.AsyncClient() as http:
+            refused = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        headers = {"Authorization": "Bearer s3cret"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            [ask] = (await client.list_tools()).tools
+            answered = answer_of(await client.call_tool("ask", {"query": "hello"}))
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"] == "Bearer"
+    assert refused.json()["error"]["type"] == "unauthorized"
+    assert ask.name == "ask"
+    assert answered.answer == "heard: hello"
 
 
 def inspector() -> list[str]:
