@@ -1,4 +1,5 @@
-"""Tools from Model Context Protocol servers, on the official `mcp` SDK (extra `[mcp]`).
+"""Tools from Model Context Protocol servers, and the agent as one, on the official `mcp` SDK
+(extra `[mcp]`).
 
 ```python
 from pes_agent import create_agent
@@ -31,6 +32,9 @@ connect, a torn-down event loop) still stops the group within a fraction of a se
 when the agent's process dies — even by SIGKILL — the guard notices (Linux's parent-death
 signal, and polling its parent id everywhere) and stops the group. Windows runs the server
 without the guard (the SDK puts it in a Job Object).
+
+The other way round, `serve(agent)` (and `serve_async`, `create_server`) makes the agent an
+MCP server with one tool, `ask`, and its threads as resources: see `pes_agent._mcp_server`.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self, cast
 
 from pes_agent._closing import ClosedOnExit
+from pes_agent._mcp_server import AskResult, create_server, serve, serve_async
 from pes_agent.errors import ConfigurationError, ToolExecutionError, ToolSourceError
 from pes_agent.observing.logs import get_logger
 from pes_agent.tools.base import ToolContext, ToolSchema
@@ -60,7 +65,15 @@ if TYPE_CHECKING:
     from mcp import Client
     from mcp.client._transport import Transport, TransportStreams
 
-__all__ = ["MCPConnection", "MCPServer", "MCPTool"]
+__all__ = [
+    "AskResult",
+    "MCPConnection",
+    "MCPServer",
+    "MCPTool",
+    "create_server",
+    "serve",
+    "serve_async",
+]
 
 _log = get_logger("pes_agent.mcp")
 _INSTALL_HINT = "pes_agent.mcp needs the MCP SDK: pip install 'pes-agent[mcp]'"

@@ -353,6 +353,40 @@ def build_parser() -> argparse.ArgumentParser:
         "--demo", action="store_true", help="run the offline demo agent's runs (for serve --demo)"
     )
 
+    mcp_serve = add(
+        "mcp-serve",
+        "serve the agent over MCP (stdio or streamable HTTP)",
+        "Serve the agent `run` builds as a Model Context Protocol server: a tool "
+        "ask(query, thread_id) that runs it and returns the answer, its status and the thread "
+        "id to continue with, and the threads' histories as resources "
+        "(pes-agent://threads/{thread_id}). Over stdio (the default) an MCP client starts this "
+        "command; with --transport streamable-http it listens at http://HOST:PORT/mcp (set "
+        "PES_AGENT_API_TOKEN to require a bearer token). --demo serves the offline demo agent "
+        "(scripted model, built-in tools).",
+    )
+    mcp_serve.add_argument(
+        "--transport",
+        choices=("stdio", "streamable-http"),
+        default="stdio",
+        help="how clients connect (default: stdio)",
+    )
+    mcp_serve.add_argument(
+        "--host", default="127.0.0.1", help="the address (streamable-http; default: 127.0.0.1)"
+    )
+    mcp_serve.add_argument(
+        "--port", type=int, default=8000, help="the port (streamable-http; default: 8000)"
+    )
+    _add_agent_options(mcp_serve)
+    mcp_serve.add_argument("--db", help=_DB_HELP)
+    mcp_serve.add_argument(
+        "--require-approval",
+        action="append",
+        metavar="TOOL",
+        help="pause the run before each call of TOOL (repeat or separate with commas); "
+        "`pes-agent approve THREAD` resumes it",
+    )
+    mcp_serve.add_argument("--demo", action="store_true", help="serve the offline demo agent")
+
     index = add(
         "index",
         "index text files for `pes-agent run --retrieve`",
@@ -469,6 +503,22 @@ def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitC
             require_approval=_split(args.require_approval),
             demo=args.demo,
             console=console,
+        )
+    if args.command == "mcp-serve":
+        from pes_agent.cli.mcp_serve import mcp_serve_command
+
+        return lambda: mcp_serve_command(
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+            provider=args.provider,
+            base_url=args.base_url,
+            tool_specs=_split(args.tools),
+            store=store,
+            system_prompt=args.system,
+            mcp_commands=args.mcp or (),
+            require_approval=_split(args.require_approval),
+            demo=args.demo,
         )
     if args.command == "approve":
         return lambda: approvals.approve_command(
