@@ -10,10 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, Self
 
@@ -30,6 +39,7 @@ from pes_agent.errors import (
     UsageError,
 )
 from pes_agent.observing.logs import get_logger
+from pes_agent.observing.manager import ObservationManager
 from pes_agent.observing.relay import StreamPublisher, StreamRelay
 from pes_agent.observing.streams import StreamSocket
 from pes_agent.observing.types import ObservationType
@@ -59,20 +69,23 @@ from pes_agent.pes.synthesis import SynthesisSystem
 from pes_agent.pes.tool_system import ToolSystem
 from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesizer
 from pes_agent.providers.base import LLMProvider
+from pes_agent.providers.fallback import resolve_provider
 from pes_agent.retrieval.retriever import Retriever
 from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata, RunStatus
 from pes_agent.storage.base import Storage, StreamFeed
+from pes_agent.storage.factory import open_storage
 from pes_agent.threads._running import enclosing_run, running
 from pes_agent.threads.conversation import ConversationManager
 from pes_agent.threads.ids import check_thread_id
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 from pes_agent.threads.state import StateManager, ThreadContext
-from pes_agent.tools.base import ToolResult, needs_approval
+from pes_agent.tools.base import Tool, ToolResult, needs_approval
 from pes_agent.tools.invoker import IN_PROCESS
 from pes_agent.tools.registry import ToolRegistry
+from pes_agent.tools.sources import ToolSource
 from pes_agent.usage import Usage, UsageLimits
 
-__all__ = ["AgentCore", "ProviderSource"]
+__all__ = ["AgentCore", "AgentOverride", "ProviderSource"]
 
 _log = get_logger("pes_agent.agent")
 
@@ -98,6 +111,8 @@ class _InFlight:
     task: asyncio.Task[Any]
     thread_id: str
     trace_id: str
+    #: The agent's parts the run uses (`AgentCore.override` may have swapped them).
+    parts: _Parts
     result: AgentFinalResponse | None = None
     cancelled_by_close: bool = False
 
@@ -147,6 +162,29 @@ class _Worlds:
 
 # The steps' results are plain slotted dataclasses, never changed once built: each run builds
 # them on its hot path, where a frozen dataclass's __init__ costs ~0.2 us more a field.
+
+
+@dataclass(slots=True, frozen=True)
+class _Parts:
+    """What a run uses of its agent that `agent.override(...)` may swap for a block."""
+
+    provider: LLMProvider
+    #: Set by an override's provider: it answers every call, whatever provider the thread's
+    #: or the call's configuration names.
+    provider_pinned: bool
+    tools: ToolRegistry
+    storage: Storage
+    state: StateManager
+    conversation: ConversationManager
+    observations: ObservationRecorder
+    worlds: _Worlds
+
+
+# Each agent's overrides in force in this context (`AgentCore.override`); None, the common
+# case, costs a run one ContextVar.get.
+_OVERRIDES: contextvars.ContextVar[Mapping[AgentCore, _Parts] | None] = contextvars.ContextVar(
+    "pes_agent_overrides", default=None
+)
 
 
 @dataclass(slots=True)
@@ -243,14 +281,8 @@ class AgentCore(ClosedOnExit):
             engine: Where `process()` sends runs to be made durable (a workflow on a worker,
                 `pes_agent.durable`); None runs them in this process.
         """
-        self.tools = tools
-        self.state = StateManager(storage, observations=observations)
-        self.conversation = ConversationManager(storage)
-        self.observations = observations
         self.stream = StreamSocket()
-        self._provider = provider
         self._providers = providers
-        self._storage = storage
         self._owned = tuple(owned)
         self._defaults = defaults
         self._engine = engine
@@ -264,19 +296,108 @@ class AgentCore(ClosedOnExit):
         systems = _phase_systems(
             self._resources, tools, storage, defaults, planner, executor, synthesizer, retriever
         )
-        self._worlds = _Worlds(systems)
+        self._parts = _Parts(
+            provider=provider,
+            provider_pinned=False,
+            tools=tools,
+            storage=storage,
+            state=StateManager(storage, observations=observations),
+            conversation=ConversationManager(storage),
+            observations=observations,
+            worlds=_Worlds(systems),
+        )
+        # What `override()` rebuilds the PES systems from, with its tools or storage.
+        self._phases = (planner, executor, synthesizer, retriever)
         self._closed = False
         self._runs: set[_InFlight] = set()
         self._idle = asyncio.Event()
         self._idle.set()
         self._released = asyncio.Event()
 
+    def override(
+        self,
+        *,
+        provider: object = None,
+        tools: Iterable[Tool | ToolSource | Callable[..., Any]] | None = None,
+        storage: str | Storage | None = None,
+    ) -> AgentOverride:
+        """Swap the provider, tools or storage for the runs started inside a block only.
+
+        ```python
+        with agent.override(provider=ScriptedProvider(["inside"]), tools=[fake_search]):
+            result = await agent.process(AgentProps("q", "t1"))  # scripted, fake_search
+        ```
+
+        Context-local (contextvars): runs started in the block, and the tasks they start,
+        see the overrides; runs elsewhere at the same time keep the agent's own. Blocks nest,
+        and leaving one (even by an exception) restores what was in force before it. An
+        override's provider answers every call, whatever provider the thread's or the call's
+        configuration names. `tools` replaces the agent's tools for the block. `storage`
+        keeps the block's turns, state, paused runs and observations (recorded by a new
+        `ObservationManager` on it). Use `async with` when the override builds something to
+        close on exit (a provider from a spec or a list, a storage from a URL, tool sources).
+
+        Args:
+            provider: What `create_agent(provider=...)` takes; None keeps the agent's.
+            tools: What `create_agent(tools=...)` takes; None keeps the agent's.
+            storage: What `create_agent(storage=...)` takes; None keeps the agent's.
+
+        Raises:
+            UsageError: An argument is none of these, nothing is overridden, or the agent
+                runs on a durable engine (its worker runs outside this context).
+        """
+        if self._engine is not None:
+            raise UsageError(
+                "override() swaps parts for runs in this context, but this agent's runs go to "
+                "its durable engine's worker; override on an agent built without engine=..."
+            )
+        if provider is None and tools is None and storage is None:
+            raise UsageError(
+                "override() needs something to swap: "
+                "agent.override(provider=..., tools=[...], storage=...)"
+            )
+        if isinstance(tools, str | bytes) or (
+            tools is not None and not isinstance(tools, Iterable)
+        ):
+            raise UsageError("tools must be a list of tools, e.g. override(tools=[get_weather])")
+        if storage is not None and not isinstance(storage, str | Storage):
+            raise UsageError(
+                "storage must be 'memory', 'sqlite:///PATH', 'postgresql://...' or a storage "
+                f"object, e.g. override(storage='memory'); got {type(storage).__name__}"
+            )
+        return AgentOverride(self, provider, None if tools is None else list(tools), storage)
+
+    def _now(self) -> _Parts:
+        """The parts runs started here use: this agent's, or an `override()` block's."""
+        overrides = _OVERRIDES.get()
+        return self._parts if overrides is None else overrides.get(self, self._parts)
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The agent's tools and tool sources (an `override(tools=...)` block's inside it)."""
+        return self._now().tools
+
+    @property
+    def state(self) -> StateManager:
+        """Reads and writes threads' state and configuration."""
+        return self._now().state
+
+    @property
+    def conversation(self) -> ConversationManager:
+        """Reads threads' turns."""
+        return self._now().conversation
+
+    @property
+    def observations(self) -> ObservationRecorder:
+        """Records what runs do and serves it to subscribers."""
+        return self._now().observations
+
     @property
     def storage(self) -> Storage:
         """The store holding this agent's threads, for records kept beside them (the HTTP
         server keeps its owner records and worker directory there). Use `state`,
         `conversation` and `observations` for the threads themselves."""
-        return self._storage
+        return self._now().storage
 
     @property
     def engine(self) -> DurableEngine | None:
@@ -352,7 +473,13 @@ class AgentCore(ClosedOnExit):
 
     @contextlib.contextmanager
     def _in_flight(
-        self, method: str, thread_id: str, trace_id: str, effects: RunEffects | None = None
+        self,
+        method: str,
+        thread_id: str,
+        trace_id: str,
+        effects: RunEffects | None = None,
+        *,
+        parts: _Parts,
     ) -> Iterator[_InFlight]:
         """Count the calling task as a run under way for the block: `aclose()` waits for it,
         and past its timeout cancels it. Not a run whose engine runs it on a loop of its own
@@ -360,7 +487,7 @@ class AgentCore(ClosedOnExit):
         task = asyncio.current_task()
         if task is None:
             raise UsageError(f"{method}() must be awaited inside an asyncio task")
-        run = _InFlight(task, thread_id, trace_id)
+        run = _InFlight(task, thread_id, trace_id, parts)
         if effects is not None and effects.runs_elsewhere:
             yield run
             return
@@ -416,7 +543,7 @@ class AgentCore(ClosedOnExit):
             submitted = props.model_copy(update={"trace_id": trace_id})
             return await self._streamed_from_engine(lambda: engine.run(self, submitted))
         started = time.perf_counter()
-        with self._in_flight("process", props.thread_id, trace_id) as run:
+        with self._in_flight("process", props.thread_id, trace_id, parts=self._now()) as run:
             try:
                 return await self._locked_run(props, trace_id, started, run)
             except asyncio.CancelledError:
@@ -427,7 +554,13 @@ class AgentCore(ClosedOnExit):
                 if run.result is not None:
                     return run.result
                 return await self._ended_early(
-                    props, trace_id, started, "cancelled", _CANCELLED_BY_CLOSE, status="cancelled"
+                    run.parts,
+                    props,
+                    trace_id,
+                    started,
+                    "cancelled",
+                    _CANCELLED_BY_CLOSE,
+                    status="cancelled",
                 )
 
     async def _streamed_from_engine(
@@ -450,7 +583,8 @@ class AgentCore(ClosedOnExit):
         """`process()` as a durable engine's workflow runs it on a worker: the same run, its
         side effects steps of `effects` (an engine's, `pes_agent.durable`)."""
         started = time.perf_counter()
-        with self._in_flight("process", props.thread_id, trace_id, effects) as run:
+        parts = self._parts  # an engine's agent takes no override (see `override`)
+        with self._in_flight("process", props.thread_id, trace_id, effects, parts=parts) as run:
             return await self._locked_run(props, trace_id, started, run, effects)
 
     async def _locked_run(
@@ -462,17 +596,18 @@ class AgentCore(ClosedOnExit):
         effects: RunEffects | None = None,
     ) -> AgentFinalResponse:
         thread_id = props.thread_id
+        storage = run.parts.storage
         async with contextlib.AsyncExitStack() as stack:
             # An engine that takes the thread's turn itself (its workflow code may do no I/O)
             # needs no lock, and checks for a paused run in its load step (`_load`).
             if effects is None or not effects.serialises_turns:
                 try:
-                    await stack.enter_async_context(self._storage.lock_thread(thread_id))
-                    waiting = await self._storage.get_paused_runs(thread_id)
+                    await stack.enter_async_context(storage.lock_thread(thread_id))
+                    waiting = await storage.get_paused_runs(thread_id)
                 except RunError as error:
                     # The store is unreachable: a runtime failure like any other, not a raise.
                     return await self._load_failure(
-                        props, trace_id, started, error.message, effects
+                        run.parts, props, trace_id, started, error.message, effects
                     )
                 if waiting:
                     raise _awaiting_approval(thread_id, waiting[0].trace_id)
@@ -493,7 +628,9 @@ class AgentCore(ClosedOnExit):
         response is kept on `run` too, for an `aclose()` cancelling the caller after it.
         With `effects`, the run is a durable engine's workflow: its side effects are steps."""
         with running(props.thread_id, trace_id):
-            ready = await self._prepare(props, trace_id, started, paused, decisions, effects)
+            ready = await self._prepare(
+                run.parts, props, trace_id, started, paused, decisions, effects
+            )
             if isinstance(ready, _Prepared):
                 run.result = _outcome(ready, await self._drive(ready, run))
             else:  # it ended before its entity was spawned
@@ -502,6 +639,7 @@ class AgentCore(ClosedOnExit):
 
     async def _prepare(
         self,
+        parts: _Parts,
         props: AgentProps,
         trace_id: str,
         started: float,
@@ -514,13 +652,13 @@ class AgentCore(ClosedOnExit):
         # A new turn on an engine that takes the thread's turn itself: its load step checks
         # that no paused run waits on the thread.
         check = paused is None and effects is not None and effects.serialises_turns
-        loaded = await self._load(props, trace_id, started, effects, check_paused=check)
+        loaded = await self._load(parts, props, trace_id, started, effects, check_paused=check)
         if not isinstance(loaded, _Loaded):
             return loaded  # it ended while loading
         settings, context = loaded.settings, loaded.context
         timings = RunTimings()
         timings.phases.load_ms = (time.perf_counter() - started) * 1000
-        recorder = RunRecorder(self.observations, props.thread_id, trace_id, effects)
+        recorder = RunRecorder(parts.observations, props.thread_id, trace_id, effects)
         budget = _budget(settings.usage_limits, paused)
         llm = RunModelCaller(
             provider=loaded.provider,
@@ -537,7 +675,7 @@ class AgentCore(ClosedOnExit):
             thread=context,
             history=loaded.history,
             system_prompt=settings.system_prompt,
-            tool_schemas=self.tools.schemas(sorted(settings.enabled_tools)),
+            tool_schemas=parts.tools.schemas(sorted(settings.enabled_tools)),
             enabled_tools=settings.enabled_tools,
             llm_params=llm.params,
             max_tool_calls=settings.max_tool_calls,
@@ -547,7 +685,9 @@ class AgentCore(ClosedOnExit):
             reevaluate=settings.reevaluate,
             max_revisions=settings.max_revisions,
         )
-        gate = self._gate(props, trace_id, settings, recorder, paused, decisions, effects)
+        gate = self._gate(
+            parts.tools, props, trace_id, settings, recorder, paused, decisions, effects
+        )
         resources = RunResources(
             llm=llm,
             recorder=recorder,
@@ -560,6 +700,7 @@ class AgentCore(ClosedOnExit):
 
     async def _load(
         self,
+        parts: _Parts,
         props: AgentProps,
         trace_id: str,
         started: float,
@@ -573,24 +714,31 @@ class AgentCore(ClosedOnExit):
         a paused run on the thread, and raises `ThreadAwaitingApprovalError` when one waits."""
         try:
             # Before anything is planned: the planner must see the sources' tool schemas.
-            await self.tools.open_sources()
+            await parts.tools.open_sources()
         except RunError as error:
             return await self._ended_early(
-                props, trace_id, started, "tools", error.message, status="error", effects=effects
+                parts,
+                props,
+                trace_id,
+                started,
+                "tools",
+                error.message,
+                status="error",
+                effects=effects,
             )
         thread_id = props.thread_id
 
         async def read() -> tuple[ThreadContext, list[ConversationMessage], RunSettings]:
-            context = await self.state.load_context(thread_id)
+            context = await parts.state.load_context(thread_id)
             settings = RunSettings.resolve(
-                self._defaults, context.config, props.options, self.tools.names
+                self._defaults, context.config, props.options, parts.tools.names
             )
             limit = settings.history_limit
-            history = await self._storage.get_messages(thread_id, limit=limit) if limit else []
+            history = await parts.storage.get_messages(thread_id, limit=limit) if limit else []
             return context, history, settings
 
         async def check_and_read() -> tuple[str | None, Any]:
-            waiting = await self._storage.get_paused_runs(thread_id)
+            waiting = await parts.storage.get_paused_runs(thread_id)
             return (waiting[0].trace_id, None) if waiting else (None, await read())
 
         blocking: str | None = None  # a paused run's trace id (with `check_paused`)
@@ -606,11 +754,14 @@ class AgentCore(ClosedOnExit):
             if blocking is None:
                 context, history, settings = loaded
                 config = settings.provider_config
-                provider = self._providers.get(config) if config is not None else self._provider
+                if config is None or parts.provider_pinned:
+                    provider = parts.provider
+                else:
+                    provider = self._providers.get(config)
         except RunError as error:
-            return await self._load_failure(props, trace_id, started, error.message, effects)
+            return await self._load_failure(parts, props, trace_id, started, error.message, effects)
         except UsageError as error:
-            return await self._load_failure(props, trace_id, started, str(error), effects)
+            return await self._load_failure(parts, props, trace_id, started, str(error), effects)
         if blocking is not None:
             raise _awaiting_approval(thread_id, blocking)
         return _Loaded(context, history, settings, provider)
@@ -619,7 +770,8 @@ class AgentCore(ClosedOnExit):
         """Spawn the run entity and tick its world until a system ends the run; what the
         entity was left with. A cancellation is recorded, then raised, unless `aclose()`
         alone asked for it: then the run ends `cancelled`."""
-        world = self._worlds.take()
+        worlds = run.parts.worlds
+        world = worlds.take()
         entity = world.create_entity(prepared.spec, prepared.timings)
         paused = prepared.paused
         if paused is not None:
@@ -639,11 +791,12 @@ class AgentCore(ClosedOnExit):
             components = dict(world.components_of(entity))
             self._resources.detach(world, entity)
             world.delete_entity(entity)
-            self._worlds.give_back(world)
+            worlds.give_back(world)
         return _Ended.of(components, cancelled_by_close=cancelled_by_close)
 
     def _gate(
         self,
+        tools: ToolRegistry,
         props: AgentProps,
         trace_id: str,
         settings: RunSettings,
@@ -657,7 +810,7 @@ class AgentCore(ClosedOnExit):
         names = settings.require_approval.union(
             paused.require_approval if paused is not None else ()
         )
-        flagged = any(needs_approval(t) for t in self.tools)
+        flagged = any(needs_approval(t) for t in tools)
         predicate = self._defaults.approval_predicate
         if not (names or flagged or predicate or paused is not None):
             return None
@@ -665,7 +818,7 @@ class AgentCore(ClosedOnExit):
             # The pausing agent's predicate is not here to ask: a person decides instead.
             predicate = ask_always
         return ApprovalGate(
-            tools=self.tools.as_mapping(),
+            tools=tools.as_mapping(),
             names=names,
             predicate=predicate,
             context=ApprovalContext(
@@ -699,7 +852,7 @@ class AgentCore(ClosedOnExit):
         if thread_id is not None:
             check_thread_id(thread_id)
         self._check_open()
-        return await self._storage.get_paused_runs(thread_id)
+        return await self._now().storage.get_paused_runs(thread_id)
 
     async def resume(
         self, thread_id: str, trace_id: str, decisions: Mapping[str, Decision]
@@ -767,19 +920,21 @@ class AgentCore(ClosedOnExit):
         effects: RunEffects | None,
     ) -> AgentFinalResponse:
         started = time.perf_counter()
-        with self._in_flight("resume", thread_id, trace_id, effects) as run:
+        # An engine's agent takes no override (see `override`).
+        parts = self._parts if effects is not None else self._now()
+        with self._in_flight("resume", thread_id, trace_id, effects, parts=parts) as run:
             serialised = effects is not None and effects.serialises_turns
             # An engine that runs the thread's turns one at a time needs no lock (the claim,
             # atomic in the store, still refuses a run resumed or cancelled meanwhile).
             async with (
                 contextlib.nullcontext()
                 if serialised
-                else self._lock_to_resume(thread_id, trace_id)
+                else self._lock_to_resume(parts.storage, thread_id, trace_id)
             ):
 
                 async def claim() -> tuple[PausedRun, dict[str, Decision]]:
-                    claimed, decided = await self._claim(thread_id, trace_id, given)
-                    recorder = RunRecorder(self.observations, thread_id, trace_id)
+                    claimed, decided = await self._claim(parts.storage, thread_id, trace_id, given)
+                    recorder = RunRecorder(parts.observations, thread_id, trace_id)
                     await _record_decisions(recorder, claimed, decided)
                     return claimed, decided
 
@@ -793,7 +948,9 @@ class AgentCore(ClosedOnExit):
                 )
 
     @contextlib.asynccontextmanager
-    async def _lock_to_resume(self, thread_id: str, trace_id: str) -> AsyncIterator[None]:
+    async def _lock_to_resume(
+        self, storage: Storage, thread_id: str, trace_id: str
+    ) -> AsyncIterator[None]:
         """The thread's lock, to resume `trace_id` under it; `NotAwaitingApprovalError` as soon
         as the run is no longer stored while the lock is held elsewhere.
 
@@ -805,21 +962,21 @@ class AgentCore(ClosedOnExit):
             while True:
                 try:
                     async with asyncio.timeout(_RESUME_POLL_S):
-                        await stack.enter_async_context(self._storage.lock_thread(thread_id))
+                        await stack.enter_async_context(storage.lock_thread(thread_id))
                     break
                 except TimeoutError:
-                    waiting = await self._storage.get_paused_runs(thread_id)
+                    waiting = await storage.get_paused_runs(thread_id)
                     if not any(paused.trace_id == trace_id for paused in waiting):
                         raise _not_waiting(thread_id, trace_id) from None
             yield
 
     async def _claim(
-        self, thread_id: str, trace_id: str, decisions: dict[str, Decision]
+        self, storage: Storage, thread_id: str, trace_id: str, decisions: dict[str, Decision]
     ) -> tuple[PausedRun, dict[str, Decision]]:
         """Check `decisions` against the paused run, then take it out of the store; the run
         and the decision for each of its pending calls."""
         found = next(
-            (r for r in await self._storage.get_paused_runs(thread_id) if r.trace_id == trace_id),
+            (r for r in await storage.get_paused_runs(thread_id) if r.trace_id == trace_id),
             None,
         )
         if found is None:
@@ -839,7 +996,7 @@ class AgentCore(ClosedOnExit):
                 "(give each Approve() or Deny(reason))"
             )
         # Atomic delete-and-return: a resume racing this one (any process) finds nothing.
-        claimed = await self._storage.claim_paused_run(thread_id, trace_id)
+        claimed = await storage.claim_paused_run(thread_id, trace_id)
         if claimed is None:
             raise _not_waiting(thread_id, trace_id)
         if expired:
@@ -863,12 +1020,13 @@ class AgentCore(ClosedOnExit):
         check_thread_id(thread_id)
         self._check_open()
         cancelled: list[PausedRun] = []
-        async with self._storage.lock_thread(thread_id):
-            for waiting in await self._storage.get_paused_runs(thread_id):
-                claimed = await self._storage.claim_paused_run(thread_id, waiting.trace_id)
+        parts = self._now()
+        async with parts.storage.lock_thread(thread_id):
+            for waiting in await parts.storage.get_paused_runs(thread_id):
+                claimed = await parts.storage.claim_paused_run(thread_id, waiting.trace_id)
                 if claimed is None:
                     continue  # another process resumed or cancelled it meanwhile
-                await RunRecorder(self.observations, thread_id, claimed.trace_id).record(
+                await RunRecorder(parts.observations, thread_id, claimed.trace_id).record(
                     ObservationType.ERROR,
                     "Run cancelled",
                     {
@@ -892,6 +1050,7 @@ class AgentCore(ClosedOnExit):
 
     async def _load_failure(
         self,
+        parts: _Parts,
         props: AgentProps,
         trace_id: str,
         started: float,
@@ -900,11 +1059,12 @@ class AgentCore(ClosedOnExit):
     ) -> AgentFinalResponse:
         message = "loading the thread failed: " + message
         return await self._ended_early(
-            props, trace_id, started, "load", message, status="error", effects=effects
+            parts, props, trace_id, started, "load", message, status="error", effects=effects
         )
 
     async def _ended_early(
         self,
+        parts: _Parts,
         props: AgentProps,
         trace_id: str,
         started: float,
@@ -916,7 +1076,7 @@ class AgentCore(ClosedOnExit):
     ) -> AgentFinalResponse:
         """The response of a run that ended before its entity was spawned, with its ERROR."""
         title = "Run cancelled" if status == "cancelled" else f"{phase.capitalize()} failed"
-        await RunRecorder(self.observations, props.thread_id, trace_id, effects).record(
+        await RunRecorder(parts.observations, props.thread_id, trace_id, effects).record(
             ObservationType.ERROR, title, {"phase": phase, "error": message}
         )
         return AgentFinalResponse(
@@ -1117,3 +1277,114 @@ def _inside(run: _InFlight) -> bool:
     """Whether the current task is part of `run` (the run itself, a tool or a subscriber)."""
     enclosing = enclosing_run(run.thread_id)
     return enclosing is not None and enclosing.trace_id == run.trace_id
+
+
+class AgentOverride:
+    """`agent.override(...)`'s block: `with` or `async with` it (see `AgentCore.override`)."""
+
+    __slots__ = ("_agent", "_owned", "_provider", "_storage", "_token", "_tools")
+
+    def __init__(
+        self, agent: AgentCore, provider: object, tools: list[Any] | None, storage: object
+    ) -> None:
+        self._agent = agent
+        self._provider = provider
+        self._tools = tools
+        self._storage = storage
+        self._owned: list[AsyncCloseable] = []
+        self._token: contextvars.Token[Mapping[AgentCore, _Parts] | None] | None = None
+
+    def _builds_closables(self) -> bool:
+        return (
+            (self._provider is not None and not isinstance(self._provider, LLMProvider))
+            or isinstance(self._storage, str)
+            or any(isinstance(t, ToolSource) and not isinstance(t, Tool) for t in self._tools or ())
+        )
+
+    def _enter(self) -> None:
+        if self._token is not None:
+            raise UsageError("this override block is in use already; call agent.override() again")
+        agent = self._agent
+        base = agent._now()
+        owned: list[AsyncCloseable] = []
+        try:
+            provider, pinned = base.provider, base.provider_pinned
+            if self._provider is not None:
+                provider, built = resolve_provider(self._provider)
+                pinned = True
+                if built:
+                    owned.append(provider)
+            tools = base.tools
+            if self._tools is not None:
+                # The agent's threads for sync tools: it closes them, not the block.
+                tools = ToolRegistry(self._tools, thread_pool=base.tools.thread_pool)
+                owned.append(tools)
+            storage, observations = base.storage, base.observations
+            if self._storage is not None:
+                storage = open_storage(self._storage)  # type: ignore[arg-type]
+                if storage is not self._storage:
+                    owned.append(storage)
+                observations = ObservationManager(storage)
+        except BaseException:
+            self._owned = owned
+            raise
+        self._owned = owned
+        if tools is base.tools and storage is base.storage:
+            worlds = base.worlds
+        else:
+            planner, executor, synthesizer, retriever = agent._phases
+            systems = _phase_systems(
+                agent._resources,
+                tools,
+                storage,
+                agent._defaults,
+                planner,
+                executor,
+                synthesizer,
+                retriever,
+            )
+            worlds = _Worlds(systems)
+        parts = _Parts(
+            provider=provider,
+            provider_pinned=pinned,
+            tools=tools,
+            storage=storage,
+            state=StateManager(storage, observations=observations),
+            conversation=ConversationManager(storage),
+            observations=observations,
+            worlds=worlds,
+        )
+        overrides = _OVERRIDES.get() or {}
+        self._token = _OVERRIDES.set({**overrides, agent: parts})
+
+    def _exit(self) -> None:
+        token, self._token = self._token, None
+        if token is not None:
+            _OVERRIDES.reset(token)
+
+    def __enter__(self) -> Self:
+        if self._builds_closables():
+            raise UsageError(
+                "this override builds a provider, storage or tool source that must be closed "
+                "on exit: use `async with agent.override(...):`, or pass objects you close"
+            )
+        self._enter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._exit()
+        # Only a tool registry sharing the agent's threads can be here: nothing to close.
+        self._owned = []
+
+    async def __aenter__(self) -> Self:
+        try:
+            self._enter()
+        except BaseException:
+            await close_all(self._owned)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._exit()
+        owned, self._owned = self._owned, []
+        await close_all(owned)

@@ -29,8 +29,8 @@ from pes_agent.planning.structured import (
 )
 from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesizer
 from pes_agent.providers.base import LLMProvider
-from pes_agent.providers.fallback import FallbackProvider
-from pes_agent.providers.registry import DEFAULT_POOL_SIZE, ProviderPool, create_provider
+from pes_agent.providers.fallback import resolve_provider
+from pes_agent.providers.registry import DEFAULT_POOL_SIZE, ProviderPool
 from pes_agent.providers.retry import RetryPolicy
 from pes_agent.retrieval.retriever import Retriever
 from pes_agent.storage import open_storage
@@ -236,23 +236,11 @@ def create_agent(
     providers = ProviderPool(retry_policy=retry_policy, max_size=max_providers)
     # The registry's pool of sync-tool threads too: closing it never waits for hung tools.
     owned: list[AsyncCloseable] = [providers, registry]
-    if isinstance(provider, str | ProviderConfig):
-        # Not from the pool: the default provider serves every run until aclose(), so nothing
-        # the pool does with the clients it hands out per thread may close it.
-        default_provider = create_provider(provider, retry_policy=retry_policy)
+    # Not from the pool: the default provider serves every run until aclose(), so nothing
+    # the pool does with the clients it hands out per thread may close it.
+    default_provider, built = resolve_provider(provider, retry_policy=retry_policy)
+    if built:
         owned.append(default_provider)
-    elif isinstance(provider, LLMProvider):
-        default_provider = provider
-    elif isinstance(provider, list | tuple):
-        # Tried in order: the next serves a call the one before failed (FallbackProvider).
-        default_provider = FallbackProvider(provider, retry_policy=retry_policy)
-        owned.append(default_provider)
-    else:
-        raise UsageError(
-            "provider must be 'openai:MODEL', 'anthropic:MODEL', 'ollama:MODEL', a "
-            "ProviderConfig, a provider object (with name, model, stream() and aclose()) or a "
-            f"list of them to fall back along; got {type(provider).__name__}"
-        )
 
     if planning_mode == "structured" and structured_output_of(default_provider) is None:
         raise structured_mode_error(default_provider)

@@ -55,7 +55,7 @@ from pes_agent.providers.registry import create_provider
 from pes_agent.providers.retry import RetryPolicy
 from pes_agent.usage import Usage
 
-__all__ = ["FallBackOn", "FallbackProvider", "should_fall_back"]
+__all__ = ["FallBackOn", "FallbackProvider", "resolve_provider", "should_fall_back"]
 
 #: What moves a `FallbackProvider` on to its next provider: a predicate over the failure, or
 #: the exception classes that do.
@@ -245,4 +245,27 @@ def _answered_by(meta: StreamMetadata, provider: LLMProvider, spent: Usage) -> S
         provider=meta.provider or provider.name,
         model=meta.model or provider.model,
         usage=usage,
+    )
+
+
+def resolve_provider(
+    provider: object, *, retry_policy: RetryPolicy | None = None
+) -> tuple[LLMProvider, bool]:
+    """The provider `create_agent(provider=...)` means, and whether it was built here (then
+    its builder closes it): a spec string or `ProviderConfig` builds a client, a list falls
+    back along its items (`FallbackProvider`), a provider object is used as it is.
+
+    Raises:
+        UsageError: `provider` is none of these; the message lists what is accepted.
+    """
+    if isinstance(provider, str | ProviderConfig):
+        return create_provider(provider, retry_policy=retry_policy), True
+    if isinstance(provider, LLMProvider):
+        return provider, False
+    if isinstance(provider, list | tuple):
+        return FallbackProvider(list(provider), retry_policy=retry_policy), True
+    raise UsageError(
+        "provider must be 'openai:MODEL', 'anthropic:MODEL', 'ollama:MODEL', a "
+        "ProviderConfig, a provider object (with name, model, stream() and aclose()) or a "
+        f"list of them to fall back along; got {type(provider).__name__}"
     )

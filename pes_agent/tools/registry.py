@@ -33,6 +33,7 @@ class ToolRegistry:
         "_closed",
         "_lock",
         "_opened",
+        "_owns_pool",
         "_pending",
         "_pool",
         "_source_names",
@@ -45,18 +46,22 @@ class ToolRegistry:
         tools: Iterable[Tool | ToolSource | Callable[..., Any]] = (),
         *,
         sync_threads: int = DEFAULT_SYNC_TOOL_THREADS,
+        thread_pool: ToolThreadPool | None = None,
     ) -> None:
         """Register `tools` in order.
 
         Args:
             tools: Tools, plain typed functions or tool sources, as `add` takes them.
             sync_threads: The most threads the registry's sync tools run on at once.
+            thread_pool: Another registry's pool to share (`sync_threads` is then unused);
+                its owner closes it, this registry's `aclose()` leaves it open.
 
         Raises:
             UsageError: Two tools share a name, or an item is not a tool.
         """
         self._tools: dict[str, Tool] = {}
-        self._pool = ToolThreadPool(sync_threads)
+        self._owns_pool = thread_pool is None
+        self._pool = ToolThreadPool(sync_threads) if thread_pool is None else thread_pool
         self._view = _ToolsView(self._tools, self._pool)
         self._pending: list[ToolSource] = []
         self._opened: list[OpenedTools] = []
@@ -77,7 +82,7 @@ class ToolRegistry:
         self._closed = True
         async with self._lock:  # an open_sources() under way finishes first
             opened, self._opened = self._opened, []
-        await close_all([*opened, self._pool])
+        await close_all([*opened, self._pool] if self._owns_pool else opened)
 
     def add(self, item: Tool | ToolSource | Callable[..., Any]) -> None:
         """Add a tool (see `register`) or a tool source (see `add_source`).
