@@ -55,7 +55,7 @@ def scripted(*responses: str) -> ScriptedProvider:
 
 async def run(agent: Any, thread_id: str, *calls: dict[str, Any]) -> Any:
     """One run on `thread_id` whose plan is `calls`."""
-    _QUEUES[id(agent._provider)].extend([plan_json(*calls), "done"])
+    _QUEUES[id(agent._parts.provider)].extend([plan_json(*calls), "done"])
     return await agent.process(AgentProps("go", thread_id))
 
 
