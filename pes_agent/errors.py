@@ -10,7 +10,8 @@ PESAgentError
 │                                    last run waits for approval
 └── RunError                  something failed while a run was under way; carries thread/trace ids
     ├── ProviderError         the model API failed (status code, whether it was retryable)
-    │   └── ScriptExhaustedError   a ScriptedProvider ran out of responses
+    │   ├── ScriptExhaustedError   a ScriptedProvider ran out of responses
+    │   └── CassetteMissError      a ReplayProvider's cassette holds no such request
     ├── PlanParseError        the model's plan could not be used, even after the repair round-trip
     ├── ToolExecutionError    a tool raised, timed out or was refused (carries call_id, tool_name)
     ├── ToolSourceError       a tool source (an MCP server) could not be opened: its tools are
@@ -35,6 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "CassetteMissError",
     "ConfigurationError",
     "NotAwaitingApprovalError",
     "PESAgentError",
@@ -145,6 +147,11 @@ class ProviderError(RunError):
 
 class ScriptExhaustedError(ProviderError):
     """A `ScriptedProvider` was asked for more responses than it was given."""
+
+
+class CassetteMissError(ProviderError):
+    """A `ReplayProvider` was asked for a request its cassette does not hold; the message shows
+    the closest recorded request and how the two differ."""
 
 
 class PlanParseError(RunError):

@@ -1,4 +1,6 @@
-"""Helpers for testing agents and running them offline: a scripted model and plan builders.
+"""Helpers for testing agents and running them offline: a scripted model, plan builders, and
+cassettes that record a real model's answers once and replay them (`RecordingProvider`,
+`ReplayProvider`, in `pes_agent.testing.cassette`).
 
 ```python
 model = ScriptedProvider([
@@ -31,11 +33,14 @@ from pes_agent.providers.base import (
     TokenDelta,
     ToolCallEvent,
 )
+from pes_agent.testing.cassette import RecordingProvider, ReplayProvider
 from pes_agent.tools.calls import ToolCall
 from pes_agent.usage import Usage
 
 __all__ = [
     "REPEAT_KEEPS_REQUESTS",
+    "RecordingProvider",
+    "ReplayProvider",
     "ScriptedProvider",
     "ScriptedResponse",
     "plan_call",
