@@ -342,6 +342,9 @@ class AgentCore(ClosedOnExit):
             tools: What `create_agent(tools=...)` takes; None keeps the agent's.
             storage: What `create_agent(storage=...)` takes; None keeps the agent's.
 
+        Returns:
+            The block (`AgentOverride`), for `with` or `async with`.
+
         Raises:
             UsageError: An argument is none of these, nothing is overridden, or the agent
                 runs on a durable engine (its worker runs outside this context).
