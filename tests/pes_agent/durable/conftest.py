@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
 import signal
 import socket
@@ -21,6 +22,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -244,3 +246,32 @@ async def check_notes_run(workers: Workers, client: AgentCore, result: AgentFina
     )
     assert {o.trace_id for o in executions} == {result.metadata.trace_id}
     assert len(executions) == 4
+
+
+async def check_spans_of_a_taken_over_run(spans: Path) -> None:
+    """The spans the workers of a run taken over after a SIGKILL wrote to `spans` (a JSON
+    line each, as they ended): one chat span per model step, one tool span per call, and one
+    run span (the second worker's, once it ends) parenting the spans that worker made."""
+
+    def ended() -> list[dict[str, Any]]:
+        text = spans.read_text(encoding="utf-8") if spans.exists() else ""
+        return [json.loads(line) for line in text.splitlines()]
+
+    await wait_until(
+        lambda: any(s["name"].startswith("invoke_agent") for s in ended()), "the run span"
+    )
+    names = Counter(s["name"] for s in ended())
+    assert names["chat scripted-model"] == 2, names  # planning and synthesis, once each
+    tools = Counter(
+        (s["attributes"]["gen_ai.tool.name"], s["attributes"]["gen_ai.tool.call.id"])
+        for s in ended()
+        if s["name"].startswith("execute_tool")
+    )
+    assert sorted(tools.values()) == [1, 1, 1, 1], tools  # each call once, the slow one too
+    assert names["invoke_agent pes-agent"] == 1, names
+    (run_span,) = [s for s in ended() if s["name"].startswith("invoke_agent")]
+    assert run_span["attributes"]["pes_agent.run.status"] == "success"
+    parents = {s["parent_id"] for s in ended() if not s["name"].startswith("invoke_agent")}
+    # The second worker's spans are children of its run span; the first worker's of a run
+    # span that never ended (killed with it).
+    assert run_span["context"]["span_id"] in parents

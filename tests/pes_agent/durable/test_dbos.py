@@ -13,7 +13,6 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx2 as httpx
 import pytest
@@ -40,7 +39,13 @@ from tests.pes_agent.storage.conftest import (
     wait_until,
 )
 
-from .conftest import ROOT, Workers, check_notes_run, finished_calls
+from .conftest import (
+    ROOT,
+    Workers,
+    check_notes_run,
+    check_spans_of_a_taken_over_run,
+    finished_calls,
+)
 
 __all__ = ["pg_schema"]  # the fixture, imported for the tests below
 
@@ -401,29 +406,7 @@ async def test_a_run_taken_over_after_a_sigkill_traces_each_step_once(
     result = await asyncio.wait_for(run, 90)
     assert result.metadata.status == "success", result.metadata.error
 
-    # The second worker's spans end as the run does: wait for its run span.
-    def ended() -> list[dict[str, Any]]:
-        text = spans.read_text(encoding="utf-8") if spans.exists() else ""
-        return [json.loads(line) for line in text.splitlines()]
-
-    await wait_until(
-        lambda: any(s["name"].startswith("invoke_agent") for s in ended()), "the run span"
-    )
-    names = Counter(s["name"] for s in ended())
-    assert names["chat scripted-model"] == 2, names  # planning and synthesis, once each
-    tools = Counter(
-        (s["attributes"]["gen_ai.tool.name"], s["attributes"]["gen_ai.tool.call.id"])
-        for s in ended()
-        if s["name"].startswith("execute_tool")
-    )
-    assert sorted(tools.values()) == [1, 1, 1, 1], tools  # each call once, the slow one too
-    assert names["invoke_agent pes-agent"] == 1
-    (run_span,) = [s for s in ended() if s["name"].startswith("invoke_agent")]
-    assert run_span["attributes"]["pes_agent.run.status"] == "success"
-    parents = {s["parent_id"] for s in ended() if not s["name"].startswith("invoke_agent")}
-    # The second worker's spans are children of its run span; the first worker's of a run
-    # span that never ended (killed with it).
-    assert run_span["context"]["span_id"] in parents
+    await check_spans_of_a_taken_over_run(spans)
 
 
 # An answer of many tokens (16 characters each), longer than a NOTIFY payload, with text JSON

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -31,7 +29,7 @@ from pes_agent.durable.temporal import TemporalEngine
 from pes_agent.testing import ScriptedProvider
 from tests.pes_agent.storage.conftest import wait_until
 
-from .conftest import Workers, check_notes_run, finished_calls
+from .conftest import Workers, check_notes_run, check_spans_of_a_taken_over_run, finished_calls
 from .temporal_worker import HEARTBEAT_TIMEOUT_S, TASK_TIMEOUT_S, build_agent, engine
 
 pytestmark = pytest.mark.slow
@@ -485,23 +483,4 @@ async def test_a_run_taken_over_emits_each_steps_span_once(
     result = await asyncio.wait_for(run, 90)
     assert result.metadata.status == "success", result.metadata.error
 
-    def ended() -> list[dict[str, Any]]:
-        text = spans.read_text(encoding="utf-8") if spans.exists() else ""
-        return [json.loads(line) for line in text.splitlines()]
-
-    await wait_until(
-        lambda: any(s["name"].startswith("invoke_agent") for s in ended()), "the run span"
-    )
-    names = Counter(s["name"] for s in ended())
-    assert names["chat scripted-model"] == 2, names  # planning and synthesis, once each
-    tools = Counter(
-        (s["attributes"]["gen_ai.tool.name"], s["attributes"]["gen_ai.tool.call.id"])
-        for s in ended()
-        if s["name"].startswith("execute_tool")
-    )
-    assert sorted(tools.values()) == [1, 1, 1, 1], tools  # each call once, the slow one too
-    assert names["invoke_agent pes-agent"] == 1, names
-    (run_span,) = [s for s in ended() if s["name"].startswith("invoke_agent")]
-    assert run_span["attributes"]["pes_agent.run.status"] == "success"
-    parents = {s["parent_id"] for s in ended() if not s["name"].startswith("invoke_agent")}
-    assert run_span["context"]["span_id"] in parents
+    await check_spans_of_a_taken_over_run(spans)
