@@ -132,8 +132,10 @@ def request_record(model: str, request: LLMRequest) -> dict[str, Any]:
 
 def _scrubbed_json(data: Any, secrets: tuple[str, ...]) -> str:
     # `redact` replaces each secret in every escaped form JSON may give it, with text that is
-    # itself valid inside a JSON string, so the line stays valid JSON.
-    return redact(json.dumps(data, ensure_ascii=False, sort_keys=True, default=str), secrets)
+    # itself valid inside a JSON string, so the line stays valid JSON. Keys keep their order:
+    # a tool call's arguments replay in the order the model wrote them, as the prompts that
+    # render them later are matched word for word (matching sorts keys on its own).
+    return redact(json.dumps(data, ensure_ascii=False, default=str), secrets)
 
 
 def _match_key(record: Mapping[str, Any]) -> str:

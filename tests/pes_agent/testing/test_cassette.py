@@ -9,9 +9,16 @@ from typing import Any
 
 import pytest
 
-from pes_agent import AgentProps, ProviderConfig, create_agent, tool
+from pes_agent import (
+    AgentFinalResponse,
+    AgentProps,
+    ProviderConfig,
+    create_agent,
+    tool,
+)
 from pes_agent.errors import CassetteMissError, ConfigurationError, ProviderError
 from pes_agent.observing.types import Observation
+from pes_agent.planning.structured import SUBMIT_PLAN
 from pes_agent.providers import LLMRequest, PromptMessage, create_provider
 from pes_agent.providers.base import (
     LLMProvider,
@@ -33,17 +40,6 @@ from pes_agent.tools.calls import ToolCall
 from pes_agent.usage import Usage
 from tests.pes_agent.providers.model_server import Call, Fault, ModelServer, Reply
 
-PLAN = json.dumps(
-    {
-        "title": "Weather and arithmetic",
-        "intent": "weather and a product",
-        "plan": "1. look up Paris\n2. multiply",
-        "toolCalls": [
-            {"callId": "call_1", "toolName": "get_weather", "arguments": {"city": "Paris"}},
-            {"callId": "call_2", "toolName": "multiply", "arguments": {"a": 12, "b": 7}},
-        ],
-    }
-)
 ANSWER = "It is sunny and 18 °C in Paris, and 12 × 7 = 84."
 QUERY = "Weather in Paris, and 12*7?"
 # Not shaped like API keys: only the cassette's own scrubbing can keep them out.
@@ -62,6 +58,12 @@ async def get_weather(city: str) -> dict[str, Any]:
 def multiply(a: int, b: int) -> int:
     """Multiply two integers."""
     return a * b
+
+
+@tool
+def describe(weather: dict[str, Any], product: int) -> str:
+    """Describe a weather report and a product in one sentence."""
+    return f"{weather['sky']} and {weather['celsius']} °C; the product is {product}"
 
 
 @tool
@@ -93,7 +95,9 @@ async def _collect(provider: LLMProvider, request: LLMRequest) -> list[ProviderE
     return [event async for event in provider.stream(request)]
 
 
-_VARYING = {"id", "message_id", "trace_id", "timestamp", "started_at", "finished_at"}
+# What differs between two runs of the same conversation: ids, clocks and durations.
+_VARYING = {"id", "message_id", "messageId", "trace_id", "traceId", "timestamp"}
+_VARYING_SUFFIXES = ("_ms", "Ms", "_at", "At")
 
 
 def _without_ids_and_timings(value: Any) -> Any:
@@ -101,20 +105,44 @@ def _without_ids_and_timings(value: Any) -> Any:
         return {
             k: _without_ids_and_timings(v)
             for k, v in value.items()
-            if k not in _VARYING and not k.endswith(("_ms", "Ms"))
+            if k not in _VARYING and not k.endswith(_VARYING_SUFFIXES)
         }
     if isinstance(value, list):
         return [_without_ids_and_timings(item) for item in value]
     return value
 
 
-def _comparable(observations: list[Observation]) -> list[tuple[str, str, Any]]:
-    """Observations without ids, timestamps and timings, which differ between two runs."""
-    return [(str(o.type), o.title, _without_ids_and_timings(o.content)) for o in observations]
+def _comparable(observations: list[Observation]) -> list[dict[str, Any]]:
+    """Each observation whole (type, title, content, metadata) without its ids, timestamps and
+    timings, its parent named by position, so the tree's shape is compared too."""
+    position = {o.id: n for n, o in enumerate(observations)}
+    comparable = []
+    for o in observations:
+        dumped = _without_ids_and_timings(o.model_dump(mode="json", exclude={"parent_id"}))
+        dumped["parent"] = None if o.parent_id is None else position.get(o.parent_id, "outside")
+        comparable.append(dumped)
+    return comparable
 
 
-async def _run(provider: LLMProvider, thread_id: str = "thread-cassette") -> tuple[Any, Any]:
-    agent = create_agent(provider=provider, tools=[get_weather, multiply])
+def assert_same_run(
+    recorded: tuple[AgentFinalResponse, list[Observation]],
+    replayed: tuple[AgentFinalResponse, list[Observation]],
+) -> None:
+    """The replayed run gave the recorded one's answer, usage and observations (types, order and
+    contents, apart from ids and timings)."""
+    (first, first_seen), (second, second_seen) = recorded, replayed
+    assert second.metadata.status == first.metadata.status, second.metadata.error
+    assert second.response.content == first.response.content
+    assert second.metadata.usage == first.metadata.usage
+    assert second.metadata.tool_calls == first.metadata.tool_calls
+    assert [o.type for o in second_seen] == [o.type for o in first_seen]
+    assert _comparable(second_seen) == _comparable(first_seen)
+
+
+async def _run(
+    provider: LLMProvider, thread_id: str = "thread-cassette"
+) -> tuple[AgentFinalResponse, list[Observation]]:
+    agent = create_agent(provider=provider, tools=[get_weather, multiply, describe])
     try:
         result = await agent.process(AgentProps(QUERY, thread_id))
         observations = await agent.observations.get_observations(thread_id)
@@ -124,31 +152,84 @@ async def _run(provider: LLMProvider, thread_id: str = "thread-cassette") -> tup
     return result, observations
 
 
-async def test_openai_run_recorded_then_replayed_with_the_server_stopped(tmp_path: Path) -> None:
-    """A PES run with tool calls through the real OpenAI SDK replays offline identically."""
+def _sdk(server: ModelServer, api: str) -> LLMProvider:
+    """The real SDK provider of `api` ("openai" or "anthropic") on the loopback server."""
+    config = ProviderConfig(
+        api, "test-model", api_key=CONFIG_KEY, base_url=server.base_url_for(api), max_retries=0
+    )
+    return create_provider(config)
+
+
+# A plan of three calls, the third waiting for the first two and taking their results.
+PLAN_CALLS: list[dict[str, Any]] = [
+    {"tool": "get_weather", "args": {"city": "Paris"}, "after": []},
+    {"tool": "multiply", "args": {"a": 12, "b": 7}, "after": []},
+    {
+        "tool": "describe",
+        "args": {"weather": "{step_1_result}", "product": "{step_2_result}"},
+        "after": [1, 2],
+    },
+]
+
+
+def _plan_reply(api: str) -> Reply:
+    """The planning answer each API's structured planning asks for, with thinking before it:
+    OpenAI a strict JSON schema's text (each call's args a JSON string), Anthropic a call of
+    the forced `submit_plan` tool."""
+    if api == "openai":
+        strict = [{**call, "args": json.dumps(call["args"])} for call in PLAN_CALLS]
+        text = json.dumps({"calls": strict, "intent": "weather and a product"})
+        return Reply(
+            text,
+            thinking="Two lookups, then describe.",
+            input_tokens=120,
+            output_tokens=40,
+            cache_read_tokens=30,
+        )
+    plan = {"calls": PLAN_CALLS, "intent": "weather and a product"}
+    return Reply(
+        thinking=("Two lookups,", " then describe."),
+        tool_calls=(Call(SUBMIT_PLAN, plan, fragments=3),),
+        input_tokens=120,
+        output_tokens=40,
+        cache_read_tokens=30,
+    )
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_a_run_through_a_real_sdk_is_recorded_then_replayed_with_the_server_stopped(
+    api: str, tmp_path: Path
+) -> None:
+    """A PES run (thinking, a plan of dependent tool calls, a synthesis) through the real SDK
+    replays offline with the same answer, usage and observations."""
     cassette = tmp_path / "run.jsonl"
     async with ModelServer() as server:
-        server.script(
-            Reply(PLAN, thinking="Two lookups.", input_tokens=120, output_tokens=40),
-            Reply(ANSWER, input_tokens=200, output_tokens=20),
-        )
-        recorded, recorded_observations = await _run(RecordingProvider(_openai(server), cassette))
+        server.script(_plan_reply(api), Reply(ANSWER, input_tokens=200, output_tokens=20))
+        recorded = await _run(RecordingProvider(_sdk(server, api), cassette))
         assert len(server.requests) == 2
-    assert recorded.metadata.status == "success", recorded.metadata.error
-    assert recorded.metadata.tool_calls == 2
-    assert len(cassette.read_text().splitlines()) == 2
+    result, observations = recorded
+    assert result.metadata.status == "success", result.metadata.error
+    assert result.metadata.tool_calls == 3
+    usage = result.metadata.usage
+    assert (usage.requests, usage.output_tokens, usage.cache_read_tokens) == (2, 60, 30)
+    described = [o for o in observations if "the product is 84" in json.dumps(o.content)]
+    assert described, "the third call did not get the first two's results"
+    lines = [json.loads(line) for line in cassette.read_text().splitlines()]
+    assert [line["request"]["phase"] for line in lines] == ["planning", "synthesis"]
+    recorded_kinds = {event["type"] for event in lines[0]["events"]}
+    assert "thinking" in recorded_kinds or any(
+        event["type"] == "token" and event["kind"] == "thinking" for event in lines[0]["events"]
+    )
+    if api == "anthropic":
+        assert "tool_call" in recorded_kinds  # the plan came as a submit_plan call
 
-    replay = ReplayProvider(cassette)
-    replayed, replayed_observations = await _run(replay)
+    replay = ReplayProvider(cassette)  # the server is stopped: only the cassette answers
+    replayed = await _run(replay)
 
-    assert replayed.metadata.status == "success", replayed.metadata.error
-    assert replayed.response.content == recorded.response.content == ANSWER
-    assert replayed.metadata.usage == recorded.metadata.usage
-    assert replayed.metadata.usage.input_tokens == 320
-    assert (replay.name, replay.model) == ("openai", "test-model")
-    assert replay.structured_output == "response_format"
-    assert [o.type for o in replayed_observations] == [o.type for o in recorded_observations]
-    assert _comparable(replayed_observations) == _comparable(recorded_observations)
+    assert_same_run(recorded, replayed)
+    assert replayed[0].response.content == ANSWER
+    assert (replay.name, replay.model) == (api, "test-model")
+    assert replay.structured_output == ("response_format" if api == "openai" else "forced_tool")
     assert replay.remaining == 0
 
 
@@ -181,6 +262,20 @@ async def test_thinking_and_tool_call_events_round_trip(tmp_path: Path) -> None:
     meta = replayed[-1]
     assert isinstance(meta, StreamMetadata)
     assert (meta.usage, meta.stop_reason) == (usage, "tool_calls")
+
+
+async def test_tool_call_arguments_replay_in_the_order_the_model_wrote_them(
+    tmp_path: Path,
+) -> None:
+    """Regression: arguments came back with their keys sorted, so a prompt that renders them
+    (a plan's results, in synthesis) differed from the recorded one and replay missed."""
+    cassette = tmp_path / "order.jsonl"
+    arguments = {"zebra": {"y": 1, "x": 2}, "apple": 3}
+    scripted = ScriptedProvider([ScriptedResponse(tool_calls=[ToolCall("c", "f", arguments)])])
+    await _collect(RecordingProvider(scripted, cassette), _request())
+    replayed = await _collect(ReplayProvider(cassette), _request())
+    (call,) = [e.call for e in replayed if isinstance(e, ToolCallEvent)]
+    assert json.dumps(call.arguments) == json.dumps(arguments)
 
 
 async def test_openai_native_tool_call_fragments_round_trip(
