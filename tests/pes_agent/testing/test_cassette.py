@@ -40,10 +40,11 @@ from pes_agent.tools.calls import ToolCall
 from pes_agent.usage import Usage
 from tests.pes_agent.providers.model_server import Call, Fault, ModelServer, Reply
 
+from .runs import APIS, CONFIG_KEY, comparable, sdk_provider
+
 ANSWER = "It is sunny and 18 °C in Paris, and 12 × 7 = 84."
 QUERY = "Weather in Paris, and 12*7?"
 # Not shaped like API keys: only the cassette's own scrubbing can keep them out.
-CONFIG_KEY = "ConfigSecret1234wxyzQR"
 HEADER_TOKEN = "HeaderSecret0042xyzwUV"
 ENV_TOKEN = "EnvSecret7777abcdEFGH"
 
@@ -95,35 +96,6 @@ async def _collect(provider: LLMProvider, request: LLMRequest) -> list[ProviderE
     return [event async for event in provider.stream(request)]
 
 
-# What differs between two runs of the same conversation: ids, clocks and durations.
-_VARYING = {"id", "message_id", "messageId", "trace_id", "traceId", "timestamp"}
-_VARYING_SUFFIXES = ("_ms", "Ms", "_at", "At")
-
-
-def _without_ids_and_timings(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: _without_ids_and_timings(v)
-            for k, v in value.items()
-            if k not in _VARYING and not k.endswith(_VARYING_SUFFIXES)
-        }
-    if isinstance(value, list):
-        return [_without_ids_and_timings(item) for item in value]
-    return value
-
-
-def _comparable(observations: list[Observation]) -> list[dict[str, Any]]:
-    """Each observation whole (type, title, content, metadata) without its ids, timestamps and
-    timings, its parent named by position, so the tree's shape is compared too."""
-    position = {o.id: n for n, o in enumerate(observations)}
-    comparable = []
-    for o in observations:
-        dumped = _without_ids_and_timings(o.model_dump(mode="json", exclude={"parent_id"}))
-        dumped["parent"] = None if o.parent_id is None else position.get(o.parent_id, "outside")
-        comparable.append(dumped)
-    return comparable
-
-
 def assert_same_run(
     recorded: tuple[AgentFinalResponse, list[Observation]],
     replayed: tuple[AgentFinalResponse, list[Observation]],
@@ -136,7 +108,7 @@ def assert_same_run(
     assert second.metadata.usage == first.metadata.usage
     assert second.metadata.tool_calls == first.metadata.tool_calls
     assert [o.type for o in second_seen] == [o.type for o in first_seen]
-    assert _comparable(second_seen) == _comparable(first_seen)
+    assert comparable(second_seen) == comparable(first_seen)
 
 
 async def _run(
@@ -150,14 +122,6 @@ async def _run(
         await agent.aclose()
         await provider.aclose()
     return result, observations
-
-
-def _sdk(server: ModelServer, api: str) -> LLMProvider:
-    """The real SDK provider of `api` ("openai" or "anthropic") on the loopback server."""
-    config = ProviderConfig(
-        api, "test-model", api_key=CONFIG_KEY, base_url=server.base_url_for(api), max_retries=0
-    )
-    return create_provider(config)
 
 
 # A plan of three calls, the third waiting for the first two and taking their results.
@@ -196,7 +160,7 @@ def _plan_reply(api: str) -> Reply:
     )
 
 
-@pytest.mark.parametrize("api", ["openai", "anthropic"])
+@pytest.mark.parametrize("api", APIS)
 async def test_a_run_through_a_real_sdk_is_recorded_then_replayed_with_the_server_stopped(
     api: str, tmp_path: Path
 ) -> None:
@@ -205,7 +169,7 @@ async def test_a_run_through_a_real_sdk_is_recorded_then_replayed_with_the_serve
     cassette = tmp_path / "run.jsonl"
     async with ModelServer() as server:
         server.script(_plan_reply(api), Reply(ANSWER, input_tokens=200, output_tokens=20))
-        recorded = await _run(RecordingProvider(_sdk(server, api), cassette))
+        recorded = await _run(RecordingProvider(sdk_provider(server, api), cassette))
         assert len(server.requests) == 2
     result, observations = recorded
     assert result.metadata.status == "success", result.metadata.error
