@@ -49,6 +49,8 @@ HEADER_TOKEN = "HeaderSecret0042xyzwUV"
 ENV_TOKEN = "EnvSecret7777abcdEFGH"
 
 
+# The tools are async: they run on the loop, so calls started together end in the order they
+# started, on the recording as on the replay (a sync tool's thread could finish either way).
 @tool
 async def get_weather(city: str) -> dict[str, Any]:
     """Current weather for a city."""
@@ -56,13 +58,13 @@ async def get_weather(city: str) -> dict[str, Any]:
 
 
 @tool
-def multiply(a: int, b: int) -> int:
+async def multiply(a: int, b: int) -> int:
     """Multiply two integers."""
     return a * b
 
 
 @tool
-def describe(weather: dict[str, Any], product: int) -> str:
+async def describe(weather: dict[str, Any], product: int) -> str:
     """Describe a weather report and a product in one sentence."""
     return f"{weather['sky']} and {weather['celsius']} °C; the product is {product}"
 

@@ -37,6 +37,8 @@ ANSWER = "Sunny and 18 °C in Paris; 12 × 7 = 84."
 THREAD = "ecs-cassette"
 
 
+# The tools are async: they run on the loop, so calls started together end in the order they
+# started, on the recording as on the replay (a sync tool's thread could finish either way).
 @tool
 async def get_weather(city: str) -> dict[str, Any]:
     """Current weather for a city."""
@@ -44,7 +46,7 @@ async def get_weather(city: str) -> dict[str, Any]:
 
 
 @tool
-def multiply(a: int, b: int) -> int:
+async def multiply(a: int, b: int) -> int:
     """Multiply two integers."""
     return a * b
 
