@@ -20,8 +20,11 @@ a password in its base URL), of credential-named environment variables' values a
 shaped like an API key.
 
 Replay matches a request by its content, never by its position alone: among recorded requests
-with the same content the first one not yet replayed answers. A request the cassette does not
-hold raises `CassetteMissError` showing the closest recorded request and a diff.
+with the same content the first one not yet replayed answers, one that ended (answered or
+failed) before one abandoned mid-stream (its run cancelled while recording). An abandoned
+call replays the events it got, then fails with `CassetteMissError` if read further. A
+request the cassette does not hold raises `CassetteMissError` showing the closest recorded
+request and a diff.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ import difflib
 import json
 import os
 import re
+import weakref
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, assert_never
 
@@ -241,6 +245,9 @@ class RecordingProvider:
         self.provider = provider
         self.path = Path(path)
         self._extra_secrets = tuple(secrets)
+        # Streams begun and not yet ended: `aclose` ends them, so each one's line is written
+        # even when its consumer stopped reading without closing it.
+        self._open: weakref.WeakSet[AsyncGenerator[ProviderEvent, None]] = weakref.WeakSet()
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     @property
@@ -270,18 +277,27 @@ class RecordingProvider:
             found += [secret for secret in known if isinstance(secret, str)]
         return tuple(sorted({s for s in found if len(s) >= _MIN_SECRET}, key=len, reverse=True))
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[ProviderEvent]:
+    def stream(self, request: LLMRequest) -> AsyncIterator[ProviderEvent]:
         """Stream the wrapped provider's answer to `request` unchanged, then record the call.
+
+        A call whose consumer stops reading or is cancelled before the answer ends is recorded
+        as `"abandoned"`, with the events streamed until then, when its stream is closed (at
+        the latest by `aclose`).
 
         Args:
             request: The model call, passed on as it is.
 
-        Yields:
+        Returns:
             The wrapped provider's events, as it streams them.
 
         Raises:
             ProviderError: The wrapped provider failed (recorded too, so replay fails alike).
         """
+        stream = self._recorded(request)
+        self._open.add(stream)
+        return stream
+
+    async def _recorded(self, request: LLMRequest) -> AsyncGenerator[ProviderEvent, None]:
         events: list[dict[str, Any]] = []
         outcome: Outcome = "abandoned"
         error: dict[str, Any] | None = None
@@ -332,7 +348,9 @@ class RecordingProvider:
             os.fsync(file.fileno())
 
     async def aclose(self) -> None:
-        """Close the wrapped provider."""
+        """Record each call still streaming as abandoned, then close the wrapped provider."""
+        for stream in list(self._open):
+            await stream.aclose()
         await self.provider.aclose()
 
 
@@ -439,16 +457,34 @@ class ReplayProvider:
             The recorded events, in the order they were streamed.
 
         Raises:
-            CassetteMissError: The cassette holds no such request (or each one is used up).
+            CassetteMissError: The cassette holds no such request (or each one is used up), or
+                only one abandoned while recording and this stream is read past its end.
             ProviderError: The recorded call failed.
         """
         record = request_record(self._model, request)
         indexes = self._unused.get(_match_key(record))
         if not indexes:
             raise self._miss(record, request, used_up=indexes is not None)
-        entry = self._entries[indexes.popleft()]
+        # A call abandoned while recording (its run cancelled, say) answers only when no
+        # recording of the request ended: a run recorded again after a cancel replays in full.
+        index = next(
+            (i for i in indexes if self._entries[i].get("outcome") != "abandoned"), indexes[0]
+        )
+        indexes.remove(index)
+        entry = self._entries[index]
         for event in entry["events"]:
             yield event_from_record(event)
+        if entry.get("outcome") == "abandoned":
+            # Reached only by a consumer reading past where the recording's consumer stopped.
+            raise CassetteMissError(
+                f"the cassette {self.path} recorded this {record['phase']} call as abandoned "
+                f"(its run stopped reading it, or was cancelled, after "
+                f"{len(entry['events'])} events), so it holds no more of the answer; delete "
+                f"the cassette and {_how_to_record(self.path)}, letting the run finish",
+                provider=self._name,
+                thread_id=request.thread_id,
+                trace_id=request.trace_id,
+            )
         error = entry.get("error")
         if entry.get("outcome") == "error" and error is not None:
             raise ProviderError(
