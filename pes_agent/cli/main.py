@@ -36,7 +36,8 @@ exit codes:
   0    success (for run/demo: the run's status is "success")
   1    the run failed (status "error": provider down, unusable plan, ...)
   2    bad command line or configuration: a missing API key, a --tools path that does not
-       import, an unknown thread, trace or observation type
+       import, an unknown thread, trace or observation type, a missing or damaged --replay
+       cassette
   3    the run answered, but a tool call failed (status "partial")
   4    the run waits for approval (run --no-input, or no terminal to ask at): finish it with
        `pes-agent approve THREAD`
