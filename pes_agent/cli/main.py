@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from pes_agent.cli.cassettes import RECORD_HELP, REPLAY_HELP
 from pes_agent.cli.engines import ENGINE_HELP
 from pes_agent.cli.errors import CLIError, ExitCode, report
 from pes_agent.cli.paths import DB_ENV_VAR, resolve_store
@@ -35,7 +36,8 @@ exit codes:
   0    success (for run/demo: the run's status is "success")
   1    the run failed (status "error": provider down, unusable plan, ...)
   2    bad command line or configuration: a missing API key, a --tools path that does not
-       import, an unknown thread, trace or observation type
+       import, an unknown thread, trace or observation type, a missing or damaged --replay
+       cassette
   3    the run answered, but a tool call failed (status "partial")
   4    the run waits for approval (run --no-input, or no terminal to ask at): finish it with
        `pes-agent approve THREAD`
@@ -55,6 +57,9 @@ environment:
 durable runs: `pes-agent worker --engine URL` in each worker process (URL: dbos+sqlite:///PATH,
 dbos+postgresql://... or temporal://HOST:PORT), then `run --engine URL` or `serve --engine
 URL` submit their runs to the workers; all share --db.
+
+record once, replay offline: `run QUERY --record run.jsonl` writes the model's answers to a
+cassette; `run QUERY --replay run.jsonl` answers from it with no key and no network.
 
 start with `pes-agent demo`: a whole run, offline, on a scripted model."""
 
@@ -223,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
         "answer text: the answer shows when the run ends), and a call that needs approval "
         "pauses the run, as with --no-input",
     )
+    cassette = run.add_mutually_exclusive_group()
+    cassette.add_argument("--record", metavar="FILE", help=RECORD_HELP)
+    cassette.add_argument("--replay", metavar="FILE", help=REPLAY_HELP)
     run.add_argument(
         "--json", action="store_true", help="print the final response and metadata as JSON"
     )
@@ -486,6 +494,8 @@ def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitC
             mcp_commands=args.mcp or (),
             usage_limits=_usage_limits(args),
             engine_url=args.engine,
+            record=args.record,
+            replay=args.replay,
         )
     if args.command == "worker":
         from pes_agent.cli.worker import worker_command

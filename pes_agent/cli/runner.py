@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from pes_agent.approvals import ApprovalHandler, Decision, PausedRun
+from pes_agent.cli.cassettes import open_recording, open_replay
 from pes_agent.cli.demo import DEMO_QUERY, demo_model, demo_tools
 from pes_agent.cli.engines import close_engine, open_engine
 from pes_agent.cli.errors import CLIError, ExitCode, exit_code_for, report
@@ -77,6 +78,19 @@ def _key_hint(provider: str, error: ConfigurationError) -> str | None:
     if "key" in message.lower():
         return f"{message} (or try `pes-agent demo`, which runs offline with no key)"
     return None
+
+
+def _real_provider(provider: str, base_url: str | None) -> LLMProvider:
+    """The provider `--provider` and `--base-url` name, built now (for `--record` to wrap);
+    a missing key or bad name is a one-line `CLIError`."""
+    from pes_agent.providers.registry import create_provider
+
+    try:
+        return create_provider(_provider_spec(provider, base_url))
+    except ConfigurationError as error:
+        raise CLIError(_key_hint(provider, error) or error.message) from None
+    except UsageError as error:
+        raise CLIError(error.message) from None
 
 
 def build_agent(
@@ -294,19 +308,24 @@ async def run_command(
     mcp_commands: Sequence[str] = (),
     usage_limits: UsageLimits | None = None,
     engine_url: str | None = None,
+    record: str | None = None,
+    replay: str | None = None,
 ) -> ExitCode:
     """`pes-agent run`: answer `query` with a real model; with `embeddings` (`--retrieve`),
     searching the index of `store` built with those embeddings first. Each of
     `mcp_commands` (`--mcp "python server.py"`) is an MCP server started over stdio for the run.
     `usage_limits` (`--max-tokens-total`, `--max-requests`, `--max-tool-calls`) stop the run
     at a limit. With `engine_url` (`--engine`), the run is submitted to that durable engine
-    and a `pes-agent worker` runs it.
+    and a `pes-agent worker` runs it. With `record` (`--record FILE`) the model calls are
+    also written to that cassette; with `replay` (`--replay FILE`) they are answered from it,
+    offline, and `provider` is not built (no key needed).
 
     Calls that need approval are asked about at the terminal, unless `no_input` (or the
     terminal cannot ask, or a worker runs the run): then the run pauses and the commands that
     resume it are printed."""
     if not query.strip():
         raise CLIError('the query is empty; e.g. pes-agent run "What is 12 * 7?"')
+    cassette: LLMProvider | None = None
     engine = open_engine(engine_url) if engine_url is not None else None
     why_not = _why_no_input(no_input=no_input, as_json=as_json, console=console)
     if engine is not None and why_not is None:
@@ -315,8 +334,14 @@ async def run_command(
     servers = mcp_servers(mcp_commands)
     retriever = await _index_retriever(store, embeddings) if embeddings is not None else None
     try:
+        if replay is not None:
+            cassette = open_replay(replay, engine_url=engine_url)
+        elif record is not None:
+            cassette = open_recording(
+                lambda: _real_provider(provider, base_url), record, engine_url=engine_url
+            )
         agent = build_agent(
-            provider=provider,
+            provider=provider if cassette is None else cassette,
             base_url=base_url,
             tool_specs=tool_specs,
             tools=servers,
@@ -332,6 +357,10 @@ async def run_command(
             await open_agent_tools(agent, require_approval)
         thread = thread_id or new_thread_id()
         label = provider if base_url is None else f"{provider} at {base_url}"
+        if replay is not None and cassette is not None:
+            label = f"replay of {replay} ({cassette.name}:{cassette.model}, offline)"
+        elif record is not None:
+            label = f"{label}, recording to {record}"
         header = RunHeader(query=query, thread_id=thread, model_label=label, store=store.describe())
         run = AgentRun(
             query,
@@ -348,6 +377,10 @@ async def run_command(
         except ToolSourceError as error:
             raise CLIError(f"--mcp: {error.message}") from None
     finally:
+        if cassette is not None:
+            # Not closed by the agent (a provider given to it stays open): closing it now ends
+            # the real provider's client, every call being on file already.
+            await cassette.aclose()
         if retriever is not None:
             await retriever.aclose()
         if engine is not None:

@@ -1,6 +1,7 @@
 """Helpers for testing agents and running them offline: a scripted model, plan builders, and
 cassettes that record a real model's answers once and replay them (`RecordingProvider`,
-`ReplayProvider`, in `pes_agent.testing.cassette`).
+`ReplayProvider`, in `pes_agent.testing.cassette`; the pytest plugin
+`pes_agent.testing.pytest_plugin` gives tests a `cassette` fixture and `--pes-record`).
 
 ```python
 model = ScriptedProvider([

@@ -362,11 +362,11 @@ def _how_to_record(path: Path) -> str:
     )
 
 
-def _load(path: Path) -> list[dict[str, Any]]:
+def _load(path: Path, how_to_record: str) -> list[dict[str, Any]]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigurationError(f"no cassette at {path}: {_how_to_record(path)}") from None
+        raise ConfigurationError(f"no cassette at {path}: {how_to_record}") from None
     except (OSError, UnicodeDecodeError) as failure:
         raise ConfigurationError(f"cannot read the cassette {path}: {failure}") from None
     entries: list[dict[str, Any]] = []
@@ -386,7 +386,7 @@ def _load(path: Path) -> list[dict[str, Any]]:
         except (ValueError, KeyError, TypeError, AttributeError) as failure:
             raise ConfigurationError(
                 f"the cassette {path} is damaged at line {number} ({failure}); delete it and "
-                f"{_how_to_record(path)}"
+                f"{how_to_record}"
             ) from None
         entries.append(entry)
     return entries
@@ -407,7 +407,12 @@ class ReplayProvider:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, name: str | None = None, model: str | None = None
+        self,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        model: str | None = None,
+        how_to_record: str | None = None,
     ) -> None:
         """Read the cassette at `path`.
 
@@ -416,13 +421,17 @@ class ReplayProvider:
             name: The provider's name; the recorded provider's when None.
             model: The model's name, matched against the recorded requests; the recorded
                 one's when None.
+            how_to_record: What the errors tell the user to do to record the cassette, e.g.
+                "record it with `pytest --pes-record tests/test_x.py::test_y`"; by default,
+                to run once with a real provider wrapped in `RecordingProvider`.
 
         Raises:
             ConfigurationError: The cassette is missing, unreadable or damaged; the message
                 names the path and says how to record it.
         """
         self.path = Path(path)
-        self._entries = _load(self.path)
+        self._how_to_record = how_to_record or _how_to_record(self.path)
+        self._entries = _load(self.path, self._how_to_record)
         first = self._entries[0]["provider"] if self._entries else {}
         self._name = name or first.get("name") or "replay"
         self._model = model or first.get("model") or "replay-model"
@@ -523,7 +532,7 @@ class ReplayProvider:
         return CassetteMissError(
             f"the cassette {self.path} holds no {record['phase']} request like this one; "
             f"{detail}\nIf the change is intended, delete the cassette and "
-            f"{_how_to_record(self.path)}",
+            f"{self._how_to_record}",
             provider=self._name,
             thread_id=request.thread_id,
             trace_id=request.trace_id,

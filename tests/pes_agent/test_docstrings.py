@@ -12,6 +12,7 @@ import pytest
 import pes_agent
 from pes_agent import testing
 from pes_agent.providers import registry
+from pes_agent.testing import pytest_plugin
 
 
 def _public(module: Any) -> Iterator[tuple[str, Any]]:
@@ -21,8 +22,10 @@ def _public(module: Any) -> Iterator[tuple[str, Any]]:
 
 def _documented() -> Iterator[tuple[str, Callable[..., Any]]]:
     """Every public function, and every public method (and hand-written `__init__`) of a
-    public class, of `pes_agent`, `pes_agent.testing` and the provider registry."""
-    for name, obj in [*_public(pes_agent), *_public(testing), *_public(registry)]:
+    public class, of `pes_agent`, `pes_agent.testing`, its pytest plugin and the provider
+    registry."""
+    modules = (pes_agent, testing, pytest_plugin, registry)
+    for name, obj in [item for module in modules for item in _public(module)]:
         if inspect.isfunction(obj):
             yield name, obj
         elif inspect.isclass(obj) and not issubclass(obj, BaseException):
