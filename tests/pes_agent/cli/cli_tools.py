@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,9 @@ from typing import Any
 from pes_agent import tool
 
 __all__ = [
+    "ANSWER",
     "LEDGER_ENV",
+    "PLAN",
     "TOOLS",
     "fail",
     "get_weather",
@@ -20,6 +23,21 @@ __all__ = [
     "slow",
     "transfer_money",
 ]
+
+#: A scripted model's plan for "Weather in Paris, and 12*7?" (two independent calls) and its
+#: answer, as the run tests script them.
+PLAN = json.dumps(
+    {
+        "title": "Weather and arithmetic",
+        "intent": "weather and a product",
+        "plan": "1. look up Paris\n2. multiply",
+        "toolCalls": [
+            {"callId": "call_1", "toolName": "get_weather", "arguments": {"city": "Paris"}},
+            {"callId": "call_2", "toolName": "multiply", "arguments": {"a": 12, "b": 7}},
+        ],
+    }
+)
+ANSWER = "It is sunny and 18 °C in Paris, and 12 × 7 = 84."
 
 #: The file (named by this environment variable) where `transfer_money` and `record` write a
 #: line each time they run, so a test can count side effects across processes.

@@ -3,11 +3,11 @@ them offline, with no API key."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
+from tests.pes_agent.cli.cli_tools import ANSWER, PLAN
 from tests.pes_agent.providers.helpers import API_KEY
 from tests.pes_agent.providers.model_server import ModelServer, Reply
 
@@ -17,18 +17,6 @@ pytestmark = pytest.mark.slow  # each test runs the command in a subprocess
 
 TOOLS = "tests.pes_agent.cli.cli_tools:TOOLS"
 QUERY = "Weather in Paris, and 12*7?"
-PLAN = json.dumps(
-    {
-        "title": "Weather and arithmetic",
-        "intent": "weather and a product",
-        "plan": "1. look up Paris\n2. multiply",
-        "toolCalls": [
-            {"callId": "call_1", "toolName": "get_weather", "arguments": {"city": "Paris"}},
-            {"callId": "call_2", "toolName": "multiply", "arguments": {"a": 12, "b": 7}},
-        ],
-    }
-)
-ANSWER = "It is sunny and 18 °C in Paris, and 12 × 7 = 84."
 
 
 async def _record(server: ModelServer, tmp_path: Path, cassette: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.pes_agent.cli.cli_tools import ANSWER, PLAN
 from tests.pes_agent.providers.helpers import API_KEY
 from tests.pes_agent.providers.model_server import Fault, ModelServer, Reply
 
@@ -15,18 +16,6 @@ from .helpers import cli_env, lines, run_cli, run_cli_async
 pytestmark = pytest.mark.slow  # each test runs the command in a subprocess
 
 TOOLS = "tests.pes_agent.cli.cli_tools:TOOLS"
-PLAN = json.dumps(
-    {
-        "title": "Weather and arithmetic",
-        "intent": "weather and a product",
-        "plan": "1. look up Paris\n2. multiply",
-        "toolCalls": [
-            {"callId": "call_1", "toolName": "get_weather", "arguments": {"city": "Paris"}},
-            {"callId": "call_2", "toolName": "multiply", "arguments": {"a": 12, "b": 7}},
-        ],
-    }
-)
-ANSWER = "It is sunny and 18 °C in Paris, and 12 × 7 = 84."
 
 
 def _env(tmp_path: Path, server: ModelServer) -> dict[str, str]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pes_agent import ProviderConfig
+from pes_agent import ProviderConfig, tool
 from pes_agent.observing.types import Observation
 from pes_agent.providers import create_provider
 from pes_agent.providers.base import LLMProvider
 from tests.pes_agent.providers.model_server import ModelServer
 
-__all__ = ["APIS", "CONFIG_KEY", "comparable", "sdk_provider"]
+__all__ = ["APIS", "CONFIG_KEY", "comparable", "get_weather", "multiply", "sdk_provider"]
 
 APIS = ["openai", "anthropic"]
 # Not shaped like an API key: only the cassette's own scrubbing can keep it out.
@@ -20,6 +20,20 @@ CONFIG_KEY = "ConfigSecret1234wxyzQR"
 # What differs between two runs of the same conversation: ids, clocks and durations.
 _VARYING = {"id", "message_id", "messageId", "trace_id", "traceId", "timestamp"}
 _VARYING_SUFFIXES = ("_ms", "Ms", "_at", "At")
+
+
+# The tools are async: they run on the loop, so calls started together end in the order they
+# started, on the recording as on the replay (a sync tool's thread could finish either way).
+@tool
+async def get_weather(city: str) -> dict[str, Any]:
+    """Current weather for a city."""
+    return {"city": city, "sky": "sunny", "celsius": 18}
+
+
+@tool
+async def multiply(a: int, b: int) -> int:
+    """Multiply two integers."""
+    return a * b
 
 
 def sdk_provider(server: ModelServer, api: str) -> LLMProvider:

@@ -40,27 +40,13 @@ from pes_agent.tools.calls import ToolCall
 from pes_agent.usage import Usage
 from tests.pes_agent.providers.model_server import Call, Fault, ModelServer, Reply
 
-from .runs import APIS, CONFIG_KEY, comparable, sdk_provider
+from .runs import APIS, CONFIG_KEY, comparable, get_weather, multiply, sdk_provider
 
 ANSWER = "It is sunny and 18 °C in Paris, and 12 × 7 = 84."
 QUERY = "Weather in Paris, and 12*7?"
 # Not shaped like API keys: only the cassette's own scrubbing can keep them out.
 HEADER_TOKEN = "HeaderSecret0042xyzwUV"
 ENV_TOKEN = "EnvSecret7777abcdEFGH"
-
-
-# The tools are async: they run on the loop, so calls started together end in the order they
-# started, on the recording as on the replay (a sync tool's thread could finish either way).
-@tool
-async def get_weather(city: str) -> dict[str, Any]:
-    """Current weather for a city."""
-    return {"city": city, "sky": "sunny", "celsius": 18}
-
-
-@tool
-async def multiply(a: int, b: int) -> int:
-    """Multiply two integers."""
-    return a * b
 
 
 @tool

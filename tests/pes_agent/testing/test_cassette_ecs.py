@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ecs_core import Runner, StopReason, World
-from pes_agent import InMemoryStorage, ObservationManager, UsageLimits, tool
+from pes_agent import InMemoryStorage, ObservationManager, UsageLimits
 from pes_agent.ecs import (
     AgentIdentityComponent,
     ChatMessage,
@@ -31,24 +31,10 @@ from pes_agent.testing import RecordingProvider, ReplayProvider
 from pes_agent.usage import Usage
 from tests.pes_agent.providers.model_server import Call, ModelServer, Reply
 
-from .runs import APIS, comparable, sdk_provider
+from .runs import APIS, comparable, get_weather, multiply, sdk_provider
 
 ANSWER = "Sunny and 18 °C in Paris; 12 × 7 = 84."
 THREAD = "ecs-cassette"
-
-
-# The tools are async: they run on the loop, so calls started together end in the order they
-# started, on the recording as on the replay (a sync tool's thread could finish either way).
-@tool
-async def get_weather(city: str) -> dict[str, Any]:
-    """Current weather for a city."""
-    return {"city": city, "sky": "sunny", "celsius": 18}
-
-
-@tool
-async def multiply(a: int, b: int) -> int:
-    """Multiply two integers."""
-    return a * b
 
 
 @dataclass(slots=True)
