@@ -110,7 +110,7 @@ def parse_verdict(text: str) -> Verdict | str:
                 problem = error.errors()[0]["msg"]
                 return f"the judge's verdict is not usable ({problem}): {_short(text)!r}"
         start = text.find("{", start + 1)
-    return f'the judge did not answer with JSON {{"pass": ..., "reason": ...}}: {_short(text)!r}'
+    return f'the judge gave no verdict (JSON {{"pass": ..., "reason": ...}}): {_short(text)!r}'
 
 
 def _short(text: str) -> str:
