@@ -1,4 +1,4 @@
-"""Each evaluator passes a run that meets it and fails one that does not, saying what the run did."""
+"""Each evaluator passes a run that meets it and fails one that does not, saying why."""
 
 from __future__ import annotations
 
@@ -65,7 +65,8 @@ async def test_status_fails_a_partial_run_with_its_status(partial_run: AgentRun)
     report = await evaluate(partial_run, Status())
     value, reason = verdict(report, "Status")
     assert value is False
-    assert reason is not None and reason.startswith("status 'partial', expected 'success'")
+    assert reason is not None
+    assert reason.startswith("status 'partial', expected 'success'")
     assert verdict(await evaluate(partial_run, Status("partial")), "Status")[0] is True
 
 

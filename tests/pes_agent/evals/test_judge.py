@@ -61,7 +61,8 @@ async def test_an_unreadable_verdict_is_a_failed_evaluation(
     report = await evaluate(chain_run, LLMJudge("Anything.", provider=judge_answering(answer)))
     value, reason = verdict(report, "LLMJudge")
     assert value is False
-    assert reason is not None and "verdict" in reason
+    assert reason is not None
+    assert "verdict" in reason
 
 
 async def test_a_verdict_in_a_code_fence_among_words_is_read(chain_run: AgentRun) -> None:

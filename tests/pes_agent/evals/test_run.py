@@ -39,7 +39,8 @@ async def test_a_failed_call_counts_as_executed_with_its_error(build_agent: Agen
     run = await scripted_run(build_agent, [plan, "No data."])
     (call,) = run.tool_calls
     assert (call.tool_name, call.status) == ("broken", "error")
-    assert call.error is not None and "no data for Oslo" in call.error
+    assert call.error is not None
+    assert "no data for Oslo" in call.error
 
 
 async def test_a_run_without_tools_has_no_calls_and_depth_zero(build_agent: AgentBuilder) -> None:
