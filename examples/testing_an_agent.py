@@ -112,7 +112,8 @@ async def main() -> None:
     report.print(include_reasons=True, include_durations=False, width=100)
     assertions = [result.value for case in report.cases for result in case.assertions.values()]
     print(f"{sum(assertions)} of {len(assertions)} assertions passed")
-    assert all(assertions) and not report.failures
+    assert all(assertions)
+    assert not report.failures
 
 
 if __name__ == "__main__":

@@ -124,10 +124,15 @@ def load_dataset(path: Path) -> Dataset[str, Any, Any]:
     try:
         return Dataset[str, Any, Any].from_file(path, custom_evaluator_types=EVALUATORS)
     except Exception as error:
-        detail = " ".join(str(error).split())
+        problem: BaseException = error
+        while isinstance(problem, BaseExceptionGroup) and problem.exceptions:
+            problem = problem.exceptions[0]  # the first problem, in one line
+        detail = " ".join(str(problem).split())
         if len(detail) > 300:
             detail = detail[:297] + "..."
-        raise CLIError(f"{path}: not a usable dataset: {type(error).__name__}: {detail}") from None
+        raise CLIError(
+            f"{path}: not a usable dataset: {type(problem).__name__}: {detail}"
+        ) from None
 
 
 def failed_cases(report: EvaluationReport[Any, Any, Any]) -> list[str]:
