@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import pes_agent
-from pes_agent import testing
+from pes_agent import evals, testing
 from pes_agent.providers import registry
 
 
@@ -21,8 +21,10 @@ def _public(module: Any) -> Iterator[tuple[str, Any]]:
 
 def _documented() -> Iterator[tuple[str, Callable[..., Any]]]:
     """Every public function, and every public method (and hand-written `__init__`) of a
-    public class, of `pes_agent`, `pes_agent.testing` and the provider registry."""
-    for name, obj in [*_public(pes_agent), *_public(testing), *_public(registry)]:
+    public class, of `pes_agent`, `pes_agent.testing`, `pes_agent.evals` and the provider
+    registry."""
+    public = [*_public(pes_agent), *_public(testing), *_public(evals), *_public(registry)]
+    for name, obj in public:
         if inspect.isfunction(obj):
             yield name, obj
         elif inspect.isclass(obj) and not issubclass(obj, BaseException):
