@@ -9,10 +9,15 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
+_ROOT = Path(__file__).resolve().parents[1] / "examples"
+# The scripts of examples/ and of its example projects (examples/evals/run_evals.py); the
+# projects' helper modules (scripted_judge.py) are imported by their scripts, not run.
+EXAMPLES = sorted([*_ROOT.glob("*.py"), *_ROOT.glob("*/run_*.py")])
 
 
-@pytest.mark.parametrize("script", EXAMPLES, ids=[p.name for p in EXAMPLES])
+@pytest.mark.parametrize(
+    "script", EXAMPLES, ids=[p.relative_to(_ROOT).as_posix() for p in EXAMPLES]
+)
 def test_example_runs_offline_and_exits_cleanly(script: Path) -> None:
     """The example exits 0 with output and no traceback when no API key is set."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}

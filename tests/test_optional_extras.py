@@ -18,6 +18,8 @@ OPTIONAL = [
     "starlette",
     "uvicorn",
     "ag_ui",
+    "pydantic_evals",
+    "pydantic_ai",
 ]
 
 
@@ -34,3 +36,21 @@ def test_importing_pes_agent_and_its_public_names_loads_no_optional_package() ->
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_evals_without_pydantic_evals_names_the_extra() -> None:
+    """Without pydantic-evals, `pes_agent.evals`' runs still import and its evaluators raise
+    an ImportError naming the extra to install."""
+    code = (
+        "import sys\n"
+        "sys.modules['pydantic_evals'] = None  # as if not installed\n"
+        "from pes_agent.evals import AgentRun, run_agent, agent_task\n"
+        "try:\n"
+        "    from pes_agent.evals import CalledTools\n"
+        "except ImportError as error:\n"
+        "    print(error)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "pip install 'pes-agent[evals]'" in out.stdout

@@ -450,6 +450,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trace.add_argument("--html", required=True, metavar="PATH", help="the file to write")
     trace.add_argument("--db", help=_DB_HELP)
+
+    from pes_agent.cli.evals import add_eval_options
+
+    evaluate = add(
+        "eval",
+        "run a pydantic-evals dataset of queries against the agent",
+        "Ask the agent `run` builds (or the offline demo agent, --demo) each case of DATASET, "
+        "a pydantic-evals YAML file whose evaluators are named by class (CalledTools, "
+        "MaxToolCalls, Status, AnswerContains, PlanDepthAtMost, LLMJudge and pydantic-evals' "
+        "own), print the report, and exit 1 when a case fails (2 when the file cannot be "
+        "read). Needs pip install 'pes-agent[evals]'.",
+    )
+    _add_agent_options(evaluate)
+    add_eval_options(evaluate)
     return parser
 
 
@@ -581,6 +595,11 @@ def _command(args: argparse.Namespace) -> Callable[[], Coroutine[Any, Any, ExitC
             console=console,
             as_json=args.json,
         )
+    if args.command == "eval":
+        from pes_agent.cli.evals import eval_command, eval_options
+
+        options = eval_options(args, store, _split(args.tools))
+        return lambda: eval_command(options, console=console)
     if args.command == "trace":
         return lambda: store_commands.trace_command(
             store, args.thread, trace_id=args.trace_id, out=Path(args.html), console=console

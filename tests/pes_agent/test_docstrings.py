@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import pes_agent
-from pes_agent import testing
+from pes_agent import evals, testing
 from pes_agent.providers import registry
 from pes_agent.testing import pytest_plugin
 
@@ -22,9 +22,9 @@ def _public(module: Any) -> Iterator[tuple[str, Any]]:
 
 def _documented() -> Iterator[tuple[str, Callable[..., Any]]]:
     """Every public function, and every public method (and hand-written `__init__`) of a
-    public class, of `pes_agent`, `pes_agent.testing`, its pytest plugin and the provider
-    registry."""
-    modules = (pes_agent, testing, pytest_plugin, registry)
+    public class, of `pes_agent`, `pes_agent.testing`, its pytest plugin, `pes_agent.evals` and
+    the provider registry."""
+    modules = (pes_agent, testing, pytest_plugin, evals, registry)
     for name, obj in [item for module in modules for item in _public(module)]:
         if inspect.isfunction(obj):
             yield name, obj

@@ -16,6 +16,7 @@ from types import ModuleType
 import pytest
 
 import pes_agent
+import pes_agent.evals
 import pes_agent.providers
 
 SDKS = ["openai", "anthropic"]
@@ -89,7 +90,9 @@ def type_checking_imports(package: ModuleType) -> dict[str, str]:
     return found
 
 
-@pytest.mark.parametrize("package", [pes_agent, pes_agent.providers], ids=lambda p: p.__name__)
+@pytest.mark.parametrize(
+    "package", [pes_agent, pes_agent.providers, pes_agent.evals], ids=lambda p: p.__name__
+)
 def test_lazy_names_are_the_ones_type_checkers_see(package: ModuleType) -> None:
     """A package's lazy table names exactly its `TYPE_CHECKING` imports, each listed in
     `__all__`, and each resolves to the object of its home module."""
