@@ -598,24 +598,27 @@ class AgentCore(ClosedOnExit):
         run: _InFlight,
         effects: RunEffects | None = None,
     ) -> AgentFinalResponse:
+        # An engine that takes the thread's turn itself (its workflow code may do no I/O)
+        # needs no lock, and checks for a paused run in its load step (`_load`).
+        if effects is not None and effects.serialises_turns:
+            return await self._run(props, trace_id, started, run, effects=effects)
         thread_id = props.thread_id
         storage = run.parts.storage
-        async with contextlib.AsyncExitStack() as stack:
-            # An engine that takes the thread's turn itself (its workflow code may do no I/O)
-            # needs no lock, and checks for a paused run in its load step (`_load`).
-            if effects is None or not effects.serialises_turns:
-                try:
-                    await stack.enter_async_context(storage.lock_thread(thread_id))
-                    waiting = await storage.get_paused_runs(thread_id)
-                except RunError as error:
-                    # The store is unreachable: a runtime failure like any other, not a raise.
-                    return await self._load_failure(
-                        run.parts, props, trace_id, started, error.message, effects
-                    )
+        checked = False  # a RunError after the check is the run's own: it propagates
+        try:
+            async with storage.lock_thread(thread_id):
+                waiting = await storage.get_paused_runs(thread_id)
+                checked = True
                 if waiting:
                     raise _awaiting_approval(thread_id, waiting[0].trace_id)
-            return await self._run(props, trace_id, started, run, effects=effects)
-        raise AssertionError("unreachable: the block above always returns")
+                return await self._run(props, trace_id, started, run, effects=effects)
+        except RunError as error:
+            if checked:
+                raise
+            # The store is unreachable: a runtime failure like any other, not a raise.
+            return await self._load_failure(
+                run.parts, props, trace_id, started, error.message, effects
+            )
 
     async def _run(
         self,
