@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from pes_agent.planning.call_lines import (
     CallLine,
@@ -14,7 +15,7 @@ from pes_agent.planning.call_lines import (
     render_calls,
 )
 from pes_agent.planning.parser import OutputParser
-from pes_agent.planning.plan import ParsedToolCall, same_call
+from pes_agent.planning.plan import LANGUAGE_STEP, ParsedToolCall, same_call
 
 PARSER = OutputParser()
 
@@ -227,3 +228,38 @@ def test_any_arguments_survive_a_round_trip(arguments: dict[str, object]) -> Non
     output = PARSER.parse_planning_output(render_calls([call]) + "\nIntent: x")
     assert output.errors == []
     assert output.tool_calls == [call]
+
+
+def _validated(call: ParsedToolCall) -> ParsedToolCall:
+    return ParsedToolCall(**{name: getattr(call, name) for name in call.model_fields_set})
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'after 1, 2: search(query="x", n=3, nested={"a": [1, 2]})  # why not',
+        "ping()",
+        'language_step("Summarise {step_1_result}.")  # short',
+        'after 2: language_step(instruction="Compare.")',
+    ],
+)
+def test_a_read_call_is_the_call_validation_builds(line: str) -> None:
+    read = read_call_line(line)
+    assert isinstance(read, CallLine)
+    call = read.call(3)
+    same = _validated(call)
+    assert call == same
+    assert call.model_fields_set == same.model_fields_set
+    assert call.model_dump_json() == same.model_dump_json()
+    # Its arguments are its own, as validation makes them.
+    assert call.arguments is not read.arguments or not read.arguments
+    assert read.call(3) == call
+
+
+def test_a_call_line_built_by_hand_is_still_validated() -> None:
+    with pytest.raises(ValidationError, match="reserved for language steps"):
+        CallLine(LANGUAGE_STEP, {}, (), None, 0).call(1)
+    with pytest.raises(ValidationError, match="non-empty instruction"):
+        CallLine(LANGUAGE_STEP, {}, (), None, 0, instruction="  ").call(1)
+    with pytest.raises(ValidationError):
+        CallLine("f", {1: "x"}, (), None, 0).call(1)
