@@ -72,6 +72,7 @@ _NUMBER: Final = re.compile(r"\d+")
 _WHY: Final = re.compile(r"[ \t]*(?:#|//)[ \t]*([^\n]*)")
 _LINE_END: Final = re.compile(r"[ \t\r]*(?:\n|$)")
 _DECODER: Final = json.JSONDecoder(strict=False)
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False)
 _PYTHON_VALUES: Final[dict[str, Any]] = {"True": True, "False": False, "None": None}
 
 
@@ -240,7 +241,7 @@ def render_call(call: ParsedToolCall, *, why: bool = True) -> str:
     """`call` as a line of the compact protocol, without its step number."""
     after = _after_text(call.depends_on)
     if call.instruction is not None:
-        text = f"{after}{LANGUAGE_STEP}({json.dumps(call.instruction, ensure_ascii=False)})"
+        text = f"{after}{LANGUAGE_STEP}({_ENCODER.encode(call.instruction)})"
     elif isinstance(call.arguments, dict):
         params = ", ".join(
             f"{key}={_value_text(value)}"
@@ -272,10 +273,15 @@ def _after_text(depends_on: Sequence[str]) -> str:
 
 
 def _value_text(value: object) -> str:
+    # What json.dumps(value, ensure_ascii=False) writes, without the encoder it builds for each
+    # call (for that keyword), and for an int without the encoder at all: a run's synthesis
+    # prompt renders every call.
+    if value.__class__ is int:
+        return int.__repr__(value)
     try:
-        return json.dumps(value, ensure_ascii=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError, RecursionError):
-        return json.dumps(str(value), ensure_ascii=False)
+        return _ENCODER.encode(str(value))
 
 
 def _arguments(text: str, position: int) -> tuple[list[Any], dict[str, Any], int]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -263,3 +265,30 @@ def test_a_call_line_built_by_hand_is_still_validated() -> None:
         CallLine(LANGUAGE_STEP, {}, (), None, 0, instruction="  ").call(1)
     with pytest.raises(ValidationError):
         CallLine("f", {1: "x"}, (), None, 0).call(1)
+
+
+class _Text(str):
+    pass
+
+
+class _Number(int):
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        *(1, -5, 10**30, True, None, 1.5, float("nan"), 'é"\n', _Text("x"), _Number(3)),
+        *([1, {"a": "é"}], {"k": (1, 2)}, object(), {1: 2}, {(1,): 2}),
+    ],
+    ids=repr,
+)
+def test_a_rendered_value_is_what_json_dumps_writes(value: object) -> None:
+    """Argument values render as json.dumps(ensure_ascii=False) writes them, or as the JSON
+    string of their str() when JSON cannot hold them."""
+    try:
+        expected = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        expected = json.dumps(str(value), ensure_ascii=False)
+    call = ParsedToolCall(call_id="call_1", tool_name="f", arguments={"v": value})
+    assert render_call(call) == f"f(v={expected})"
