@@ -292,3 +292,43 @@ def test_a_rendered_value_is_what_json_dumps_writes(value: object) -> None:
         expected = json.dumps(str(value), ensure_ascii=False)
     call = ParsedToolCall(call_id="call_1", tool_name="f", arguments={"v": value})
     assert render_call(call) == f"f(v={expected})"
+
+
+_SPACES = st.sampled_from(["", " ", "  ", "\t", "\n", " \r\n "])
+_KEYS = st.sampled_from(["x", "_a1", '"quoted key"', '""', "True", "x", "1bad"])
+_VALUES = st.sampled_from(
+    [
+        "0", "-0", "7", "-12", "01", "1.5", "1e3", "12345678901234567890", '""', '"text"',
+        '"é ü"', '"tab\there"', '"esc\\"aped"', '"open', "true", "false", "null", "True",
+        "False", "None", "truex", "NaN", "[1, 2]", '{"a": 1}', "", "x",
+    ]
+)  # fmt: skip
+_SEPARATORS = st.sampled_from([",", ", ", ")", ",)", ", )", " ", "", ";", "=1)"])
+
+
+@given(
+    st.lists(st.tuples(_SPACES, _KEYS, _SPACES, st.sampled_from(["=", ":", " "]), _VALUES)),
+    st.lists(_SEPARATORS, min_size=1),
+    _SPACES,
+)
+def test_the_plain_argument_shortcut_reads_what_the_general_reading_reads(
+    arguments: list[tuple[str, str, str, str, str]], separators: list[str], before: str
+) -> None:
+    """Arguments read in one regular-expression match each are read as the general
+    reading reads them, and anything else is left to it (its error wording included)."""
+    from pes_agent.planning import call_lines
+
+    text = "f(" + before
+    for index, (space, key, around, equals, value) in enumerate(arguments):
+        text += f"{space}{key}{around}{equals}{around}{value}{separators[index % len(separators)]}"
+    if not arguments:
+        text += separators[0]
+    text += "  # why\nnext line"
+
+    def outcome(reader: object) -> object:
+        try:
+            return reader(text, 2)  # type: ignore[operator]
+        except Exception as error:
+            return type(error), str(error)
+
+    assert outcome(call_lines._arguments) == outcome(call_lines._any_arguments)
