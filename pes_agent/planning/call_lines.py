@@ -101,7 +101,7 @@ class CallLine:
 
     def call(self, step: int) -> ParsedToolCall:
         """The call as the plan's step `step` (its id is `call_<step>`)."""
-        depends_on = [f"call_{number}" for number in self.after]
+        depends_on = [f"call_{number}" for number in self.after] if self.after else []
         if self._read():
             # What `read_call_line` gives is already what validation would keep: build the
             # call directly, at a fraction of the cost (a plan has one per call).
