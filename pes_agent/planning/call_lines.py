@@ -72,7 +72,18 @@ _NUMBER: Final = re.compile(r"\d+")
 _WHY: Final = re.compile(r"[ \t]*(?:#|//)[ \t]*([^\n]*)")
 _LINE_END: Final = re.compile(r"[ \t\r]*(?:\n|$)")
 _DECODER: Final = json.JSONDecoder(strict=False)
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False)
 _PYTHON_VALUES: Final[dict[str, Any]] = {"True": True, "False": False, "None": None}
+_WORDS: Final[dict[str, Any]] = {**_PYTHON_VALUES, "true": True, "false": False, "null": None}
+_NO_ARGUMENTS: Final = re.compile(r"[ \t\r\n]*\)")
+# One named plain argument and what follows it: `)`, or `,` (and `)` if the comma trails);
+# a group is set for the `)`. The value ends where JSON (or a Python word) ends, checked by the
+# separator that must follow it.
+_PLAIN_ARGUMENT: Final = re.compile(
+    r"[ \t\r\n]*([A-Za-z_][A-Za-z0-9_]*|\"[^\"\\\n]*\")[ \t\r\n]*[=:][ \t\r\n]*"
+    r"(?:(-?(?:0|[1-9][0-9]*))|\"([^\"\\\n]*)\"|(true|false|null|True|False|None))"
+    r"[ \t\r\n]*(?:(\))|,(?:[ \t\r\n]*(\)))?)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +101,33 @@ class CallLine:
 
     def call(self, step: int) -> ParsedToolCall:
         """The call as the plan's step `step` (its id is `call_<step>`)."""
-        depends_on = [f"call_{number}" for number in self.after]
+        depends_on = [f"call_{number}" for number in self.after] if self.after else []
+        if self._read():
+            # What `read_call_line` gives is already what validation would keep: build the
+            # call directly, at a fraction of the cost (a plan has one per call).
+            if self.instruction is not None:
+                return _built(
+                    {
+                        "call_id": f"call_{step}",
+                        "tool_name": LANGUAGE_STEP,
+                        "arguments": {},
+                        "depends_on": depends_on,
+                        "instruction": self.instruction,
+                        "why": self.why,
+                    },
+                    _LANGUAGE_SET,
+                )
+            return _built(
+                {
+                    "call_id": f"call_{step}",
+                    "tool_name": self.name,
+                    "arguments": dict(self.arguments),
+                    "depends_on": depends_on,
+                    "instruction": None,
+                    "why": self.why,
+                },
+                _TOOL_SET,
+            )
         if self.instruction is not None:
             return ParsedToolCall(
                 call_id=f"call_{step}",
@@ -105,6 +142,43 @@ class CallLine:
             depends_on=depends_on,
             why=self.why,
         )
+
+    def _read(self) -> bool:
+        """Whether this is a call as `read_call_line` reads it, which validation would keep as
+        it is (a `CallLine` built by hand may not be)."""
+        if self.why is not None and self.why.__class__ is not str:
+            return False
+        if self.instruction is not None:
+            return (
+                self.instruction.__class__ is str
+                and bool(self.instruction.strip())
+                and not self.arguments
+            )
+        return (
+            self.name.__class__ is str
+            and self.name != LANGUAGE_STEP
+            and self.arguments.__class__ is dict
+            and set(map(_type_of, self.arguments)) <= _STR
+        )
+
+
+_new = object.__new__
+_set = object.__setattr__
+_type_of = type
+_STR = frozenset({str})
+_TOOL_SET = frozenset({"call_id", "tool_name", "arguments", "depends_on", "why"})
+_LANGUAGE_SET = frozenset({"call_id", "tool_name", "depends_on", "instruction", "why"})
+
+
+def _built(fields: dict[str, Any], fields_set: frozenset[str]) -> ParsedToolCall:
+    """The `ParsedToolCall` of `fields` (each already valid), unvalidated: what its
+    constructor returns for them, `model_fields_set` included."""
+    call: ParsedToolCall = _new(ParsedToolCall)
+    _set(call, "__dict__", fields)
+    _set(call, "__pydantic_fields_set__", set(fields_set))
+    _set(call, "__pydantic_extra__", None)
+    _set(call, "__pydantic_private__", None)
+    return call
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +251,7 @@ def render_call(call: ParsedToolCall, *, why: bool = True) -> str:
     """`call` as a line of the compact protocol, without its step number."""
     after = _after_text(call.depends_on)
     if call.instruction is not None:
-        text = f"{after}{LANGUAGE_STEP}({json.dumps(call.instruction, ensure_ascii=False)})"
+        text = f"{after}{LANGUAGE_STEP}({_ENCODER.encode(call.instruction)})"
     elif isinstance(call.arguments, dict):
         params = ", ".join(
             f"{key}={_value_text(value)}"
@@ -209,15 +283,49 @@ def _after_text(depends_on: Sequence[str]) -> str:
 
 
 def _value_text(value: object) -> str:
+    # What json.dumps(value, ensure_ascii=False) writes, without the encoder it builds for each
+    # call (for that keyword), and for an int without the encoder at all: a run's synthesis
+    # prompt renders every call.
+    if value.__class__ is int:
+        return int.__repr__(value)
     try:
-        return json.dumps(value, ensure_ascii=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError, RecursionError):
-        return json.dumps(str(value), ensure_ascii=False)
+        return _ENCODER.encode(str(value))
 
 
 def _arguments(text: str, position: int) -> tuple[list[Any], dict[str, Any], int]:
     """The positional and named arguments from `position` (just after `(`) to the closing `)`;
     and where the text goes on after it."""
+    plain = _plain_arguments(text, position)
+    if plain is not None:
+        return [], plain[0], plain[1]
+    return _any_arguments(text, position)
+
+
+def _plain_arguments(text: str, position: int) -> tuple[dict[str, Any], int] | None:
+    """What `_any_arguments` reads when every argument is named and plain (an integer, a string
+    without escapes, a JSON or Python word), in a regular-expression match each at a third of
+    its cost; None for anything else (that reading then words what is wrong)."""
+    named: dict[str, Any] = {}
+    if (empty := _NO_ARGUMENTS.match(text, position)) is not None:
+        return named, empty.end()
+    while (match := _PLAIN_ARGUMENT.match(text, position)) is not None:
+        key, number, string, word, closed, trailing = match.group(1, 2, 3, 4, 5, 6)
+        if key[0] == '"':
+            key = key[1:-1]
+        if key in named:
+            return None
+        named[key] = (
+            int(number) if number is not None else string if string is not None else _WORDS[word]
+        )
+        position = match.end()
+        if closed is not None or trailing is not None:
+            return named, position
+    return None
+
+
+def _any_arguments(text: str, position: int) -> tuple[list[Any], dict[str, Any], int]:
     positional: list[Any] = []
     named: dict[str, Any] = {}
     position = _SPACE.match(text, position).end()  # type: ignore[union-attr]

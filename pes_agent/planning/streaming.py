@@ -179,22 +179,24 @@ class PlanStreamReader:
             early, self._early = self._early, None
             if _LABEL.match(line):
                 self._mode = "done"  # the intent: the calls are over
-            elif CALL_LINE_START.match(line):
-                found = read_call_line(line)
-                if not isinstance(found, CallLine):
-                    self.stopped = True  # the parser reports it; the plan will be repaired
-                    continue
-                step = self._count if early is not None else self._count + 1
-                try:
-                    call = found.call(step)
-                except ValueError:
-                    self.stopped = True  # the call's shape: the parser reports it
-                    continue
-                self.read[line, step] = call
-                if early is None:
-                    self._emit(call)
-                elif not same_call(call, early):
-                    self.stopped = True  # cannot happen while read_call_line keeps its word
+                continue
+            found = read_call_line(line)
+            if found is None:
+                continue  # not a call (read_call_line looks for CALL_LINE_START first)
+            if not isinstance(found, CallLine):
+                self.stopped = True  # the parser reports it; the plan will be repaired
+                continue
+            step = self._count if early is not None else self._count + 1
+            try:
+                call = found.call(step)
+            except ValueError:
+                self.stopped = True  # the call's shape: the parser reports it
+                continue
+            self.read[line, step] = call
+            if early is None:
+                self._emit(call)
+            elif not same_call(call, early):
+                self.stopped = True  # cannot happen while read_call_line keeps its word
 
     def _read_open_line(self, text: str) -> None:
         """Submit the call of the line still streaming once its `)` is in."""

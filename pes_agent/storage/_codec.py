@@ -25,7 +25,7 @@ from pes_agent.config import AgentState, ProviderConfig, ThreadConfig
 from pes_agent.errors import ConfigurationError, StorageError, UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import Observation
-from pes_agent.storage._depth import MAX_DEPTH, dump_bounded
+from pes_agent.storage._depth import MAX_DEPTH, bounded_text, dump_bounded
 from pes_agent.threads.messages import ConversationMessage
 
 __all__ = [
@@ -140,7 +140,20 @@ def dump_observation(observation: Observation) -> str:
     Observations are a log: a tool output that is not JSON must not fail the run that
     records it, so it is kept in readable form instead.
     """
-    text, flattened = dump_bounded(observation, fallback=_fallback)
+    if observation.__class__ is Observation:
+        # dump_bounded's steps for the common case, without its general dispatch: a run
+        # records two observations per tool call.
+        try:
+            serializer = Observation.__pydantic_serializer__
+            text = serializer.to_json(observation, fallback=_fallback).decode()
+        except PydanticSerializationError:
+            text, flattened = dump_bounded(observation, fallback=_fallback)
+        else:
+            if text.count("{") + text.count("[") <= MAX_DEPTH:
+                return text
+            text, flattened = bounded_text(observation, text, fallback=_fallback)
+    else:
+        text, flattened = dump_bounded(observation, fallback=_fallback)
     if flattened:
         _flattened("observations", observation.thread_id, observation.id)
     return text

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from pes_agent.planning.call_lines import (
     CallLine,
@@ -14,7 +17,7 @@ from pes_agent.planning.call_lines import (
     render_calls,
 )
 from pes_agent.planning.parser import OutputParser
-from pes_agent.planning.plan import ParsedToolCall, same_call
+from pes_agent.planning.plan import LANGUAGE_STEP, ParsedToolCall, same_call
 
 PARSER = OutputParser()
 
@@ -227,3 +230,105 @@ def test_any_arguments_survive_a_round_trip(arguments: dict[str, object]) -> Non
     output = PARSER.parse_planning_output(render_calls([call]) + "\nIntent: x")
     assert output.errors == []
     assert output.tool_calls == [call]
+
+
+def _validated(call: ParsedToolCall) -> ParsedToolCall:
+    return ParsedToolCall(**{name: getattr(call, name) for name in call.model_fields_set})
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'after 1, 2: search(query="x", n=3, nested={"a": [1, 2]})  # why not',
+        "ping()",
+        'language_step("Summarise {step_1_result}.")  # short',
+        'after 2: language_step(instruction="Compare.")',
+    ],
+)
+def test_a_read_call_is_the_call_validation_builds(line: str) -> None:
+    read = read_call_line(line)
+    assert isinstance(read, CallLine)
+    call = read.call(3)
+    same = _validated(call)
+    assert call == same
+    assert call.model_fields_set == same.model_fields_set
+    assert call.model_dump_json() == same.model_dump_json()
+    # Its arguments are its own, as validation makes them.
+    assert call.arguments is not read.arguments or not read.arguments
+    assert read.call(3) == call
+
+
+def test_a_call_line_built_by_hand_is_still_validated() -> None:
+    with pytest.raises(ValidationError, match="reserved for language steps"):
+        CallLine(LANGUAGE_STEP, {}, (), None, 0).call(1)
+    with pytest.raises(ValidationError, match="non-empty instruction"):
+        CallLine(LANGUAGE_STEP, {}, (), None, 0, instruction="  ").call(1)
+    with pytest.raises(ValidationError):
+        CallLine("f", {1: "x"}, (), None, 0).call(1)
+
+
+class _Text(str):
+    pass
+
+
+class _Number(int):
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        *(1, -5, 10**30, True, None, 1.5, float("nan"), 'é"\n', _Text("x"), _Number(3)),
+        *([1, {"a": "é"}], {"k": (1, 2)}, object(), {1: 2}, {(1,): 2}),
+    ],
+    ids=repr,
+)
+def test_a_rendered_value_is_what_json_dumps_writes(value: object) -> None:
+    """Argument values render as json.dumps(ensure_ascii=False) writes them, or as the JSON
+    string of their str() when JSON cannot hold them."""
+    try:
+        expected = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        expected = json.dumps(str(value), ensure_ascii=False)
+    call = ParsedToolCall(call_id="call_1", tool_name="f", arguments={"v": value})
+    assert render_call(call) == f"f(v={expected})"
+
+
+_SPACES = st.sampled_from(["", " ", "  ", "\t", "\n", " \r\n "])
+_KEYS = st.sampled_from(["x", "_a1", '"quoted key"', '""', "True", "x", "1bad"])
+_VALUES = st.sampled_from(
+    [
+        "0", "-0", "7", "-12", "01", "1.5", "1e3", "12345678901234567890", '""', '"text"',
+        '"é ü"', '"tab\there"', '"esc\\"aped"', '"open', "true", "false", "null", "True",
+        "False", "None", "truex", "NaN", "[1, 2]", '{"a": 1}', "", "x",
+    ]
+)  # fmt: skip
+_SEPARATORS = st.sampled_from([",", ", ", ")", ",)", ", )", " ", "", ";", "=1)"])
+
+
+@given(
+    st.lists(st.tuples(_SPACES, _KEYS, _SPACES, st.sampled_from(["=", ":", " "]), _VALUES)),
+    st.lists(_SEPARATORS, min_size=1),
+    _SPACES,
+)
+def test_the_plain_argument_shortcut_reads_what_the_general_reading_reads(
+    arguments: list[tuple[str, str, str, str, str]], separators: list[str], before: str
+) -> None:
+    """Arguments read in one regular-expression match each are read as the general
+    reading reads them, and anything else is left to it (its error wording included)."""
+    from pes_agent.planning import call_lines
+
+    text = "f(" + before
+    for index, (space, key, around, equals, value) in enumerate(arguments):
+        text += f"{space}{key}{around}{equals}{around}{value}{separators[index % len(separators)]}"
+    if not arguments:
+        text += separators[0]
+    text += "  # why\nnext line"
+
+    def outcome(reader: object) -> object:
+        try:
+            return reader(text, 2)  # type: ignore[operator]
+        except Exception as error:
+            return type(error), str(error)
+
+    assert outcome(call_lines._arguments) == outcome(call_lines._any_arguments)

@@ -11,6 +11,8 @@ import pytest
 from pydantic_core import from_json
 
 from pes_agent import AgentProps, Approve, ObservationType, create_agent, tool
+from pes_agent.observing.types import Observation
+from pes_agent.storage._codec import _fallback, dump_observation
 from pes_agent.storage._depth import MAX_DEPTH, READ_LIMIT, dump_bounded
 from pes_agent.testing import ScriptedProvider
 from pes_agent.tools.base import ToolResult
@@ -121,3 +123,35 @@ def test_a_record_past_the_limit_keeps_every_level_and_reads_back() -> None:
     assert json_depth(text) == MAX_DEPTH
     back = ToolResult.model_validate_json(text)
     assert levels_of(back.output[0]) == MAX_DEPTH - 1
+
+
+def _nested(levels: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _cycle() -> dict[str, Any]:
+    loop: dict[str, Any] = {}
+    loop["self"] = loop
+    return loop
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        {"x": 1},
+        {"deep": _nested(150)},
+        {"deeper": _nested(300)},
+        {"loop": _cycle()},
+        {"odd": ValueError("not JSON")},
+    ],
+    ids=["shallow", "deep", "past-pydantic", "cycle", "not-json"],
+)
+def test_an_observation_is_dumped_as_dump_bounded_dumps_it(content: dict[str, Any]) -> None:
+    """dump_observation's shortcut writes what dump_bounded writes."""
+    observation = Observation(
+        thread_id="t", trace_id="r", type=ObservationType.TOOL_EXECUTION, title="x", content=content
+    )
+    assert dump_observation(observation) == dump_bounded(observation, fallback=_fallback)[0]
