@@ -101,7 +101,14 @@ def resolve_text(text: str, results: Mapping[int, Any]) -> str:
     return _PLACEHOLDER.sub(lambda match: _embed(_lookup(match, results)), text)
 
 
+# Values that hold no placeholder and need no copy: told by their exact type, before the
+# isinstance checks (Mapping's is an ABC check, the dearest) that every argument went through.
+_INERT = frozenset({int, float, bool, NoneType})
+
+
 def _collect(value: Any, found: set[int]) -> None:
+    if type(value) in _INERT:
+        return
     if isinstance(value, str):
         if "step_" in value:
             for match in _PLACEHOLDER.finditer(value):
@@ -115,6 +122,8 @@ def _collect(value: Any, found: set[int]) -> None:
 
 
 def _resolve(value: Any, results: Mapping[int, Any]) -> Any:
+    if type(value) in _INERT:
+        return value
     if isinstance(value, str):
         return _resolve_string(value, results) if "step_" in value else value
     if isinstance(value, Mapping):

@@ -26,8 +26,8 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.errors import PydanticUserError
@@ -210,9 +210,11 @@ class FunctionTool(Generic[P, R]):
                 positional.append(value)
             else:
                 keywords[binding.name] = value
-        func = cast(Callable[..., Any], self._func)
+        # Typed Any rather than cast(Callable[..., Any], ...): a subscripted Callable is built
+        # anew on every call (a collections.abc __new__ per tool call).
+        func: Any = self._func
         if self._is_async:
-            return await cast(Awaitable[Any], func(*positional, **keywords))
+            return await func(*positional, **keywords)
         pool = context.thread_pool
         if pool is None:  # called outside an agent: asyncio's default executor
             return await asyncio.to_thread(_no_exit, func, *positional, **keywords)
