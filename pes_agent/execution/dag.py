@@ -64,18 +64,22 @@ class CallGraph:
         forward = False
         positions: dict[str, list[int]] = {}
         for index, call in enumerate(calls):
-            positions.setdefault(call.call_id, []).append(index)
-        for index, call in enumerate(calls):
-            first = positions[call.call_id][0]
-            if first != index:
-                problems[index].append(
-                    f'{_label(calls, index)} reuses the call id "{call.call_id}" of step '
-                    f"{first + 1}; give every call a unique callId."
-                )
+            same = positions.get(call.call_id)
+            if same is None:
+                positions[call.call_id] = [index]
+                continue
+            same.append(index)
+            problems[index].append(
+                f'{_label(calls, index)} reuses the call id "{call.call_id}" of step '
+                f"{same[0] + 1}; give every call a unique callId."
+            )
 
         for index, call in enumerate(calls):
+            references = call_references(call)
+            if not references and not call.depends_on:
+                continue  # the common first step: nothing to check, no label to write
             label = _label(calls, index)
-            for step in sorted(call_references(call)):
+            for step in sorted(references):
                 target = step - 1
                 if step == 0:
                     problems[index].append(
@@ -130,11 +134,11 @@ class CallGraph:
         dependents: list[list[int]] = [[] for _ in calls]
         for index, needed in enumerate(dependencies):
             for target in needed:
-                dependents[target].append(index)
+                dependents[target].append(index)  # in ascending order: index only grows
         return cls(
             calls=calls,
             dependencies=dependencies,
-            dependents=tuple(tuple(sorted(d)) for d in dependents),
+            dependents=tuple(map(tuple, dependents)),
             problems=tuple(tuple(p) for p in problems),
         )
 
