@@ -103,9 +103,10 @@ async def test_cancelling_the_execution_still_cancels_a_call_with_a_deadline() -
         await task
 
 
-async def test_a_chain_runs_its_calls_in_order_in_one_task_without_hooks() -> None:
-    """Without hooks, a call that releases one dependent goes on with it in its own task;
-    with hooks, each call has a task of its own and the hooks see every end."""
+async def test_a_chain_runs_its_calls_in_order_in_one_task_unless_a_hook_waits() -> None:
+    """A call that releases one dependent goes on with it in its own task, without hooks or
+    with hooks that finish without waiting; a hook that waits hands the dependent a task of
+    its own (so it is not delayed). The hooks see every end, in order."""
     tasks: list[asyncio.Task[Any] | None] = []
 
     @tool
@@ -140,20 +141,32 @@ async def test_a_chain_runs_its_calls_in_order_in_one_task_without_hooks() -> No
     seen: list[Observation] = []
 
     class Sink:
+        def __init__(self, waits: bool) -> None:
+            self.waits = waits
+
         async def record(
             self, type: ObservationType, title: str, content: dict[str, Any], **_: Any
         ) -> Observation:
+            if self.waits and type is ObservationType.TOOL_EXECUTION:
+                await asyncio.sleep(0.05)
             observation = Observation(
                 thread_id="t", trace_id="r", type=type, title=title, content=content
             )
             seen.append(observation)
             return observation
 
-    tasks.clear()
-    await ConcurrentExecutor().execute(calls, context(ObservingHooks(Sink())))
-    assert len(set(map(id, tasks))) == 5
-    ends = [o.content["callId"] for o in seen if o.type is ObservationType.TOOL_EXECUTION]
-    assert ends == [f"call_{n}" for n in range(1, 6)]
+    for waits, task_count in ((False, 1), (True, 5)):
+        tasks.clear()
+        seen.clear()
+        results = await ConcurrentExecutor().execute(calls, context(ObservingHooks(Sink(waits))))
+        assert [r.output for r in results] == [1, 2, 3, 4, 5]
+        assert len(set(map(id, tasks))) == task_count
+        kinds = [(o.type, o.content["callId"]) for o in seen]
+        starts = [c for t, c in kinds if t is ObservationType.TOOL_CALL]
+        ends = [c for t, c in kinds if t is ObservationType.TOOL_EXECUTION]
+        assert starts == ends == [f"call_{n}" for n in range(1, 6)]
+        if not waits:  # each call's end is recorded before the next call starts
+            assert [c for _, c in kinds] == [f"call_{n}" for n in range(1, 6) for _ in "se"]
 
 
 async def test_the_timer_is_stopped_when_the_execution_ends() -> None:
