@@ -19,6 +19,7 @@ from pes_agent.approvals.models import Deny
 from pes_agent.durable.effects import CURRENT_STEP
 from pes_agent.errors import RunError, ToolExecutionError, UsageLimitExceeded
 from pes_agent.execution._deadlines import Deadlines
+from pes_agent.execution._trusted import context_of, success
 from pes_agent.execution.dag import CallGraph
 from pes_agent.execution.feed import PlanFeed
 from pes_agent.execution.language import build_language_step_messages
@@ -211,7 +212,7 @@ class CallRunner:
     """Runs each call of one `execute` when its executor asks, by the rules both executors
     share, and tells the hooks; the executor keeps each result in the `PlanLedger`."""
 
-    __slots__ = ("_tools", "ctx", "deadlines", "feed", "ledger", "thread_pool")
+    __slots__ = ("_context", "_tools", "ctx", "deadlines", "feed", "ledger", "thread_pool")
 
     def __init__(
         self, ledger: PlanLedger, ctx: ExecutionContext, feed: PlanFeed | None = None
@@ -227,6 +228,7 @@ class CallRunner:
         pool = ctx.tools.thread_pool if isinstance(ctx.tools, PooledTools) else None
         self.thread_pool = pool if isinstance(pool, ToolThreadPool) else None
         self._tools: dict[str, tuple[Tool, float, bool]] = {}
+        self._context: ToolContext | None = None
 
     def logger(self) -> Any:
         """The log, bound to the run's thread and trace."""
@@ -460,15 +462,18 @@ class CallRunner:
                 self.logger().exception(
                     "execution_hook_failed", hook="on_call_start", call_id=call.call_id
                 )
-        context = ToolContext(
-            thread_id=ctx.thread_id,
-            trace_id=ctx.trace_id,
-            call_id=call.call_id,
-            user_id=ctx.user_id,
-            session_id=ctx.session_id,
-            state=ctx.state,
-            thread_pool=self.thread_pool,
-        )
+        template = self._context
+        if template is None:  # validated once per execution; each call's is a copy
+            template = self._context = ToolContext(
+                thread_id=ctx.thread_id,
+                trace_id=ctx.trace_id,
+                call_id="",
+                user_id=ctx.user_id,
+                session_id=ctx.session_id,
+                state=ctx.state,
+                thread_pool=self.thread_pool,
+            )
+        context = context_of(template, call.call_id)
         deadline = self.deadlines.start(timeout_s)
         started = time.perf_counter()
         invoker = ctx.invoker
@@ -505,13 +510,7 @@ class CallRunner:
             deadline.settle()
             raise
         deadline.settle()
-        return ToolResult(
-            call_id=call.call_id,
-            tool_name=call.tool_name,
-            status="success",
-            output=output,
-            duration_ms=_elapsed_ms(started),
-        )
+        return success(call.call_id, call.tool_name, output, _elapsed_ms(started))
 
     async def _run_language_step(self, call: ParsedToolCall, instruction: str) -> ToolResult:
         """Do a language step: one model call on the filled instruction; its text is the result."""
