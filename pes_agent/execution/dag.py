@@ -77,20 +77,24 @@ class CallGraph:
         for index, call in enumerate(calls):
             references = call_references(call)
             if not references and not call.depends_on:
-                continue  # the common first step: nothing to check, no label to write
-            label = _label(calls, index)
+                continue  # the common first step: nothing to check
+            # Each problem writes the call's label itself: a plan without problems (the
+            # usual one) formats none.
             for step in sorted(references):
                 target = step - 1
                 if step == 0:
+                    label = _label(calls, index)
                     problems[index].append(
                         f"{label} refers to step_0_result, but steps are numbered from 1."
                     )
                 elif step > count:
+                    label = _label(calls, index)
                     problems[index].append(
                         f"{label} refers to step_{step}_result, but the plan has only "
                         f"{_calls(count)}."
                     )
                 elif target == index:
+                    label = _label(calls, index)
                     problems[index].append(
                         f"{label} refers to its own result (step_{step}_result); a call can "
                         "only use the results of earlier steps."
@@ -99,6 +103,7 @@ class CallGraph:
                     edges[index].add(target)
                     forward = forward or target > index
                     if target > index:
+                        label = _label(calls, index)
                         problems[index].append(
                             f"{label} refers to step_{step}_result, a later step; a call can "
                             "only use the results of earlier steps, so reorder the calls."
@@ -106,10 +111,12 @@ class CallGraph:
             for call_id in call.depends_on:
                 targets = positions.get(call_id)
                 if targets is None:
+                    label = _label(calls, index)
                     problems[index].append(
                         f'{label} depends on "{call_id}", which is not a call id in this plan.'
                     )
                 elif targets == [index]:
+                    label = _label(calls, index)
                     problems[index].append(f'{label} depends on itself ("{call_id}").')
                 else:
                     others = [t for t in targets if t != index]

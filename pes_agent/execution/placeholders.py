@@ -132,8 +132,8 @@ def _collect(value: Any, found: set[int]) -> None:
 
 def _scan(text: str, found: set[int]) -> None:
     if "step_" in text:
-        for match in _PLACEHOLDER.finditer(text):
-            found.add(int(match.group("brace") or match.group("angle")))
+        for brace, _, angle, _ in _PLACEHOLDER.findall(text):
+            found.add(int(brace or angle))
 
 
 def _resolve(value: Any, results: Mapping[int, Any]) -> Any:
