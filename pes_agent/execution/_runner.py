@@ -212,7 +212,16 @@ class CallRunner:
     """Runs each call of one `execute` when its executor asks, by the rules both executors
     share, and tells the hooks; the executor keeps each result in the `PlanLedger`."""
 
-    __slots__ = ("_context", "_tools", "ctx", "deadlines", "feed", "ledger", "thread_pool")
+    __slots__ = (
+        "_allowed",
+        "_context",
+        "_tools",
+        "ctx",
+        "deadlines",
+        "feed",
+        "ledger",
+        "thread_pool",
+    )
 
     def __init__(
         self, ledger: PlanLedger, ctx: ExecutionContext, feed: PlanFeed | None = None
@@ -229,6 +238,7 @@ class CallRunner:
         self.thread_pool = pool if isinstance(pool, ToolThreadPool) else None
         self._tools: dict[str, tuple[Tool, float, bool]] = {}
         self._context: ToolContext | None = None
+        self._allowed: set[str] = set()  # tool names registered and enabled
 
     def logger(self) -> Any:
         """The log, bound to the run's thread and trace."""
@@ -260,12 +270,15 @@ class CallRunner:
                     "caller (ExecutionContext.llm).",
                 )
             return None
+        if call.tool_name in self._allowed:
+            return None  # an earlier call of this execution passed the same checks
         if call.tool_name not in ctx.tools:
             return error_result(call, f'Tool "{call.tool_name}" is not registered.')
         if call.tool_name not in ctx.enabled_tools:
             return error_result(
                 call, f'Tool "{call.tool_name}" is not enabled for thread "{ctx.thread_id}".'
             )
+        self._allowed.add(call.tool_name)
         return None
 
     async def run_call(self, index: int, limiter: Slots | None) -> ToolResult:
