@@ -167,17 +167,37 @@ class ConcurrentExecutor:
         """The calls of a plan still streaming, each started when it may (StreamSchedule)."""
         ledger = runner.ledger
         limiter = Slots(runner.ctx.max_concurrency)
+        # While a finished call releases its dependents (`schedule.finish`), the first one is
+        # caught here and run next in the same task, as `_as_dag` does; the others get tasks.
+        caught: list[int] | None = None
 
         async with asyncio.TaskGroup() as group:
 
             def start(index: int) -> None:
+                if caught is not None and not caught:
+                    caught.append(index)
+                    return
                 group.create_task(step(index), name=f"pes-tool-call:{ledger.calls[index].call_id}")
 
             async def step(index: int) -> None:
-                result = runner.refusal(index) or await runner.run_call(index, limiter)
-                ledger.set_result(index, result)
-                schedule.finish(index)
-                await runner.report_end(index, result)
+                nonlocal caught
+                while True:
+                    result = runner.refusal(index) or await runner.run_call(index, limiter)
+                    ledger.set_result(index, result)
+                    released: list[int] = []
+                    caught = released
+                    try:
+                        schedule.finish(index)
+                    finally:
+                        caught = None
+                    rest = run_eagerly(runner.report_end(index, result))
+                    if rest is not None:  # the hook waits: the dependent goes on without it
+                        if released:
+                            start(released.pop())
+                        await rest
+                    if not released:
+                        return
+                    index = released[0]
 
             schedule = StreamSchedule(runner, start)
             seen = 0
