@@ -59,7 +59,7 @@ class Deadlines:
 
     def start(self, timeout_s: float) -> Deadline:
         """The deadline of a call starting now in the current task, `timeout_s` from now."""
-        task = asyncio.current_task()
+        task = asyncio.current_task(self._loop)  # the loop given: one call less
         if task is None:  # pragma: no cover - executors always run in a task
             raise RuntimeError("a call's deadline needs a task to cancel")
         deadline = Deadline(self._loop.time() + timeout_s, task)

@@ -19,6 +19,7 @@ from pes_agent.approvals.models import Deny
 from pes_agent.durable.effects import CURRENT_STEP
 from pes_agent.errors import RunError, ToolExecutionError, UsageLimitExceeded
 from pes_agent.execution._deadlines import Deadlines
+from pes_agent.execution._trusted import context_of, success
 from pes_agent.execution.dag import CallGraph
 from pes_agent.execution.feed import PlanFeed
 from pes_agent.execution.language import build_language_step_messages
@@ -211,7 +212,16 @@ class CallRunner:
     """Runs each call of one `execute` when its executor asks, by the rules both executors
     share, and tells the hooks; the executor keeps each result in the `PlanLedger`."""
 
-    __slots__ = ("ctx", "deadlines", "feed", "ledger", "thread_pool")
+    __slots__ = (
+        "_allowed",
+        "_context",
+        "_tools",
+        "ctx",
+        "deadlines",
+        "feed",
+        "ledger",
+        "thread_pool",
+    )
 
     def __init__(
         self, ledger: PlanLedger, ctx: ExecutionContext, feed: PlanFeed | None = None
@@ -226,6 +236,9 @@ class CallRunner:
         # another mapping they run on asyncio's default executor.
         pool = ctx.tools.thread_pool if isinstance(ctx.tools, PooledTools) else None
         self.thread_pool = pool if isinstance(pool, ToolThreadPool) else None
+        self._tools: dict[str, tuple[Tool, float, bool]] = {}
+        self._context: ToolContext | None = None
+        self._allowed: set[str] = set()  # tool names registered and enabled
 
     def logger(self) -> Any:
         """The log, bound to the run's thread and trace."""
@@ -257,12 +270,15 @@ class CallRunner:
                     "caller (ExecutionContext.llm).",
                 )
             return None
+        if call.tool_name in self._allowed:
+            return None  # an earlier call of this execution passed the same checks
         if call.tool_name not in ctx.tools:
             return error_result(call, f'Tool "{call.tool_name}" is not registered.')
         if call.tool_name not in ctx.enabled_tools:
             return error_result(
                 call, f'Tool "{call.tool_name}" is not enabled for thread "{ctx.thread_id}".'
             )
+        self._allowed.add(call.tool_name)
         return None
 
     async def run_call(self, index: int, limiter: Slots | None) -> ToolResult:
@@ -337,7 +353,15 @@ class CallRunner:
         """Check a call's dependencies, arguments and approval, then run it under `limiter`."""
         ledger = self.ledger
         needed = ledger.dependencies_of(index)
-        if needed:
+        if needed and not ledger.held:  # the common case: no call waits for approval
+            failed = [
+                dep
+                for dep in needed
+                if (done := ledger.result_of(dep)) is None or done.status != "success"
+            ]
+            if failed:
+                return self._skip(index, call, sorted(failed))
+        elif needed:
             dependencies = sorted(needed)
             waiting = [dep for dep in dependencies if dep in ledger.held]
             failed = [
@@ -349,10 +373,7 @@ class CallRunner:
             if not failed and waiting:
                 return self._hold(index, call, waiting)
             if failed:
-                ledger.skipped.add(index)
-                steps = " and ".join(f'{dep + 1} ("{ledger.calls[dep].call_id}")' for dep in failed)
-                noun = "step" if len(failed) == 1 else "steps"
-                return error_result(call, f"Not run: it depends on {noun} {steps}, which failed.")
+                return self._skip(index, call, failed)
         if call.instruction is not None:
             try:
                 instruction = resolve_text(call.instruction, ledger.outputs)
@@ -376,15 +397,11 @@ class CallRunner:
             arguments = resolve_placeholders(call.arguments, ledger.outputs)
         except ToolExecutionError as exc:
             return error_result(call, exc.message)
-        tool = self.ctx.tools[call.tool_name]
+        tool, timeout_s, checked = self._tool(call.tool_name)
         # A @tool function validates its own arguments with its pydantic model, which, like
         # pydantic everywhere, accepts "12" for a float (weak models often quote numbers);
         # other tools are checked against the JSON Schema they publish.
-        problems = (
-            []
-            if isinstance(tool, FunctionTool)
-            else validate_arguments(tool.schema.input_schema, arguments)
-        )
+        problems = [] if checked else validate_arguments(tool.schema.input_schema, arguments)
         if problems:
             return error_result(
                 call, f'Invalid arguments for tool "{call.tool_name}": ' + "; ".join(problems)
@@ -401,13 +418,33 @@ class CallRunner:
             if isinstance(decision, Deny):
                 return error_result(call, denial_message(decision))
         if limiter is None:
-            return await self._invoke(call, tool, arguments)
+            return await self._invoke(call, tool, timeout_s, arguments)
         if not limiter.take_now():
             await limiter.take()
         try:
-            return await self._invoke(call, tool, arguments)
+            return await self._invoke(call, tool, timeout_s, arguments)
         finally:
             limiter.give()
+
+    def _tool(self, name: str) -> tuple[Tool, float, bool]:
+        """The tool called `name`, its timeout and whether it checks its own arguments (a
+        `@tool` function); looked up once per execution (a protocol isinstance check costs
+        more than the rest of the lookup)."""
+        known = self._tools.get(name)
+        if known is None:
+            tool = self.ctx.tools[name]
+            own_timeout = tool.timeout_s if isinstance(tool, TimedTool) else None
+            timeout_s = own_timeout if own_timeout is not None else self.ctx.tool_timeout_s
+            known = self._tools[name] = (tool, timeout_s, isinstance(tool, FunctionTool))
+        return known
+
+    def _skip(self, index: int, call: ParsedToolCall, failed: Sequence[int]) -> ToolResult:
+        """Skip a call whose dependencies at `failed` (ascending) failed."""
+        ledger = self.ledger
+        ledger.skipped.add(index)
+        steps = " and ".join(f'{dep + 1} ("{ledger.calls[dep].call_id}")' for dep in failed)
+        noun = "step" if len(failed) == 1 else "steps"
+        return error_result(call, f"Not run: it depends on {noun} {steps}, which failed.")
 
     def _hold(self, index: int, call: ParsedToolCall, waiting: Sequence[int]) -> ToolResult:
         """Hold a call that waits for approval (its own, or that of the steps in `waiting`)."""
@@ -425,7 +462,7 @@ class CallRunner:
         return error_result(call, "Not run: it waits for approval.")
 
     async def _invoke(
-        self, call: ParsedToolCall, tool: Tool, arguments: dict[str, Any]
+        self, call: ParsedToolCall, tool: Tool, timeout_s: float, arguments: dict[str, Any]
     ) -> ToolResult:
         """Invoke one tool with its resolved arguments, under its timeout, between the hooks'
         `on_call_start` and the result."""
@@ -438,17 +475,18 @@ class CallRunner:
                 self.logger().exception(
                     "execution_hook_failed", hook="on_call_start", call_id=call.call_id
                 )
-        own_timeout = tool.timeout_s if isinstance(tool, TimedTool) else None
-        timeout_s = own_timeout if own_timeout is not None else ctx.tool_timeout_s
-        context = ToolContext(
-            thread_id=ctx.thread_id,
-            trace_id=ctx.trace_id,
-            call_id=call.call_id,
-            user_id=ctx.user_id,
-            session_id=ctx.session_id,
-            state=ctx.state,
-            thread_pool=self.thread_pool,
-        )
+        template = self._context
+        if template is None:  # validated once per execution; each call's is a copy
+            template = self._context = ToolContext(
+                thread_id=ctx.thread_id,
+                trace_id=ctx.trace_id,
+                call_id="",
+                user_id=ctx.user_id,
+                session_id=ctx.session_id,
+                state=ctx.state,
+                thread_pool=self.thread_pool,
+            )
+        context = context_of(template, call.call_id)
         deadline = self.deadlines.start(timeout_s)
         started = time.perf_counter()
         invoker = ctx.invoker
@@ -485,13 +523,7 @@ class CallRunner:
             deadline.settle()
             raise
         deadline.settle()
-        return ToolResult(
-            call_id=call.call_id,
-            tool_name=call.tool_name,
-            status="success",
-            output=output,
-            duration_ms=_elapsed_ms(started),
-        )
+        return success(call.call_id, call.tool_name, output, _elapsed_ms(started))
 
     async def _run_language_step(self, call: ParsedToolCall, instruction: str) -> ToolResult:
         """Do a language step: one model call on the filled instruction; its text is the result."""

@@ -64,29 +64,37 @@ class CallGraph:
         forward = False
         positions: dict[str, list[int]] = {}
         for index, call in enumerate(calls):
-            positions.setdefault(call.call_id, []).append(index)
-        for index, call in enumerate(calls):
-            first = positions[call.call_id][0]
-            if first != index:
-                problems[index].append(
-                    f'{_label(calls, index)} reuses the call id "{call.call_id}" of step '
-                    f"{first + 1}; give every call a unique callId."
-                )
+            same = positions.get(call.call_id)
+            if same is None:
+                positions[call.call_id] = [index]
+                continue
+            same.append(index)
+            problems[index].append(
+                f'{_label(calls, index)} reuses the call id "{call.call_id}" of step '
+                f"{same[0] + 1}; give every call a unique callId."
+            )
 
         for index, call in enumerate(calls):
-            label = _label(calls, index)
-            for step in sorted(call_references(call)):
+            references = call_references(call)
+            if not references and not call.depends_on:
+                continue  # the common first step: nothing to check
+            # Each problem writes the call's label itself: a plan without problems (the
+            # usual one) formats none.
+            for step in sorted(references):
                 target = step - 1
                 if step == 0:
+                    label = _label(calls, index)
                     problems[index].append(
                         f"{label} refers to step_0_result, but steps are numbered from 1."
                     )
                 elif step > count:
+                    label = _label(calls, index)
                     problems[index].append(
                         f"{label} refers to step_{step}_result, but the plan has only "
                         f"{_calls(count)}."
                     )
                 elif target == index:
+                    label = _label(calls, index)
                     problems[index].append(
                         f"{label} refers to its own result (step_{step}_result); a call can "
                         "only use the results of earlier steps."
@@ -95,6 +103,7 @@ class CallGraph:
                     edges[index].add(target)
                     forward = forward or target > index
                     if target > index:
+                        label = _label(calls, index)
                         problems[index].append(
                             f"{label} refers to step_{step}_result, a later step; a call can "
                             "only use the results of earlier steps, so reorder the calls."
@@ -102,10 +111,12 @@ class CallGraph:
             for call_id in call.depends_on:
                 targets = positions.get(call_id)
                 if targets is None:
+                    label = _label(calls, index)
                     problems[index].append(
                         f'{label} depends on "{call_id}", which is not a call id in this plan.'
                     )
                 elif targets == [index]:
+                    label = _label(calls, index)
                     problems[index].append(f'{label} depends on itself ("{call_id}").')
                 else:
                     others = [t for t in targets if t != index]
@@ -130,11 +141,11 @@ class CallGraph:
         dependents: list[list[int]] = [[] for _ in calls]
         for index, needed in enumerate(dependencies):
             for target in needed:
-                dependents[target].append(index)
+                dependents[target].append(index)  # in ascending order: index only grows
         return cls(
             calls=calls,
             dependencies=dependencies,
-            dependents=tuple(tuple(sorted(d)) for d in dependents),
+            dependents=tuple(map(tuple, dependents)),
             problems=tuple(tuple(p) for p in problems),
         )
 

@@ -47,6 +47,9 @@ _PLACEHOLDER = re.compile(
     r"|<\s*step_(?P<angle>\d+)_result(?P<angle_path>" + _ACCESS + r")\s*>"
 )
 _STEP = re.compile(r"\.([\w-]+)|\[\s*(-?\d+)\s*\]")
+# Values that hold no placeholder and need no copy: told by their exact type, before the
+# isinstance checks (Mapping's is an ABC check, the dearest) that every argument went through.
+_INERT = frozenset({int, float, bool, NoneType})
 
 
 class PlaceholderError(ToolExecutionError):
@@ -86,7 +89,15 @@ def resolve_placeholders(
     `results` maps a step number (1-based) to that call's output. Raises `PlaceholderError`
     when a referenced step is not in `results` or a field or index does not exist.
     """
-    return {key: _resolve(value, results) for key, value in arguments.items()}
+    resolved: dict[str, Any] = {}
+    for key, value in arguments.items():
+        kind = type(value)
+        # Numbers and strings without a placeholder, most arguments, as they are (no call).
+        if kind in _INERT or (kind is str and "step_" not in value):
+            resolved[key] = value
+        else:
+            resolved[key] = _resolve(value, results)
+    return resolved
 
 
 def resolve_text(text: str, results: Mapping[int, Any]) -> str:
@@ -103,18 +114,31 @@ def resolve_text(text: str, results: Mapping[int, Any]) -> str:
 
 def _collect(value: Any, found: set[int]) -> None:
     if isinstance(value, str):
-        if "step_" in value:
-            for match in _PLACEHOLDER.finditer(value):
-                found.add(int(match.group("brace") or match.group("angle")))
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            _collect(item, found)
+        _scan(value, found)
+        return
+    if type(value) is dict or isinstance(value, Mapping):
+        items: Any = value.values()
     elif isinstance(value, list | tuple):
-        for item in value:
+        items = value
+    else:
+        return
+    for item in items:  # strings and numbers, most items, without a call each
+        kind = type(item)
+        if kind is str:
+            _scan(item, found)
+        elif kind not in _INERT:
             _collect(item, found)
+
+
+def _scan(text: str, found: set[int]) -> None:
+    if "step_" in text:
+        for brace, _, angle, _ in _PLACEHOLDER.findall(text):
+            found.add(int(brace or angle))
 
 
 def _resolve(value: Any, results: Mapping[int, Any]) -> Any:
+    if type(value) in _INERT:
+        return value
     if isinstance(value, str):
         return _resolve_string(value, results) if "step_" in value else value
     if isinstance(value, Mapping):
@@ -180,14 +204,18 @@ def _plain_copy(value: Any, depth: int) -> Any:
 
 
 def _lookup(match: re.Match[str], results: Mapping[int, Any]) -> Any:
-    placeholder = match.group(0)
-    step = int(match.group("brace") or match.group("angle"))
-    path = match.group("brace_path") or match.group("angle_path") or ""
+    brace, brace_path, angle, angle_path = match.groups()
+    step = int(brace or angle)
+    path = brace_path or angle_path
     if step not in results:
+        placeholder = match.group(0)
         raise PlaceholderError(
             f"Cannot resolve {placeholder}: step {step} has no result.", placeholder=placeholder
         )
     current = results[step]
+    if not path:
+        return current  # the whole result, the common case
+    placeholder = match.group(0)
     where = f"step_{step}_result"
     for name, index in _STEP.findall(path):
         try:

@@ -26,8 +26,8 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.errors import PydanticUserError
@@ -131,6 +131,16 @@ class FunctionTool(Generic[P, R]):
         self._requires_approval = requires_approval
         self._is_async = _is_async_callable(func)
         self._model, self._bindings = _arguments_model(func, tool_name, arg_docs)
+        # The model's validator itself (model_validate is a Python wrapper around it).
+        self._validate = self._model.__pydantic_validator__.validate_python
+        # (parameter, field) pairs when every parameter is passed by keyword from a field
+        # (no ToolContext, no positional-only one): the usual tool, bound by one dict lookup
+        # a parameter.
+        self._keywords: tuple[tuple[str, str], ...] | None = (
+            tuple((b.name, b.field) for b in self._bindings if b.field is not None)
+            if all(b.field is not None and not b.positional_only for b in self._bindings)
+            else None
+        )
         try:
             input_schema = _strip_titles(self._model.model_json_schema())
         except PydanticUserError as exc:
@@ -189,7 +199,7 @@ class FunctionTool(Generic[P, R]):
                 propagates unchanged.
         """
         try:
-            parsed = self._model.model_validate(arguments)
+            parsed = self._validate(arguments)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{format_path(error['loc'])}: {error['msg']}"
@@ -204,15 +214,22 @@ class FunctionTool(Generic[P, R]):
             ) from None
         positional: list[Any] = []
         keywords: dict[str, Any] = {}
-        for binding in self._bindings:
-            value = context if binding.field is None else getattr(parsed, binding.field)
-            if binding.positional_only:
-                positional.append(value)
-            else:
-                keywords[binding.name] = value
-        func = cast(Callable[..., Any], self._func)
+        if self._keywords is not None:
+            values = parsed.__dict__
+            for name, field in self._keywords:
+                keywords[name] = values[field]
+        else:
+            for binding in self._bindings:
+                value = context if binding.field is None else getattr(parsed, binding.field)
+                if binding.positional_only:
+                    positional.append(value)
+                else:
+                    keywords[binding.name] = value
+        # Typed Any rather than cast(Callable[..., Any], ...): a subscripted Callable is built
+        # anew on every call (a collections.abc __new__ per tool call).
+        func: Any = self._func
         if self._is_async:
-            return await cast(Awaitable[Any], func(*positional, **keywords))
+            return await func(*positional, **keywords)
         pool = context.thread_pool
         if pool is None:  # called outside an agent: asyncio's default executor
             return await asyncio.to_thread(_no_exit, func, *positional, **keywords)

@@ -9,6 +9,7 @@ import pytest
 
 from pes_agent.execution._deadlines import Deadlines
 from pes_agent.execution.executors import ConcurrentExecutor, SequentialExecutor
+from pes_agent.execution.feed import PlanFeed
 from pes_agent.execution.hooks import ObservingHooks
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.planning.plan import ParsedToolCall
@@ -103,9 +104,10 @@ async def test_cancelling_the_execution_still_cancels_a_call_with_a_deadline() -
         await task
 
 
-async def test_a_chain_runs_its_calls_in_order_in_one_task_without_hooks() -> None:
-    """Without hooks, a call that releases one dependent goes on with it in its own task;
-    with hooks, each call has a task of its own and the hooks see every end."""
+async def test_a_chain_runs_its_calls_in_order_in_one_task_unless_a_hook_waits() -> None:
+    """A call that releases one dependent goes on with it in its own task, without hooks or
+    with hooks that finish without waiting; a hook that waits hands the dependent a task of
+    its own (so it is not delayed). The hooks see every end, in order."""
     tasks: list[asyncio.Task[Any] | None] = []
 
     @tool
@@ -140,20 +142,32 @@ async def test_a_chain_runs_its_calls_in_order_in_one_task_without_hooks() -> No
     seen: list[Observation] = []
 
     class Sink:
+        def __init__(self, waits: bool) -> None:
+            self.waits = waits
+
         async def record(
             self, type: ObservationType, title: str, content: dict[str, Any], **_: Any
         ) -> Observation:
+            if self.waits and type is ObservationType.TOOL_EXECUTION:
+                await asyncio.sleep(0.05)
             observation = Observation(
                 thread_id="t", trace_id="r", type=type, title=title, content=content
             )
             seen.append(observation)
             return observation
 
-    tasks.clear()
-    await ConcurrentExecutor().execute(calls, context(ObservingHooks(Sink())))
-    assert len(set(map(id, tasks))) == 5
-    ends = [o.content["callId"] for o in seen if o.type is ObservationType.TOOL_EXECUTION]
-    assert ends == [f"call_{n}" for n in range(1, 6)]
+    for waits, task_count in ((False, 1), (True, 5)):
+        tasks.clear()
+        seen.clear()
+        results = await ConcurrentExecutor().execute(calls, context(ObservingHooks(Sink(waits))))
+        assert [r.output for r in results] == [1, 2, 3, 4, 5]
+        assert len(set(map(id, tasks))) == task_count
+        kinds = [(o.type, o.content["callId"]) for o in seen]
+        starts = [c for t, c in kinds if t is ObservationType.TOOL_CALL]
+        ends = [c for t, c in kinds if t is ObservationType.TOOL_EXECUTION]
+        assert starts == ends == [f"call_{n}" for n in range(1, 6)]
+        if not waits:  # each call's end is recorded before the next call starts
+            assert [c for _, c in kinds] == [f"call_{n}" for n in range(1, 6) for _ in "se"]
 
 
 async def test_the_timer_is_stopped_when_the_execution_ends() -> None:
@@ -186,3 +200,63 @@ async def test_deadlines_fire_in_order_and_rearm() -> None:
     )
     deadlines.close()
     assert order == ["early", "late"]
+
+
+async def test_a_streamed_chain_runs_in_one_task_unless_a_hook_waits() -> None:
+    """execute_stream, too, goes on with a released dependent in the same task; a hook that
+    waits hands it a task of its own. Results and hook order are those of `execute`."""
+    tasks: list[asyncio.Task[Any] | None] = []
+
+    @tool
+    async def where(previous: Any = None) -> int:
+        """Note the task the call runs in."""
+        tasks.append(asyncio.current_task())
+        await asyncio.sleep(0.001)
+        return len(tasks)
+
+    registry = ToolRegistry([where])
+    calls = [
+        ParsedToolCall(
+            call_id=f"call_{n}",
+            tool_name="where",
+            arguments={"previous": f"{{step_{n - 1}_result}}"} if n > 1 else {},
+        )
+        for n in range(1, 6)
+    ]
+    seen: list[tuple[ObservationType, str]] = []
+
+    class Sink:
+        def __init__(self, waits: bool) -> None:
+            self.waits = waits
+
+        async def record(
+            self, type: ObservationType, title: str, content: dict[str, Any], **_: Any
+        ) -> Observation:
+            if self.waits and type is ObservationType.TOOL_EXECUTION:
+                await asyncio.sleep(0.01)
+            seen.append((type, content["callId"]))
+            return Observation(thread_id="t", trace_id="r", type=type, title=title, content={})
+
+    for hooks, task_count in ((None, 1), (False, 1), (True, 5)):
+        tasks.clear()
+        seen.clear()
+        feed = PlanFeed()
+        context = ExecutionContext(
+            thread_id="t",
+            trace_id="r",
+            tools=registry.as_mapping(),
+            enabled_tools=frozenset(registry.names),
+            hooks=None if hooks is None else ObservingHooks(Sink(hooks)),
+        )
+        running = asyncio.create_task(ConcurrentExecutor().execute_stream(feed, context))
+        for call in calls:
+            feed.submit(call)
+            await asyncio.sleep(0)
+        feed.close()
+        results = await running
+        assert [r.output for r in results] == [1, 2, 3, 4, 5]
+        assert len(set(map(id, tasks))) == task_count
+        if hooks is not None:
+            ends = [c for t, c in seen if t is ObservationType.TOOL_EXECUTION]
+            starts = [c for t, c in seen if t is ObservationType.TOOL_CALL]
+            assert starts == ends == [f"call_{n}" for n in range(1, 6)]

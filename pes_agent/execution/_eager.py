@@ -1,0 +1,47 @@
+"""Run a coroutine eagerly: as far as it goes without waiting, in the caller's task.
+
+`run_eagerly(coro)` takes the coroutine's first step at once; if it finished, that is all
+(None). If it waited, the rest is returned as an awaitable, which goes on driving the same
+coroutine in the task that awaits it, exactly as an `await coro` would have from the point
+where it waited (results, exceptions and cancellation pass through unchanged). This is what
+Python 3.12's eager tasks do, without a task: the executor uses it to know whether a hook
+finished without waiting before it goes on with the next call of a chain.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Coroutine, Generator
+from typing import Any
+
+__all__ = ["run_eagerly"]
+
+
+def run_eagerly(coro: Coroutine[Any, Any, None]) -> Coroutine[Any, Any, None] | None:
+    """Run `coro` until it first waits: None if it finished, else the rest to await."""
+    try:
+        waited = coro.send(None)
+    except StopIteration:
+        return None
+    return _rest(coro, waited)
+
+
+@types.coroutine
+def _rest(coro: Coroutine[Any, Any, None], waited: Any) -> Generator[Any, Any, None]:
+    """Drive `coro` on from where it yielded `waited` (PEP 380's `yield from`, written out)."""
+    while True:
+        try:
+            sent = yield waited
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # a cancellation, thrown in by the task: pass it on
+            try:
+                waited = coro.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                waited = coro.send(sent)
+            except StopIteration:
+                return
