@@ -67,6 +67,17 @@ class ObservationManager:
         self._recent_ids: deque[str] = deque(maxlen=_RECENT_IDS)
         self._recent_set: set[str] = set()
         self._listening = 0  # listen() feeds open: only they need the ids remembered
+        # A store that writes at once (`InMemoryStorage`, unless a subclass changed how it
+        # adds observations): `record_now` stores through it without a coroutine.
+        add_now = getattr(storage, "add_observation_now", None)
+        kind = type(storage)
+        self._add_now: Callable[[Observation], None] | None = (
+            add_now
+            if add_now is not None
+            and getattr(kind, "add_observation", None) is _memory_add()
+            and getattr(kind, "add_observation_now", None) is _memory_add_now()
+            else None
+        )
 
     async def record(
         self,
@@ -110,6 +121,32 @@ class ObservationManager:
         if self._subscribers:
             await self._subscribers.deliver(observation)
         return observation
+
+    def record_now(self, observation: Observation) -> bool:
+        """Record `observation` as `record` would, at once, when nothing needs awaiting (a
+        store that writes in memory, no subscriber); else leave it and return False.
+
+        Args:
+            observation: The observation, whole.
+
+        Returns:
+            Whether it was recorded; if not, `await record(observation)` records it.
+        """
+        add_now = self._add_now
+        if add_now is None or self._subscribers:
+            return False
+        if self._listening:
+            self._remember(observation.id)
+        try:
+            add_now(observation)
+        except Exception:
+            _log.exception(
+                "observation_store_failed",
+                thread_id=observation.thread_id,
+                trace_id=observation.trace_id,
+                observation_type=observation.type.value,
+            )
+        return True
 
     def _remember(self, observation_id: str) -> None:
         if len(self._recent_ids) == self._recent_ids.maxlen:
@@ -238,3 +275,15 @@ class ObservationManager:
         return await self._storage.get_observations(
             thread_id, types=sorted(wanted) if wanted is not None else None, trace_id=trace_id
         )
+
+
+def _memory_add() -> object:
+    from pes_agent.storage.memory import InMemoryStorage
+
+    return InMemoryStorage.add_observation
+
+
+def _memory_add_now() -> object:
+    from pes_agent.storage.memory import InMemoryStorage
+
+    return InMemoryStorage.add_observation_now

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pes_agent.durable.effects import RunEffects
+from pes_agent.observing.manager import ObservationManager
 from pes_agent.observing.types import Observation, ObservationType, new_id
 from pes_agent.protocols import ObservationRecorder
 
@@ -86,10 +87,14 @@ class RunRecorder:
             # On a durable engine the engine writes it (or leaves out what a run taken over
             # had recorded in its earlier life).
             return await self._effects.record(observation, self._observations.record)
-        return await self._observations.record(observation)
+        observations = self._observations
+        if observations.__class__ is ObservationManager and observations.record_now(observation):
+            return observation  # stored in memory, no subscriber: nothing to await
+        return await observations.record(observation)
 
 
 _FIELDS: frozenset[str] = frozenset(Observation.model_fields)
+_FIELDS_SET: set[str] = set(_FIELDS)
 _new = object.__new__
 _type_of = type
 _STR = frozenset({str})
@@ -106,7 +111,8 @@ def _built(fields: dict[str, Any]) -> Observation:
     constructor would return for them, `model_fields_set` included."""
     observation: Observation = _new(Observation)
     _set(observation, "__dict__", fields)
-    _set(observation, "__pydantic_fields_set__", set(_FIELDS))
+    # One set for all: an Observation is frozen, so nothing adds to (or takes from) it.
+    _set(observation, "__pydantic_fields_set__", _FIELDS_SET)
     _set(observation, "__pydantic_extra__", None)
     _set(observation, "__pydantic_private__", None)
     return observation

@@ -161,8 +161,25 @@ class InMemoryStorage(StorageBase):
             observation: The observation; its `thread_id` names the log. A value JSON
                 cannot hold is saved as its `repr`.
         """
-        self._check_open()
-        self._thread(observation.thread_id).observations.append(
+        self.add_observation_now(observation)
+
+    def add_observation_now(self, observation: Observation) -> None:
+        """`add_observation`, done at once: nothing to wait for in memory, so a recorder may
+        skip the coroutine (see `ObservationManager.record`).
+
+        Args:
+            observation: The observation; its `thread_id` names the log. A value JSON
+                cannot hold is saved as its `repr`.
+
+        Raises:
+            UsageError: The store was closed.
+        """
+        if self._closed:
+            self._check_open()
+        found = self._threads.get(observation.thread_id)
+        if found is None:
+            found = self._thread(observation.thread_id)
+        found.observations.append(
             (observation.trace_id, TYPE_VALUES[observation.type], dump_observation(observation))
         )
 
