@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import copy
 import logging
 import time
 import uuid
@@ -681,13 +682,14 @@ class AgentCore(ClosedOnExit):
             thread=context,
             history=loaded.history,
             system_prompt=settings.system_prompt,
-            tool_schemas=parts.tools.schemas(sorted(settings.enabled_tools)),
+            # In registration order whatever the set's order: no sorting needed.
+            tool_schemas=parts.tools.schemas(settings.enabled_tools),
             enabled_tools=settings.enabled_tools,
             llm_params=llm.params,
             max_tool_calls=settings.max_tool_calls,
             tool_timeout_s=settings.tool_timeout_s,
             max_concurrency=settings.max_concurrency,
-            state_snapshot=context.state.model_copy(deep=True).data,
+            state_snapshot=_snapshot(context.state.data),
             reevaluate=settings.reevaluate,
             max_revisions=settings.max_revisions,
         )
@@ -1394,3 +1396,9 @@ class AgentOverride:
         self._exit()
         owned, self._owned = self._owned, []
         await close_all(owned)
+
+
+def _snapshot(data: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of a thread's state data, as the run found it (`{}` for none, which most
+    threads have: without `deepcopy`'s machinery)."""
+    return copy.deepcopy(data) if data else {}
