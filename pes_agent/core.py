@@ -542,10 +542,7 @@ class AgentCore(ClosedOnExit):
             )
         trace_id = props.trace_id or uuid.uuid4().hex
         if self._engine is not None:
-            # A worker runs it (`_process_on_engine`), maybe in another process.
-            engine = self._engine
-            submitted = props.model_copy(update={"trace_id": trace_id})
-            return await self._streamed_from_engine(lambda: engine.run(self, submitted))
+            return await self._submit_to_engine(props, trace_id)
         started = time.perf_counter()
         with self._in_flight("process", props.thread_id, trace_id, parts=self._now()) as run:
             try:
@@ -566,6 +563,14 @@ class AgentCore(ClosedOnExit):
                     _CANCELLED_BY_CLOSE,
                     status="cancelled",
                 )
+
+    async def _submit_to_engine(self, props: AgentProps, trace_id: str) -> AgentFinalResponse:
+        """`process()` on a durable engine: a worker runs it (`_process_on_engine`), maybe in
+        another process. A method of its own, so that `process` keeps no closure cells."""
+        engine = self._engine
+        assert engine is not None
+        submitted = props.model_copy(update={"trace_id": trace_id})
+        return await self._streamed_from_engine(lambda: engine.run(self, submitted))
 
     async def _streamed_from_engine(
         self, submit: Callable[[], Awaitable[AgentFinalResponse]]

@@ -162,12 +162,7 @@ class RunModelCaller:
             # A durable run: the call is a step, done once; replayed, it answers from the record
             # (its observations and tokens were recorded when it ran). Nothing listens to the
             # stream: streaming dispatch is an in-process optimisation.
-            number = self.calls
-
-            async def call() -> LLMResponse:
-                return await self._call_provider(request, number, None)
-
-            response = await effects.model_call(phase, call)
+            response = await self._durable_call(effects, request, self.calls)
         self.usage = self.usage + response.usage
         answer = response.text
         # A turn that only calls tools (a plan sent through submit_plan) is kept as its calls,
@@ -175,6 +170,18 @@ class RunModelCaller:
         self.outputs.append((phase, answer or _calls_text(response.tool_calls)))
         if budget is not None:
             budget.after_response(self.usage)
+        return response
+
+    async def _durable_call(
+        self, effects: RunEffects, request: LLMRequest, number: int
+    ) -> LLMResponse:
+        """Call `number` as a durable engine's step (a method of its own, so that `__call__`
+        keeps no closure cells while the model answers)."""
+
+        async def call() -> LLMResponse:
+            return await self._call_provider(request, number, None)
+
+        response: LLMResponse = await effects.model_call(request.phase, call)
         return response
 
     async def _call_provider(
