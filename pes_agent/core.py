@@ -14,7 +14,6 @@ import contextvars
 import copy
 import logging
 import time
-import uuid
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -43,7 +42,7 @@ from pes_agent.observing.logs import get_logger
 from pes_agent.observing.manager import ObservationManager
 from pes_agent.observing.relay import StreamPublisher, StreamRelay
 from pes_agent.observing.streams import StreamSocket
-from pes_agent.observing.types import ObservationType
+from pes_agent.observing.types import ObservationType, new_id
 from pes_agent.pes.budget import RunBudget
 from pes_agent.pes.components import (
     Executed,
@@ -540,7 +539,8 @@ class AgentCore(ClosedOnExit):
                 "that same thread (a tool or a subscriber?); runs on one thread take turns, so "
                 "it would wait forever: use another thread_id for the inner run"
             )
-        trace_id = props.trace_id or uuid.uuid4().hex
+        # 32 random hex digits, as `uuid.uuid4().hex`, at a tenth of its cost.
+        trace_id = props.trace_id or new_id()
         if self._engine is not None:
             return await self._submit_to_engine(props, trace_id)
         started = time.perf_counter()

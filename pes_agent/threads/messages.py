@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -10,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pes_agent.observing.types import new_id
 from pes_agent.providers.base import PromptMessage, PromptRole
 
 __all__ = ["ConversationMessage", "MessageRole", "history_prompt"]
@@ -25,7 +25,9 @@ class MessageRole(StrEnum):
 
 
 def _new_id() -> str:
-    return uuid.uuid4().hex
+    # 32 random hex digits, as `uuid.uuid4().hex` gives, at a tenth of its cost (`new_id`):
+    # a run saves two messages.
+    return new_id()
 
 
 def _now() -> datetime:
