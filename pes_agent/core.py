@@ -38,7 +38,7 @@ from pes_agent.errors import (
     ThreadAwaitingApprovalError,
     UsageError,
 )
-from pes_agent.observing.logs import get_logger
+from pes_agent.observing.logs import enabled_for, get_logger
 from pes_agent.observing.manager import ObservationManager
 from pes_agent.observing.relay import StreamPublisher, StreamRelay
 from pes_agent.observing.streams import StreamSocket
@@ -88,6 +88,7 @@ from pes_agent.usage import Usage, UsageLimits
 __all__ = ["AgentCore", "AgentOverride", "ProviderSource"]
 
 _log = get_logger("pes_agent.agent")
+_std_log = logging.getLogger("pes_agent.agent")  # asked whether to log (`enabled_for`)
 
 # Each phase needs one tick at most; a run still open after this many is a bug we report.
 _MAX_TICKS = 8
@@ -1148,7 +1149,7 @@ def _outcome(prepared: _Prepared, ended: _Ended) -> AgentFinalResponse:
             ended.paused.pending if status == "awaiting_approval" and ended.paused else []
         ),
     )
-    if _log.enabled_for(logging.INFO):
+    if enabled_for(_std_log, logging.INFO):
         _log.bind(thread_id=spec.thread_id, trace_id=spec.trace_id).info(
             "run_finished",
             status=status,

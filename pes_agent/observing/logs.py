@@ -32,7 +32,7 @@ import structlog
 
 from pes_agent.errors import UsageError
 
-__all__ = ["configure_logging", "get_logger"]
+__all__ = ["configure_logging", "enabled_for", "get_logger"]
 
 _HANDLER_NAME = "pes_agent.console"
 
@@ -87,6 +87,21 @@ def _failure_fields(exc_info: object) -> dict[str, str]:
         "error": str(error),
         "exception": "".join(traceback.format_exception(type(error), error, frames)).rstrip(),
     }
+
+
+def enabled_for(logger: logging.Logger, level: int) -> bool:
+    """Whether an event at `level` from `get_logger(logger.name)` would be emitted, as its
+    `enabled_for` says, without binding a structlog logger first (the lazy proxy
+    `get_logger` returns builds one on each use): for the hot paths.
+
+    Args:
+        logger: The stdlib logger of the structlog logger asked about.
+        level: A `logging` level.
+
+    Returns:
+        True when structlog is configured (its processors decide) or `logger` emits `level`.
+    """
+    return structlog.is_configured() or logger.isEnabledFor(level)
 
 
 def get_logger(name: str) -> Any:

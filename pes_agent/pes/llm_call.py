@@ -10,7 +10,7 @@ from typing import Any, assert_never
 from pes_agent.config import LLMParams
 from pes_agent.durable.effects import RunEffects
 from pes_agent.errors import ProviderError, UsageError, UsageLimitExceeded
-from pes_agent.observing.logs import get_logger
+from pes_agent.observing.logs import enabled_for, get_logger
 from pes_agent.observing.relay import StreamPublisher
 from pes_agent.observing.streams import StreamEvent, StreamEventKind, StreamSocket
 from pes_agent.observing.types import ObservationType
@@ -37,6 +37,7 @@ from pes_agent.usage import Usage
 __all__ = ["RunModelCaller"]
 
 _log = get_logger("pes_agent.llm")
+_std_log = logging.getLogger("pes_agent.llm")  # asked whether to log (`enabled_for`)
 
 
 def _calls_text(calls: Sequence[ToolCallEvent]) -> str:
@@ -285,7 +286,7 @@ class RunModelCaller:
         await self._publish(phase, "end")
         if self._feed is not None:
             await self._feed.flush()  # the step ends once its tokens are in the store
-        if _log.enabled_for(logging.DEBUG):
+        if enabled_for(_std_log, logging.DEBUG):
             _log.debug(
                 "llm_call",
                 thread_id=self.thread_id,
