@@ -204,8 +204,10 @@ class RunModelCaller:
         start = {**label, **_request_details(request, provider)}
         await self._record(ObservationType.LLM_STREAM_START, f"{phase} call started", start)
         text: list[str] = []
-        thoughts: list[str] = []
-        calls: list[ToolCallEvent] = []
+        # Most answers have neither: the lists are made for the first (fewer objects alive
+        # while the model answers).
+        thoughts: list[str] | None = None
+        calls: list[ToolCallEvent] | None = None
         metadata: StreamMetadata | None = None
         try:
             async for event in provider.stream(request):
@@ -221,6 +223,8 @@ class RunModelCaller:
                     elif self._streaming:
                         await self._publish(phase, "thinking", event.text)
                 elif isinstance(event, ThinkingBlock):
+                    if thoughts is None:
+                        thoughts = []
                     thoughts.append(event.text)
                     await self._record(
                         ObservationType.THOUGHTS, "Thinking", {"phase": phase, "text": event.text}
@@ -228,8 +232,7 @@ class RunModelCaller:
                 elif isinstance(event, StreamRestart):
                     # The provider retries after having streamed: what we have is void.
                     text.clear()
-                    thoughts.clear()
-                    calls.clear()
+                    thoughts = calls = None
                     if listener is not None:
                         listener.on_restart()
                     await self._record(
@@ -250,6 +253,8 @@ class RunModelCaller:
                     if listener is not None:
                         listener.on_tool_input(event.call_id, event.name, event.text)
                 elif isinstance(event, ToolCallEvent):
+                    if calls is None:
+                        calls = []
                     calls.append(event)
                 elif isinstance(event, StreamMetadata):
                     metadata = event
@@ -299,8 +304,8 @@ class RunModelCaller:
             )
         return LLMResponse(
             text=answer,
-            thoughts=tuple(thoughts),
-            tool_calls=tuple(calls),
+            thoughts=() if thoughts is None else tuple(thoughts),
+            tool_calls=() if calls is None else tuple(calls),
             usage=usage,
             metadata=metadata,
         )

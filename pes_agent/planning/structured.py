@@ -376,10 +376,15 @@ class PlanChannel:
         answer's text goes to `listener` as it streams (the JSON of a `response_format`
         plan too; a `submit_plan` call arrives whole)."""
         # Passed only when given, so a model caller written before listeners keeps working.
-        streaming: dict[str, Any] = {} if listener is None else {"listener": listener}
         if self.kind == "text":
-            response = await llm(messages, phase=phase, **streaming)
+            # Called without a `streaming` dict, which would stay alive while the model answers.
+            response = await (
+                llm(messages, phase=phase)
+                if listener is None
+                else llm(messages, phase=phase, listener=listener)
+            )
             return PlanReply(response.text, response)
+        streaming: dict[str, Any] = {} if listener is None else {"listener": listener}
         if self.kind == "response_format":
             response = await llm(
                 messages,
