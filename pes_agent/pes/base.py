@@ -122,6 +122,7 @@ class PhaseSystem(ABC, Generic[*Inputs]):
 
     def __init__(self, resources: ResourceTable) -> None:
         self._resources = resources
+        self._timing_field = self.phase + "_ms"  # where `process` writes the phase's time
 
     @property
     def name(self) -> str:
@@ -176,7 +177,7 @@ class PhaseSystem(ABC, Generic[*Inputs]):
                     # turns every exception into a result): the run stops all the same.
                     world.add_component(entity, _over_budget(self.phase, spec, budget.breach))
             finally:
-                field = self.phase + "_ms"
+                field = self._timing_field
                 if not getattr(timings.phases, field):  # a phase that timed itself keeps it
                     setattr(timings.phases, field, (time.perf_counter() - started) * 1000)
 
