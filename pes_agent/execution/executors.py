@@ -104,7 +104,8 @@ class ConcurrentExecutor:
         # runs each in place, in a context of its own as a task would; only a call that waits
         # keeps that task, and the calls after it go on in a new drainer. Independent calls
         # that finish without waiting (no-op or cached tools) so share a task instead of
-        # paying for one each.
+        # paying for one each. While every slot is taken, a call would wait for one: it gets
+        # its task at once, as before.
         ready: deque[int] = deque()
         draining = False  # a drainer is running or about to
 
@@ -120,7 +121,12 @@ class ConcurrentExecutor:
             async def drain() -> None:
                 nonlocal draining
                 while ready:
-                    rest = run_eagerly(step(ready.popleft()), copy_context())
+                    index = ready.popleft()
+                    if limiter.full:  # it would wait for a slot: a task of its own at once
+                        call_id = graph.calls[index].call_id
+                        group.create_task(step(index), name=f"pes-tool-call:{call_id}")
+                        continue
+                    rest = run_eagerly(step(index), copy_context())
                     if rest is not None:  # the call waits: the others go on without it
                         if ready:
                             group.create_task(drain(), name="pes-tool-calls")
