@@ -104,10 +104,13 @@ class ConcurrentExecutor:
         # runs each in place, in a context of its own as a task would; only a call that waits
         # keeps that task, and the calls after it go on in a new drainer. Independent calls
         # that finish without waiting (no-op or cached tools) so share a task instead of
-        # paying for one each. While every slot is taken, a call would wait for one: it gets
-        # its task at once, as before.
+        # paying for one each. While every slot is taken, a call would wait for one, and once
+        # a call tried in place waited, the plan's tools likely wait too: such calls get their
+        # tasks at once, as before (in one turn of the loop, and no call then pays for being
+        # driven through the drainer's wrapper).
         ready: deque[int] = deque()
         draining = False  # a drainer is running or about to
+        waited = False  # a call tried in place waited: the tools wait, so each gets a task
 
         async with asyncio.TaskGroup() as group:
 
@@ -119,15 +122,16 @@ class ConcurrentExecutor:
                     group.create_task(drain(), name="pes-tool-calls")
 
             async def drain() -> None:
-                nonlocal draining
+                nonlocal draining, waited
                 while ready:
                     index = ready.popleft()
-                    if limiter.full:  # it would wait for a slot: a task of its own at once
+                    if waited or limiter.full:  # it would wait: a task of its own at once
                         call_id = graph.calls[index].call_id
                         group.create_task(step(index), name=f"pes-tool-call:{call_id}")
                         continue
                     rest = run_eagerly(step(index), copy_context())
                     if rest is not None:  # the call waits: the others go on without it
+                        waited = True
                         if ready:
                             group.create_task(drain(), name="pes-tool-calls")
                         else:
