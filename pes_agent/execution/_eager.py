@@ -12,18 +12,35 @@ from __future__ import annotations
 
 import types
 from collections.abc import Coroutine, Generator
+from contextvars import Context
 from typing import Any
 
 __all__ = ["run_eagerly"]
 
 
-def run_eagerly(coro: Coroutine[Any, Any, None]) -> Coroutine[Any, Any, None] | None:
-    """Run `coro` until it first waits: None if it finished, else the rest to await."""
+def run_eagerly(
+    coro: Coroutine[Any, Any, None], context: Context | None = None
+) -> Coroutine[Any, Any, None] | None:
+    """Run `coro` until it first waits: None if it finished, else the rest to await.
+
+    Args:
+        coro: A coroutine not started yet.
+        context: The context every step of `coro` runs in (as a task's own context is), the
+            rest's too; None runs it in the caller's.
+
+    Returns:
+        None if `coro` finished without waiting, else an awaitable that drives it on.
+
+    Raises:
+        BaseException: Whatever `coro` raised before it first waited.
+    """
     try:
-        waited = coro.send(None)
+        waited = coro.send(None) if context is None else context.run(coro.send, None)
     except StopIteration:
         return None
-    return _rest(coro, waited)
+    if context is None:
+        return _rest(coro, waited)
+    return _rest_in(context, coro, waited)
 
 
 @types.coroutine
@@ -43,5 +60,28 @@ def _rest(coro: Coroutine[Any, Any, None], waited: Any) -> Generator[Any, Any, N
         else:
             try:
                 waited = coro.send(sent)
+            except StopIteration:
+                return
+
+
+@types.coroutine
+def _rest_in(
+    context: Context, coro: Coroutine[Any, Any, None], waited: Any
+) -> Generator[Any, Any, None]:
+    """`_rest`, each step of `coro` in `context`."""
+    while True:
+        try:
+            sent = yield waited
+        except GeneratorExit:
+            context.run(coro.close)
+            raise
+        except BaseException as exc:  # a cancellation, thrown in by the task: pass it on
+            try:
+                waited = context.run(coro.throw, exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                waited = context.run(coro.send, sent)
             except StopIteration:
                 return

@@ -52,6 +52,11 @@ class Slots:
         self._free = size
         self._waiters: deque[asyncio.Future[None]] = deque()
 
+    @property
+    def full(self) -> bool:
+        """Whether a call asking for a slot now would wait for one."""
+        return self._free <= 0 or bool(self._waiters)
+
     def take_now(self) -> bool:
         """Take a free slot if there is one (and nobody queues for one)."""
         if self._free > 0 and not self._waiters:

@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from pes_agent.execution.placeholders import find_references
 from pes_agent.planning.plan import ParsedToolCall
 
+_NONE: frozenset[int] = frozenset()
+_NO_EDGES: set[int] = set()  # read only
+# Argument values that cannot hold a placeholder.
+_INERT = frozenset({int, float, bool, type(None)})
+
 __all__ = ["CallGraph", "call_references", "plan_errors"]
 
 
@@ -26,6 +31,21 @@ def call_references(call: ParsedToolCall) -> set[int]:
     if call.instruction is not None:
         found |= find_references(call.instruction)
     return found
+
+
+def _inert(arguments: object) -> bool:
+    """Whether `arguments` surely hold no placeholder: a dict of numbers, booleans, None
+    and strings without "step_" (most calls; anything else is scanned)."""
+    if type(arguments) is not dict:
+        return False
+    for value in arguments.values():
+        kind = type(value)
+        if kind is str:
+            if "step_" in value:
+                return False
+        elif kind not in _INERT:
+            return False
+    return True
 
 
 def plan_errors(calls: Sequence[ParsedToolCall]) -> list[str]:
@@ -55,98 +75,126 @@ class CallGraph:
 
     @classmethod
     def build(cls, calls: Sequence[ParsedToolCall]) -> CallGraph:
-        """Derive the dependency edges and plan problems of `calls` (never raises)."""
+        """Derive the dependency edges and plan problems of `calls` (never raises).
+
+        Args:
+            calls: A plan's calls, in step order.
+
+        Returns:
+            Their graph: each call's dependencies, dependents and problems.
+        """
         calls = tuple(calls)
         count = len(calls)
-        problems: list[list[str]] = [[] for _ in calls]
-        edges: list[set[int]] = [set() for _ in calls]
+        # Only calls with problems or edges get containers of their own (most plans: none).
+        problems: dict[int, list[str]] = {}
+        edges: dict[int, set[int]] = {}
 
         forward = False
-        positions: dict[str, list[int]] = {}
+        first: dict[str, int] = {}  # each call id's first step (index)
+        repeated: dict[str, list[int]] = {}  # a call id used more than once: all its indices
         for index, call in enumerate(calls):
-            same = positions.get(call.call_id)
-            if same is None:
-                positions[call.call_id] = [index]
+            call_id = call.call_id
+            earlier = first.setdefault(call_id, index)
+            if earlier == index:
                 continue
+            same = repeated.get(call_id)
+            if same is None:
+                same = repeated[call_id] = [earlier]
             same.append(index)
-            problems[index].append(
-                f'{_label(calls, index)} reuses the call id "{call.call_id}" of step '
-                f"{same[0] + 1}; give every call a unique callId."
+            problems.setdefault(index, []).append(
+                f'{_label(calls, index)} reuses the call id "{call_id}" of step '
+                f"{earlier + 1}; give every call a unique callId."
             )
 
         for index, call in enumerate(calls):
+            if call.instruction is None and not call.depends_on and _inert(call.arguments):
+                continue  # the common call: no placeholder, no dependsOn
             references = call_references(call)
             if not references and not call.depends_on:
-                continue  # the common first step: nothing to check
+                continue
             # Each problem writes the call's label itself: a plan without problems (the
             # usual one) formats none.
+            found: list[str] = []
+            linked: set[int] = set()
             for step in sorted(references):
                 target = step - 1
                 if step == 0:
                     label = _label(calls, index)
-                    problems[index].append(
-                        f"{label} refers to step_0_result, but steps are numbered from 1."
-                    )
+                    found.append(f"{label} refers to step_0_result, but steps are numbered from 1.")
                 elif step > count:
                     label = _label(calls, index)
-                    problems[index].append(
+                    found.append(
                         f"{label} refers to step_{step}_result, but the plan has only "
                         f"{_calls(count)}."
                     )
                 elif target == index:
                     label = _label(calls, index)
-                    problems[index].append(
+                    found.append(
                         f"{label} refers to its own result (step_{step}_result); a call can "
                         "only use the results of earlier steps."
                     )
                 else:
-                    edges[index].add(target)
+                    linked.add(target)
                     forward = forward or target > index
                     if target > index:
                         label = _label(calls, index)
-                        problems[index].append(
+                        found.append(
                             f"{label} refers to step_{step}_result, a later step; a call can "
                             "only use the results of earlier steps, so reorder the calls."
                         )
             for call_id in call.depends_on:
-                targets = positions.get(call_id)
-                if targets is None:
+                position = first.get(call_id)
+                if position is None:
                     label = _label(calls, index)
-                    problems[index].append(
+                    found.append(
                         f'{label} depends on "{call_id}", which is not a call id in this plan.'
                     )
-                elif targets == [index]:
+                    continue
+                targets = repeated.get(call_id) or [position]
+                if targets == [index]:
                     label = _label(calls, index)
-                    problems[index].append(f'{label} depends on itself ("{call_id}").')
+                    found.append(f'{label} depends on itself ("{call_id}").')
                 else:
                     others = [t for t in targets if t != index]
-                    edges[index].update(others)
+                    linked.update(others)
                     forward = forward or max(others) > index
+            if found:
+                problems.setdefault(index, []).extend(found)
+            if linked:
+                edges[index] = linked
 
         # Edges that all point to earlier calls cannot close a cycle (the common case).
-        for cycle in _cycles(edges) if forward else ():
+        for cycle in _cycles([edges.get(i, _NO_EDGES) for i in range(count)]) if forward else ():
             names = " -> ".join(f'"{calls[i].call_id}"' for i in (*cycle, cycle[0]))
             message = (
                 f"The calls {names} form a dependency cycle, so none of them can run; "
                 "remove one of these dependencies."
             )
             for index in cycle:
-                problems[index].append(message)
+                problems.setdefault(index, []).append(message)
 
         # A call that cannot run is refused at once, so it waits for nothing; this also drops
         # every edge of every cycle, leaving the executor an acyclic graph.
-        dependencies = tuple(
-            frozenset() if problems[i] else frozenset(edges[i]) for i in range(count)
-        )
-        dependents: list[list[int]] = [[] for _ in calls]
-        for index, needed in enumerate(dependencies):
-            for target in needed:
-                dependents[target].append(index)  # in ascending order: index only grows
+        dependencies = [_NONE] * count
+        dependents: list[tuple[int, ...]] = [()] * count
+        if edges:
+            waited: dict[int, list[int]] = {}
+            for index in edges:  # ascending: added in call order
+                if index in problems:
+                    continue
+                needed = dependencies[index] = frozenset(edges[index])
+                for target in needed:
+                    waited.setdefault(target, []).append(index)  # ascending: index only grows
+            for target, waiting in waited.items():
+                dependents[target] = tuple(waiting)
+        stated: list[tuple[str, ...]] = [()] * count
+        for index, found in problems.items():
+            stated[index] = tuple(found)
         return cls(
             calls=calls,
-            dependencies=dependencies,
-            dependents=tuple(map(tuple, dependents)),
-            problems=tuple(tuple(p) for p in problems),
+            dependencies=tuple(dependencies),
+            dependents=tuple(dependents),
+            problems=tuple(stated),
         )
 
     @property

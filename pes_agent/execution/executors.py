@@ -10,7 +10,9 @@ only in when each call starts. The rules are written out in docs/execution.md.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Sequence
+from contextvars import copy_context
 
 from pes_agent.errors import UsageError
 from pes_agent.execution._eager import run_eagerly
@@ -98,11 +100,45 @@ class ConcurrentExecutor:
         # should it wait (a slow sink), the dependent gets a task of its own after all, so a
         # slow hook never delays it.
         hooked = runner.ctx.hooks is not None
+        # The calls that may start, in order. One task at a time (the drainer) takes them and
+        # runs each in place, in a context of its own as a task would; only a call that waits
+        # keeps that task, and the calls after it go on in a new drainer. Independent calls
+        # that finish without waiting (no-op or cached tools) so share a task instead of
+        # paying for one each. While every slot is taken, a call would wait for one, and once
+        # a call tried in place waited, the plan's tools likely wait too: such calls get their
+        # tasks at once, as before (in one turn of the loop, and no call then pays for being
+        # driven through the drainer's wrapper).
+        ready: deque[int] = deque()
+        draining = False  # a drainer is running or about to
+        waited = False  # a call tried in place waited: the tools wait, so each gets a task
 
         async with asyncio.TaskGroup() as group:
 
             def start(index: int) -> None:
-                group.create_task(step(index), name=f"pes-tool-call:{graph.calls[index].call_id}")
+                nonlocal draining
+                ready.append(index)
+                if not draining:
+                    draining = True
+                    group.create_task(drain(), name="pes-tool-calls")
+
+            async def drain() -> None:
+                nonlocal draining, waited
+                while ready:
+                    index = ready.popleft()
+                    if waited or limiter.full:  # it would wait: a task of its own at once
+                        call_id = graph.calls[index].call_id
+                        group.create_task(step(index), name=f"pes-tool-call:{call_id}")
+                        continue
+                    rest = run_eagerly(step(index), copy_context())
+                    if rest is not None:  # the call waits: the others go on without it
+                        waited = True
+                        if ready:
+                            group.create_task(drain(), name="pes-tool-calls")
+                        else:
+                            draining = False
+                        await rest
+                        return
+                draining = False
 
             async def step(index: int) -> None:
                 while True:

@@ -24,6 +24,9 @@ from pes_agent.tools.base import ToolResult
 
 __all__ = ["ObservationSink", "ObservingHooks", "observable"]
 
+# Output types kept as they are, tested first by exact type (subclasses by isinstance).
+_PLAIN = frozenset({str, int, float, bool, list, dict, type(None)})
+
 
 class ObservationSink(Protocol):
     """Records an observation of one run (a `RunRecorder`)."""
@@ -51,21 +54,31 @@ class ObservingHooks:
         self._started: dict[int, tuple[ParsedToolCall, str]] = {}
 
     async def on_call_start(self, call: ParsedToolCall, arguments: dict[str, Any]) -> None:
-        content: dict[str, Any] = {
-            "callId": call.call_id,
-            "toolName": call.tool_name,
-            "kind": call.kind,
-            "arguments": arguments,
-        }
-        if call.instruction is not None:
-            content["instruction"] = arguments.get("instruction", call.instruction)
-        title = "Language step" if call.instruction is not None else f"Calling {call.tool_name}"
+        instruction = call.instruction
+        if instruction is None:
+            content: dict[str, Any] = {
+                "callId": call.call_id,
+                "toolName": call.tool_name,
+                "kind": "tool",
+                "arguments": arguments,
+            }
+            title = "Calling " + call.tool_name
+        else:
+            content = {
+                "callId": call.call_id,
+                "toolName": call.tool_name,
+                "kind": "language",
+                "arguments": arguments,
+                "instruction": arguments.get("instruction", instruction),
+            }
+            title = "Language step"
         observation = await self._sink.record(ObservationType.TOOL_CALL, title, content)
         self._started[id(call)] = (call, observation.id)
 
     async def on_call_end(self, call: ParsedToolCall, result: ToolResult) -> None:
-        self.finished[id(call)] = result
-        started = self._started.get(id(call))
+        key = id(call)
+        self.finished[key] = result
+        started = self._started.get(key)
         await self._record_end(call, result, started[1] if started is not None else None)
 
     async def on_discard(self, reason: str) -> list[str]:
@@ -89,14 +102,15 @@ class ObservingHooks:
     async def _record_end(
         self, call: ParsedToolCall, result: ToolResult, parent_id: str | None
     ) -> None:
+        status = result.status
         await self._sink.record(
             ObservationType.TOOL_EXECUTION,
-            f"{call.tool_name} {result.status}",
+            call.tool_name + " " + status,
             {
                 "callId": result.call_id,
                 "toolName": result.tool_name,
-                "kind": call.kind,
-                "status": result.status,
+                "kind": "tool" if call.instruction is None else "language",
+                "status": status,
                 "output": observable(result.output),
                 "error": result.error,
                 "durationMs": result.duration_ms,
@@ -131,6 +145,6 @@ class ObservingHooks:
 
 def observable(output: Any) -> Any:
     """Output as observation content: kept whole when it is plain data, else its `str()`."""
-    if output is None or isinstance(output, str | int | float | bool | list | dict):
+    if type(output) in _PLAIN or isinstance(output, str | int | float | bool | list | dict):
         return output
     return str(output)

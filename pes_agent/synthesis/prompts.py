@@ -29,6 +29,10 @@ _SYNTHESIS_INSTRUCTIONS = """\
 Answer the user's query from the results of the calls below. If a call failed, say what could
 not be done instead of inventing its result. Reply with the answer only."""
 
+# What `json.dumps(output, ensure_ascii=False, separators=(",", ":"))` uses, built once:
+# `json.dumps` with any non-default keyword builds a new encoder on every call.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
 
 def render_tool_output(output: Any, *, limit: int = MAX_RESULT_CHARS) -> str:
     """Tool output as prompt text: compact JSON when it can be, `str()` otherwise, cut at
@@ -37,7 +41,7 @@ def render_tool_output(output: Any, *, limit: int = MAX_RESULT_CHARS) -> str:
         text = output
     else:
         try:
-            text = json.dumps(output, ensure_ascii=False, separators=(",", ":"))
+            text = _ENCODE(output)
         except (TypeError, ValueError):
             text = str(output)
     if len(text) > limit:

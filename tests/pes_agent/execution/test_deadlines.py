@@ -260,3 +260,47 @@ async def test_a_streamed_chain_runs_in_one_task_unless_a_hook_waits() -> None:
             ends = [c for t, c in seen if t is ObservationType.TOOL_EXECUTION]
             starts = [c for t, c in seen if t is ObservationType.TOOL_CALL]
             assert starts == ends == [f"call_{n}" for n in range(1, 6)]
+
+
+async def test_independent_calls_share_a_task_until_one_waits_each_in_its_own_context() -> None:
+    """Independent calls that finish without waiting run one after another in one task; a
+    call that waits keeps its task and the calls after it start at once in another. A
+    ContextVar a call sets is seen by no other call; a timeout still ends the waiting call."""
+    import contextvars
+
+    mark: contextvars.ContextVar[str] = contextvars.ContextVar("mark", default="")
+    seen: list[tuple[str, str, asyncio.Task[Any] | None]] = []
+
+    @tool
+    async def visit(tag: str, seconds: float = 0.0) -> str:
+        """Note the task and the mark, set a mark of its own, wait `seconds`."""
+        seen.append((tag, mark.get(), asyncio.current_task()))
+        mark.set(tag)
+        if seconds:
+            await asyncio.sleep(seconds)
+        return tag
+
+    registry = ToolRegistry([visit])
+    context = ExecutionContext(
+        thread_id="t",
+        trace_id="r",
+        tools=registry.as_mapping(),
+        enabled_tools=frozenset(registry.names),
+        tool_timeout_s=0.05,
+    )
+    calls = [
+        ParsedToolCall(call_id="a", tool_name="visit", arguments={"tag": "a"}),
+        ParsedToolCall(call_id="b", tool_name="visit", arguments={"tag": "b", "seconds": 5.0}),
+        ParsedToolCall(call_id="c", tool_name="visit", arguments={"tag": "c", "seconds": 0.01}),
+        ParsedToolCall(call_id="d", tool_name="visit", arguments={"tag": "d"}),
+    ]
+    results = await ConcurrentExecutor().execute(calls, context)
+    assert [r.status for r in results] == ["success", "error", "success", "success"]
+    assert "timed out" in (results[1].error or "")
+    assert [tag for tag, _, _ in seen] == ["a", "b", "c", "d"]
+    assert all(previous == "" for _, previous, _ in seen)  # no call saw another's mark
+    tasks = [task for _, _, task in seen]
+    assert tasks[0] is tasks[1]  # a finished without waiting: b went on in its task
+    assert tasks[2] is not tasks[1]  # b waits: c started in another task
+    assert tasks[3] is not tasks[2]  # c waits too: d started in a third
+    assert mark.get() == ""
