@@ -112,12 +112,7 @@ class ObservationManager:
         except Exception:
             # An observation log that cannot be written must not fail the run it describes;
             # subscribers still get it, and the failure is logged loudly.
-            _log.exception(
-                "observation_store_failed",
-                thread_id=observation.thread_id,
-                trace_id=observation.trace_id,
-                observation_type=observation.type.value,
-            )
+            _store_failed(observation)
         if self._subscribers:
             await self._subscribers.deliver(observation)
         return observation
@@ -140,12 +135,7 @@ class ObservationManager:
         try:
             add_now(observation)
         except Exception:
-            _log.exception(
-                "observation_store_failed",
-                thread_id=observation.thread_id,
-                trace_id=observation.trace_id,
-                observation_type=observation.type.value,
-            )
+            _store_failed(observation)
         return True
 
     def _remember(self, observation_id: str) -> None:
@@ -287,3 +277,13 @@ def _memory_add_now() -> object:
     from pes_agent.storage.memory import InMemoryStorage
 
     return InMemoryStorage.add_observation_now
+
+
+def _store_failed(observation: Observation) -> None:
+    """Log, with the traceback being handled, that `observation` could not be stored."""
+    _log.exception(
+        "observation_store_failed",
+        thread_id=observation.thread_id,
+        trace_id=observation.trace_id,
+        observation_type=observation.type.value,
+    )

@@ -104,6 +104,36 @@ async def test_cancelling_the_execution_still_cancels_a_call_with_a_deadline() -
         await task
 
 
+class _EndSink:
+    """An observation sink keeping (type, call id) of each record; with `waits`, recording a
+    call's end sleeps `delay_s` (a hook that waits)."""
+
+    def __init__(self, *, waits: bool, delay_s: float) -> None:
+        self.waits = waits
+        self.delay_s = delay_s
+        self.seen: list[tuple[ObservationType, str]] = []
+
+    async def record(
+        self, type: ObservationType, title: str, content: dict[str, Any], **_: Any
+    ) -> Observation:
+        if self.waits and type is ObservationType.TOOL_EXECUTION:
+            await asyncio.sleep(self.delay_s)
+        self.seen.append((type, content["callId"]))
+        return Observation(thread_id="t", trace_id="r", type=type, title=title, content={})
+
+
+def _chain_of_five() -> list[ParsedToolCall]:
+    """Five calls of `where`, each taking the previous one's result."""
+    return [
+        ParsedToolCall(
+            call_id=f"call_{n}",
+            tool_name="where",
+            arguments={"previous": f"{{step_{n - 1}_result}}"} if n > 1 else {},
+        )
+        for n in range(1, 6)
+    ]
+
+
 async def test_a_chain_runs_its_calls_in_order_in_one_task_unless_a_hook_waits() -> None:
     """A call that releases one dependent goes on with it in its own task, without hooks or
     with hooks that finish without waiting; a hook that waits hands the dependent a task of
@@ -117,14 +147,7 @@ async def test_a_chain_runs_its_calls_in_order_in_one_task_unless_a_hook_waits()
         return len(tasks)
 
     registry = ToolRegistry([where])
-    calls = [
-        ParsedToolCall(
-            call_id=f"call_{n}",
-            tool_name="where",
-            arguments={"previous": f"{{step_{n - 1}_result}}"} if n > 1 else {},
-        )
-        for n in range(1, 6)
-    ]
+    calls = _chain_of_five()
 
     def context(hooks: Any) -> ExecutionContext:
         return ExecutionContext(
@@ -139,30 +162,13 @@ async def test_a_chain_runs_its_calls_in_order_in_one_task_unless_a_hook_waits()
     assert [r.output for r in results] == [1, 2, 3, 4, 5]
     assert len(set(map(id, tasks))) == 1
 
-    seen: list[Observation] = []
-
-    class Sink:
-        def __init__(self, waits: bool) -> None:
-            self.waits = waits
-
-        async def record(
-            self, type: ObservationType, title: str, content: dict[str, Any], **_: Any
-        ) -> Observation:
-            if self.waits and type is ObservationType.TOOL_EXECUTION:
-                await asyncio.sleep(0.05)
-            observation = Observation(
-                thread_id="t", trace_id="r", type=type, title=title, content=content
-            )
-            seen.append(observation)
-            return observation
-
     for waits, task_count in ((False, 1), (True, 5)):
         tasks.clear()
-        seen.clear()
-        results = await ConcurrentExecutor().execute(calls, context(ObservingHooks(Sink(waits))))
+        sink = _EndSink(waits=waits, delay_s=0.05)
+        results = await ConcurrentExecutor().execute(calls, context(ObservingHooks(sink)))
         assert [r.output for r in results] == [1, 2, 3, 4, 5]
         assert len(set(map(id, tasks))) == task_count
-        kinds = [(o.type, o.content["callId"]) for o in seen]
+        kinds = sink.seen
         starts = [c for t, c in kinds if t is ObservationType.TOOL_CALL]
         ends = [c for t, c in kinds if t is ObservationType.TOOL_EXECUTION]
         assert starts == ends == [f"call_{n}" for n in range(1, 6)]
@@ -215,38 +221,19 @@ async def test_a_streamed_chain_runs_in_one_task_unless_a_hook_waits() -> None:
         return len(tasks)
 
     registry = ToolRegistry([where])
-    calls = [
-        ParsedToolCall(
-            call_id=f"call_{n}",
-            tool_name="where",
-            arguments={"previous": f"{{step_{n - 1}_result}}"} if n > 1 else {},
-        )
-        for n in range(1, 6)
-    ]
-    seen: list[tuple[ObservationType, str]] = []
-
-    class Sink:
-        def __init__(self, waits: bool) -> None:
-            self.waits = waits
-
-        async def record(
-            self, type: ObservationType, title: str, content: dict[str, Any], **_: Any
-        ) -> Observation:
-            if self.waits and type is ObservationType.TOOL_EXECUTION:
-                await asyncio.sleep(0.01)
-            seen.append((type, content["callId"]))
-            return Observation(thread_id="t", trace_id="r", type=type, title=title, content={})
+    calls = _chain_of_five()
 
     for hooks, task_count in ((None, 1), (False, 1), (True, 5)):
         tasks.clear()
-        seen.clear()
+        sink = _EndSink(waits=bool(hooks), delay_s=0.01)
+        seen = sink.seen
         feed = PlanFeed()
         context = ExecutionContext(
             thread_id="t",
             trace_id="r",
             tools=registry.as_mapping(),
             enabled_tools=frozenset(registry.names),
-            hooks=None if hooks is None else ObservingHooks(Sink(hooks)),
+            hooks=None if hooks is None else ObservingHooks(sink),
         )
         running = asyncio.create_task(ConcurrentExecutor().execute_stream(feed, context))
         for call in calls:
