@@ -489,7 +489,7 @@ class ReplayProvider:
                 f"the cassette {self.path} recorded this {record['phase']} call as abandoned "
                 f"(its run stopped reading it, or was cancelled, after "
                 f"{len(entry['events'])} events), so it holds no more of the answer; delete "
-                f"the cassette and {_how_to_record(self.path)}, letting the run finish",
+                f"the cassette and {self._how_to_record}, letting the run finish",
                 provider=self._name,
                 thread_id=request.thread_id,
                 trace_id=request.trace_id,

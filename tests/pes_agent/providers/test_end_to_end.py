@@ -18,24 +18,12 @@ from pes_agent import (
     create_agent,
     tool,
 )
+from tests.pes_agent.cli.cli_tools import ANSWER, PLAN
 
 from .helpers import API_KEY
 from .model_server import CutStream, Fault, ModelServer, Reply
 
 PROVIDERS = ["openai", "anthropic"]
-
-PLAN = json.dumps(
-    {
-        "title": "Weather and arithmetic",
-        "intent": "weather and a product",
-        "plan": "1. look up Paris\n2. multiply",
-        "toolCalls": [
-            {"callId": "call_1", "toolName": "get_weather", "arguments": {"city": "Paris"}},
-            {"callId": "call_2", "toolName": "multiply", "arguments": {"a": 12, "b": 7}},
-        ],
-    }
-)
-ANSWER = "It is sunny and 18 °C in Paris, and 12 × 7 = 84."
 
 
 @tool
