@@ -19,7 +19,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -227,6 +227,76 @@ async def finished_calls(agent: AgentCore, thread_id: str, count: int) -> None:
         return len(found) >= count
 
     await wait_until(ended, f"{count} finished calls")
+
+
+async def kept_steps(
+    workers: Workers, agent: AgentCore, thread_id: str, step: str, count: int
+) -> None:
+    """Wait until the engine keeps `count` finished steps named `step…` of the thread's run.
+
+    A worker records a call's observation inside the call's step, before the engine has the
+    step's outcome: a worker killed between the two ran the call, but the engine has no record
+    of it and the next worker runs it again (at-least-once, as both engines document). A test
+    that counts side effects across a SIGKILL kills only once the engine has kept them."""
+    found = await agent.observations.get_observations(thread_id)
+    assert found, "the run has recorded nothing yet"
+    trace_id = found[0].trace_id
+    if workers.module.endswith("temporal_worker"):
+        kept = _temporal_steps(workers, f"pes-agent/{workers.queue}/run/{trace_id}", step)
+    else:
+        kept = _dbos_steps(agent, f"pes-agent-run-{trace_id}", step)
+
+    async def enough() -> bool:
+        return await kept() >= count
+
+    await wait_until(enough, f"{count} kept steps {step}…")
+
+
+def _temporal_steps(workers: Workers, workflow_id: str, step: str) -> Callable[[], Awaitable[int]]:
+    """Counts the run's finished activities and local activities (markers) named `step…`."""
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import Client
+
+    async def count() -> int:
+        connection = await Client.connect(workers.engine_db)
+        try:
+            history = await connection.get_workflow_handle(workflow_id).fetch_history()
+        finally:
+            del connection
+            gc.collect()  # temporalio/sdk-python#300
+        scheduled: dict[int, str] = {}
+        kept = 0
+        for event in history.events:
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                attributes = event.activity_task_scheduled_event_attributes
+                scheduled[event.event_id] = attributes.activity_type.name
+            elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                done = event.activity_task_completed_event_attributes.scheduled_event_id
+                kept += scheduled.get(done, "").startswith(step)
+            elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+                data = event.marker_recorded_event_attributes.details["data"].payloads[0].data
+                kept += json.loads(data)["activity_type"].startswith(step)
+        return kept
+
+    return count
+
+
+def _dbos_steps(agent: AgentCore, workflow_id: str, step: str) -> Callable[[], Awaitable[int]]:
+    """Counts the run's steps named `step…` whose outcome DBOS has stored."""
+    from pes_agent.durable.dbos import DBOSEngine
+
+    engine = agent.engine
+    assert isinstance(engine, DBOSEngine)
+
+    async def count() -> int:
+        client = await engine._submitter()
+        steps = await client.list_workflow_steps_async(workflow_id)
+        return sum(
+            s["function_name"].startswith(step) and s["completed_at_epoch_ms"] is not None
+            for s in steps
+        )
+
+    return count
 
 
 async def check_notes_run(workers: Workers, client: AgentCore, result: AgentFinalResponse) -> None:

@@ -45,6 +45,7 @@ from .conftest import (
     check_notes_run,
     check_spans_of_a_taken_over_run,
     finished_calls,
+    kept_steps,
 )
 
 __all__ = ["pg_schema"]  # the fixture, imported for the tests below
@@ -82,6 +83,7 @@ async def test_a_run_whose_worker_is_killed_mid_tool_is_finished_by_the_next(
     await workers.wait_for_effect("slow-start b")
     # Both quick calls have finished (their results recorded) while the slow one runs.
     await finished_calls(client, "t1", 2)
+    await kept_steps(workers, client, "t1", "pes_agent.tool.", 2)  # both held by the engine
     await workers.kill(first)  # no cleanup, the slow call half done
     assert "slow-done b" not in workers.effects_lines()
 
@@ -306,6 +308,7 @@ async def test_an_in_run_approval_is_a_step_the_worker_taking_over_does_not_ask_
     run = asyncio.create_task(client.process(AgentProps("Note and pay", "t1")))
     await workers.wait_for_effect("slow-start b")
     await finished_calls(client, "t1", 1)  # the payment, denied (recorded after its decision)
+    await kept_steps(workers, client, "t1", "pes_agent.approval", 2)  # both decisions held
     await workers.kill(first)
     assert "slow-done b" not in workers.effects_lines()
 
@@ -401,6 +404,7 @@ async def test_a_run_taken_over_after_a_sigkill_traces_each_step_once(
     run = asyncio.create_task(client.process(AgentProps("Take notes", "t1")))
     await workers.wait_for_effect("slow-start b")
     await finished_calls(client, "t1", 2)
+    await kept_steps(workers, client, "t1", "pes_agent.tool.", 2)  # both held by the engine
     await workers.kill(first)
     await workers.start("w1", slow_s=2.0, env=env)
     result = await asyncio.wait_for(run, 90)

@@ -29,7 +29,13 @@ from pes_agent.durable.temporal import TemporalEngine
 from pes_agent.testing import ScriptedProvider
 from tests.pes_agent.storage.conftest import wait_until
 
-from .conftest import Workers, check_notes_run, check_spans_of_a_taken_over_run, finished_calls
+from .conftest import (
+    Workers,
+    check_notes_run,
+    check_spans_of_a_taken_over_run,
+    finished_calls,
+    kept_steps,
+)
 from .temporal_worker import HEARTBEAT_TIMEOUT_S, TASK_TIMEOUT_S, build_agent, engine
 
 pytestmark = pytest.mark.slow
@@ -121,6 +127,7 @@ async def test_a_run_whose_worker_is_killed_mid_tool_is_finished_by_the_next(
     await workers.wait_for_effect("slow-start b")
     # Both quick calls have finished (their results recorded) while the slow one runs.
     await finished_calls(client, "t1", 2)
+    await kept_steps(workers, client, "t1", "pes_agent.tool.", 2)  # both held by the engine
     await workers.kill(first)  # no cleanup, the slow call half done
     killed = time.perf_counter()
     assert "slow-done b" not in workers.effects_lines()
@@ -443,6 +450,7 @@ async def test_an_in_run_approval_is_a_step_the_worker_taking_over_does_not_ask_
     run = asyncio.create_task(client.process(AgentProps("Note and pay", "t1")))
     await workers.wait_for_effect("slow-start b")
     await finished_calls(client, "t1", 1)  # the payment, denied (recorded after its decision)
+    await kept_steps(workers, client, "t1", "pes_agent.approval", 2)  # both decisions held
     await workers.kill(first)
     assert "slow-done b" not in workers.effects_lines()
 
@@ -478,6 +486,7 @@ async def test_a_run_taken_over_emits_each_steps_span_once(
     run = asyncio.create_task(client.process(AgentProps("Take notes", "t1")))
     await workers.wait_for_effect("slow-start b")
     await finished_calls(client, "t1", 2)
+    await kept_steps(workers, client, "t1", "pes_agent.tool.", 2)  # both held by the engine
     await workers.kill(first)
     await workers.start(workers.queue, slow_s=4.0, env=env)
     result = await asyncio.wait_for(run, 90)
