@@ -53,7 +53,11 @@ class ToolThreadPool:
         self._name = name
         self._executor: ThreadPoolExecutor | None = None
         self._abandoned = 0  # calls whose caller gave up while their thread still runs
-        self._lock = threading.Lock()  # _abandoned drops in worker threads
+        self._lock = threading.Lock()  # _abandoned drops in worker threads; _finished
+        # Calls finished on the pool's threads, not yet handed to the loop awaiting them.
+        self._finished: dict[
+            asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]
+        ] = {}
         self._closed = False
 
     @property
@@ -89,16 +93,70 @@ class ToolThreadPool:
             )
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self._max_threads, thread_name_prefix=self._name)
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[R] = loop.create_future()
         # Like asyncio.to_thread: the function sees the caller's context variables.
-        context = contextvars.copy_context()
-        future = self._executor.submit(context.run, functools.partial(func, *args, **kwargs))
+        work = functools.partial(
+            self._work, loop, waiter, contextvars.copy_context(), func, args, kwargs
+        )
+        future = self._executor.submit(work)
         try:
-            return await asyncio.wrap_future(future)
+            return await waiter
         except BaseException:
             # A call still queued is simply dropped; one already running keeps its thread.
             if not future.cancel() and not future.done():
                 self._abandon(future)
             raise
+
+    def _work(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        waiter: asyncio.Future[Any],
+        context: contextvars.Context,
+        func: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> None:
+        """Run one call on a pool thread and hand its outcome to the waiting loop.
+
+        Outcomes are handed over in batches: the first one finished since the loop last took
+        them wakes the loop (one `call_soon_threadsafe`, a write to its self-pipe), the others
+        join that batch, so a fan-out of sync calls wakes the loop far fewer times than once
+        per call (what `asyncio.wrap_future` does)."""
+        try:
+            outcome: tuple[asyncio.Future[Any], bool, Any] = (
+                waiter,
+                True,
+                context.run(func, *args, **kwargs),
+            )
+        except BaseException as exc:  # handed to the awaiting caller, like wrap_future does
+            outcome = (waiter, False, exc)
+        with self._lock:
+            batch = self._finished.get(loop)
+            if batch is None:
+                self._finished[loop] = [outcome]
+            else:
+                batch.append(outcome)
+                return
+        try:
+            loop.call_soon_threadsafe(self._deliver, loop)
+        except RuntimeError:  # the loop is closed: nobody is left to take the outcome
+            with self._lock:
+                self._finished.pop(loop, None)
+
+    def _deliver(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the loop: settle the waiters of every call finished since the last delivery."""
+        with self._lock:
+            batch = self._finished.pop(loop, ())
+        for waiter, ok, value in batch:
+            if waiter.done():  # its caller gave up (cancelled, timed out)
+                continue
+            if ok:
+                waiter.set_result(value)
+            elif isinstance(value, StopIteration):  # a Future refuses StopIteration
+                waiter.set_exception(RuntimeError(f"the tool raised StopIteration: {value}"))
+            else:
+                waiter.set_exception(value)
 
     def _abandon(self, future: Future[Any]) -> None:
         with self._lock:

@@ -230,3 +230,69 @@ def test_create_agent_refuses_a_pool_size_that_is_not_a_positive_int(name: str, 
     """A pool size below 1 or not an int is a UsageError naming the parameter and its default."""
     with pytest.raises(UsageError, match=f"{name} must be an int >= 1 \\(default 32\\)"):
         create_agent(provider=ScriptedProvider(["x"]), **{name: value})
+
+
+async def test_a_fan_out_of_sync_calls_settles_each_caller_with_its_own_outcome() -> None:
+    """Outcomes reach the loop in batches (`ToolThreadPool._deliver`); each caller still gets
+    its own result or error, with its own context variables, and a StopIteration (which a
+    Future refuses) comes back as a RuntimeError."""
+    import contextvars
+
+    seen: contextvars.ContextVar[int] = contextvars.ContextVar("seen", default=-1)
+
+    def work(n: int) -> int:
+        if n % 7 == 3:
+            raise ValueError(f"bad {n}")
+        if n == 5:
+            raise StopIteration("done early")
+        return n * 10 + seen.get()
+
+    async def call(n: int) -> int:
+        seen.set(n % 3)
+        return await pool.run(work, n)
+
+    pool = ToolThreadPool(4)
+    outcomes = await asyncio.gather(*(call(n) for n in range(60)), return_exceptions=True)
+    await pool.aclose()
+
+    for n, outcome in enumerate(outcomes):
+        if n % 7 == 3:
+            assert isinstance(outcome, ValueError)
+            assert str(outcome) == f"bad {n}"
+        elif n == 5:
+            assert isinstance(outcome, RuntimeError)
+            assert "StopIteration" in str(outcome)
+        else:
+            assert outcome == n * 10 + n % 3
+
+
+def test_a_pool_serves_one_event_loop_after_another() -> None:
+    """A pool outlives the loop it first ran on (an agent driven by one `asyncio.run` after
+    another); a call its caller abandoned, finishing after that loop closed, troubles
+    nobody."""
+    pool = ToolThreadPool(2)
+    release = threading.Event()
+
+    def slow() -> str:
+        release.wait(5)
+        return "late"
+
+    async def abandon() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(pool.run(slow), 0.05)
+
+    asyncio.run(abandon())  # the loop closes while `slow` still runs
+    release.set()
+    for _ in range(100):
+        if pool.abandoned == 0:
+            break
+        time.sleep(0.01)
+    assert pool.abandoned == 0
+
+    async def again() -> list[int]:
+        return await asyncio.gather(*(pool.run(abs, -n) for n in range(10)))
+
+    assert asyncio.run(again()) == list(range(10))
+    assert asyncio.run(again()) == list(range(10))
+    assert pool._finished == {}
+    asyncio.run(pool.aclose())
