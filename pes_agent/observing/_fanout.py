@@ -36,21 +36,53 @@ class Fanout(Generic[T]):
         self, callback: Callable[[T], Awaitable[None] | None], wants: Callable[[T], bool]
     ) -> Callable[[], None]:
         subscriber = _Subscriber(callback, wants)
-        self._subscribers.append(subscriber)
+        # Copied on write: a delivery under way goes on over the list it started with.
+        self._subscribers = [*self._subscribers, subscriber]
 
         def unsubscribe() -> None:
             if subscriber in self._subscribers:
-                self._subscribers.remove(subscriber)
+                self._subscribers = [s for s in self._subscribers if s is not subscriber]
 
         return unsubscribe
 
     async def deliver(self, item: T) -> None:
-        for subscriber in tuple(self._subscribers):
+        pending = self.deliver_now(item)
+        if pending is not None:
+            await pending
+
+    def deliver_now(self, item: T) -> Awaitable[None] | None:
+        """Call the subscribers that want `item`, in order, without awaiting: None once all
+        have been called, or, at the first that returned an awaitable, what finishes the
+        delivery (that awaitable, then the subscribers after it) for the caller to await.
+
+        A run's observations reach sync subscribers (tracing, a console's queue) this way
+        without a coroutine each."""
+        subscribers = self._subscribers
+        for index, subscriber in enumerate(subscribers):
             if not subscriber.wants(item):
                 continue
             try:
                 outcome = subscriber.callback(item)
-                if inspect.isawaitable(outcome):
-                    await outcome
+            except Exception:
+                _log.exception("subscriber_failed", stream=self._label)
+                continue
+            if inspect.isawaitable(outcome):
+                return self._finish(outcome, subscribers[index + 1 :], item)
+        return None
+
+    async def _finish(
+        self, outcome: Awaitable[None], rest: list[_Subscriber[T]], item: T
+    ) -> None:
+        try:
+            await outcome
+        except Exception:
+            _log.exception("subscriber_failed", stream=self._label)
+        for subscriber in rest:
+            if not subscriber.wants(item):
+                continue
+            try:
+                more = subscriber.callback(item)
+                if inspect.isawaitable(more):
+                    await more
             except Exception:
                 _log.exception("subscriber_failed", stream=self._label)

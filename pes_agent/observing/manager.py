@@ -105,8 +105,37 @@ class ObservationManager:
             observation = Observation(**fields)
         elif fields:
             raise UsageError("pass either an Observation or its fields to record(), not both")
+        pending = self.record_soon(observation)
+        if pending is not None:
+            await pending
+        return observation
+
+    def record_soon(self, observation: Observation) -> Awaitable[None] | None:
+        """Record `observation` as `record` does, as far as it can without awaiting.
+
+        A store that writes in memory takes it at once, and sync subscribers get it at once.
+        Whatever needs awaiting (a store that does I/O, an async subscriber and the ones after
+        it) is returned for the caller to await: a run recording 18 observations with a
+        tracer subscribed makes no coroutine for them.
+
+        Args:
+            observation: The observation, whole.
+
+        Returns:
+            None when it is recorded and delivered; else what finishes that, to be awaited.
+        """
         if self._listening:
             self._remember(observation.id)
+        add_now = self._add_now
+        if add_now is None:
+            return self._store_and_deliver(observation)
+        try:
+            add_now(observation)
+        except Exception:
+            _store_failed(observation)
+        return self._subscribers.deliver_now(observation) if self._subscribers else None
+
+    async def _store_and_deliver(self, observation: Observation) -> None:
         try:
             await self._storage.add_observation(observation)
         except Exception:
@@ -115,28 +144,6 @@ class ObservationManager:
             _store_failed(observation)
         if self._subscribers:
             await self._subscribers.deliver(observation)
-        return observation
-
-    def record_now(self, observation: Observation) -> bool:
-        """Record `observation` as `record` would, at once, when nothing needs awaiting (a
-        store that writes in memory, no subscriber); else leave it and return False.
-
-        Args:
-            observation: The observation, whole.
-
-        Returns:
-            Whether it was recorded; if not, `await record(observation)` records it.
-        """
-        add_now = self._add_now
-        if add_now is None or self._subscribers:
-            return False
-        if self._listening:
-            self._remember(observation.id)
-        try:
-            add_now(observation)
-        except Exception:
-            _store_failed(observation)
-        return True
 
     def _remember(self, observation_id: str) -> None:
         if len(self._recent_ids) == self._recent_ids.maxlen:

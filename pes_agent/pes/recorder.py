@@ -88,8 +88,12 @@ class RunRecorder:
             # had recorded in its earlier life).
             return await self._effects.record(observation, self._observations.record)
         observations = self._observations
-        if observations.__class__ is ObservationManager and observations.record_now(observation):
-            return observation  # stored in memory, no subscriber: nothing to await
+        if observations.__class__ is ObservationManager:
+            # Stored in memory and handed to sync subscribers without a coroutine.
+            pending = observations.record_soon(observation)
+            if pending is not None:
+                await pending
+            return observation
         return await observations.record(observation)
 
 

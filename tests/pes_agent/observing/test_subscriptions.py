@@ -103,3 +103,48 @@ async def test_get_observations_refuses_an_unknown_type_but_allows_none_selected
     with pytest.raises(ValueError, match="unknown observation type 'PLN'"):
         await manager.get_observations("t", types=["PLN"])
     assert await manager.get_observations("t", types=[]) == []
+
+
+async def test_sync_subscribers_are_called_at_once_and_async_ones_in_their_turn() -> None:
+    """`record_soon` hands an observation to sync subscribers without awaiting; at the first
+    async one it returns the rest, which keeps the subscription order; a raising subscriber is
+    skipped; one that unsubscribes itself mid-delivery leaves the others their turn."""
+    manager = ObservationManager(InMemoryStorage())
+    calls: list[str] = []
+
+    def first(observation: Observation) -> None:
+        calls.append("first")
+
+    def failing(observation: Observation) -> None:
+        calls.append("failing")
+        raise RuntimeError("subscriber bug")
+
+    def leaving(observation: Observation) -> None:
+        calls.append("leaving")
+        stop_leaving()
+
+    async def slow(observation: Observation) -> None:
+        calls.append("slow")
+
+    def last(observation: Observation) -> None:
+        calls.append("last")
+
+    manager.subscribe(first)
+    manager.subscribe(failing)
+    stop_leaving = manager.subscribe(leaving)
+    observation = _observation(ObservationType.PLAN)
+
+    # Sync ones only, so far: all called before record_soon returns, nothing to await.
+    assert manager.record_soon(observation) is None
+    assert calls == ["first", "failing", "leaving"]
+
+    calls.clear()
+    manager.subscribe(slow)
+    manager.subscribe(last)
+    pending = manager.record_soon(_observation(ObservationType.TOOL_CALL))
+    assert calls == ["first", "failing"]  # up to the async one, whose coroutine is pending
+    assert pending is not None
+    await pending
+    assert calls == ["first", "failing", "slow", "last"]
+    stored = await manager.get_observations("t")
+    assert [o.type for o in stored] == [ObservationType.PLAN, ObservationType.TOOL_CALL]
