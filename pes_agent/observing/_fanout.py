@@ -70,9 +70,7 @@ class Fanout(Generic[T]):
                 return self._finish(outcome, subscribers[index + 1 :], item)
         return None
 
-    async def _finish(
-        self, outcome: Awaitable[None], rest: list[_Subscriber[T]], item: T
-    ) -> None:
+    async def _finish(self, outcome: Awaitable[None], rest: list[_Subscriber[T]], item: T) -> None:
         try:
             await outcome
         except Exception:
