@@ -61,7 +61,6 @@ import asyncio
 import json
 import re
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -78,7 +77,7 @@ from pes_agent.ecs.components import (
 )
 from pes_agent.ecs.services import AgentServicesComponent, identity_of
 from pes_agent.errors import ConfigurationError, UsageError
-from pes_agent.observing.types import Observation, ObservationType
+from pes_agent.observing.types import Observation, ObservationType, new_id
 from pes_agent.run import AgentFinalResponse, AgentProps
 
 if TYPE_CHECKING:
@@ -514,7 +513,7 @@ def instrument(
             return await original_process(props)  # its UsageError says what to pass
         if props.trace_id is None:
             # Chosen here rather than in the run, so its observations find this span.
-            props = props.model_copy(update={"trace_id": uuid.uuid4().hex})
+            props = props.model_copy(update={"trace_id": new_id()})
         assert props.trace_id is not None
         question = props.query if capture_content else None
         key = (props.thread_id, props.trace_id)

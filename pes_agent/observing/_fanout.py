@@ -66,7 +66,7 @@ class Fanout(Generic[T]):
             except Exception:
                 _log.exception("subscriber_failed", stream=self._label)
                 continue
-            if inspect.isawaitable(outcome):
+            if outcome is not None and inspect.isawaitable(outcome):
                 return self._finish(outcome, subscribers[index + 1 :], item)
         return None
 
