@@ -516,7 +516,8 @@ class _Effects:
     ) -> None:
         """Write `batch` on the worker's loop, after the batch before it; once begun, it takes
         no more (what is recorded next starts a batch of its own)."""
-        if previous is not None:
+        # Awaiting a done future would still cost a wake-up of the loop: skipped.
+        if previous is not None and not previous.done():
             with suppress(Exception):
                 await asyncio.wrap_future(previous)
         with self._lock:
@@ -555,7 +556,7 @@ class _Effects:
             self._unwaited = False
 
         async def in_order() -> Any:
-            if written is not None:
+            if written is not None and not written.done():
                 with suppress(Exception):  # a failed write is logged by the store
                     await asyncio.wrap_future(written)
             return await run()
