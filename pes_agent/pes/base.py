@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, TypeVarTuple, get_args, get_origin
 
@@ -64,10 +64,11 @@ class PhaseRun:
         self.world.add_component(self.entity, component)
 
 
-def passages_of(run: PhaseRun) -> list[ScoredDocument]:
+def passages_of(run: PhaseRun) -> Sequence[ScoredDocument]:
     """The passages retrieved for the run (none without a retriever, or when it failed)."""
     retrieved = run.world.get_component(run.entity, Retrieved)
-    return retrieved.documents if retrieved is not None else []
+    # An empty tuple is shared: no list alive per run while its planner waits.
+    return retrieved.documents if retrieved is not None else ()
 
 
 def _over_budget(phase: Phase, spec: RunSpec, breach: UsageLimitExceeded) -> RunFailed:
