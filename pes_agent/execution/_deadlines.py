@@ -9,6 +9,12 @@ of this execution's own, and one loop timer waits for the earliest. A call that 
 marks its deadline done; the timer, when it fires, cancels the calls whose deadlines passed
 and re-arms for the next.
 
+The timer is armed on the loop's next turn, and only if a call is still running then: most
+calls (a lookup, a computation) return without waiting, and a timer armed for them would be
+cancelled at once, yet stay on the loop's heap for the whole timeout with a copy of the
+run's context (at 10,000 runs at once, tens of thousands of objects the collector scans).
+The deadlines are absolute, so arming late does not move them.
+
 The outcome is `asyncio.timeout`'s: the call's task is cancelled at its deadline, and the call
 tells its own expiry from a cancellation that came from elsewhere by `Deadline.expired` and
 the task's `cancelling()` count, which it restores (`Deadline.settle`).
@@ -50,12 +56,13 @@ class Deadline:
 class Deadlines:
     """The deadlines of the calls of one execution, on one loop timer."""
 
-    __slots__ = ("_heap", "_loop", "_timer")
+    __slots__ = ("_arming", "_heap", "_loop", "_timer")
 
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._heap: list[Deadline] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._arming = False  # `_arm` is due on the loop's next turn
 
     def start(self, timeout_s: float) -> Deadline:
         """The deadline of a call starting now in the current task, `timeout_s` from now."""
@@ -65,9 +72,12 @@ class Deadlines:
         deadline = Deadline(self._loop.time() + timeout_s, task)
         heapq.heappush(self._heap, deadline)
         timer = self._timer
-        if timer is None or deadline.at < timer.when():
-            if timer is not None:
-                timer.cancel()
+        if timer is None:
+            if not self._arming:  # armed on the next turn, if a call still runs then
+                self._arming = True
+                self._loop.call_soon(self._arm)
+        elif deadline.at < timer.when():
+            timer.cancel()
             self._timer = self._loop.call_at(deadline.at, self._expire)
         return deadline
 
@@ -77,6 +87,15 @@ class Deadlines:
             self._timer.cancel()
             self._timer = None
         self._heap.clear()
+
+    def _arm(self) -> None:
+        """Set the timer for the earliest deadline of a call still running, if any."""
+        self._arming = False
+        heap = self._heap
+        while heap and heap[0].done:
+            heapq.heappop(heap)
+        if heap and self._timer is None:
+            self._timer = self._loop.call_at(heap[0].at, self._expire)
 
     def _expire(self) -> None:
         self._timer = None
