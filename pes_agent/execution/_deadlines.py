@@ -23,9 +23,13 @@ the task's `cancelling()` count, which it restores (`Deadline.settle`).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import heapq
 
 __all__ = ["Deadline", "Deadlines"]
+
+# The timer's callbacks read no context variable; entered by one callback at a time.
+_NO_VARIABLES = contextvars.Context()
 
 
 class Deadline:
@@ -75,7 +79,8 @@ class Deadlines:
         if timer is None:
             if not self._arming:  # armed on the next turn, if a call still runs then
                 self._arming = True
-                self._loop.call_soon(self._arm)
+                # In a context of no variables: the loop would copy the run's for it.
+                self._loop.call_soon(self._arm, context=_NO_VARIABLES)
         elif deadline.at < timer.when():
             timer.cancel()
             self._timer = self._loop.call_at(deadline.at, self._expire)
