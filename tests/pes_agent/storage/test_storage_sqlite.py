@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -265,3 +266,40 @@ async def test_a_run_on_a_damaged_thread_returns_an_error_result(tmp_path: Path)
     assert result.metadata.status == "error"
     assert result.metadata.error is not None
     assert "agent_states" in result.metadata.error
+
+
+async def test_a_batch_of_observations_longer_than_one_insert_keeps_its_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Observations queued faster than the writer takes them are written several hundred at a
+    time, in multi-row INSERTs of at most `_ROWS_PER_INSERT`: all land, in the order recorded."""
+    store = SQLiteStorage(str(tmp_path / "batch.db"))
+    count = 2 * sqlite_module._ROWS_PER_INSERT + 7
+    recorder = ObservationManager(store)
+    batches: list[int] = []
+    real_insert = sqlite_module._insert_observations
+
+    def insert(conn: sqlite3.Connection, *, rows: list[Any]) -> None:
+        batches.append(len(rows))
+        real_insert(conn, rows=rows)
+
+    monkeypatch.setattr(sqlite_module, "_insert_observations", insert)
+    try:
+        await store.get_messages("t")  # opened: the writer thread is running
+        await asyncio.gather(
+            *(
+                recorder.record(
+                    thread_id="t",
+                    trace_id="r",
+                    type=ObservationType.PLAN,
+                    title=str(i),
+                    content={"i": i},
+                )
+                for i in range(count)
+            )
+        )
+        found = await store.get_observations("t")
+    finally:
+        await store.aclose()
+    assert [o.title for o in found] == [str(i) for i in range(count)]
+    assert max(batches) > sqlite_module._ROWS_PER_INSERT  # one batch took several INSERTs
