@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
+import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,9 +20,11 @@ from pes_agent import (
 )
 from pes_agent.config import AgentState
 from pes_agent.errors import ConfigurationError, StorageError, UsageError
-from pes_agent.observing.types import ObservationType
+from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import SQLiteStorage
 from pes_agent.storage import sqlite as sqlite_module
+from pes_agent.storage._codec import dump_observation
+from pes_agent.storage._common import ObservationRow
 from pes_agent.storage._filelock import FileLockDirectory
 from pes_agent.testing import ScriptedProvider
 from pes_agent.threads.messages import ConversationMessage, MessageRole
@@ -170,6 +173,39 @@ async def test_lock_files_are_removed_once_released(tmp_path: Path) -> None:
     await storage.aclose()
 
 
+async def test_a_lock_taken_after_its_caller_was_cancelled_is_given_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock file is tried in a worker thread: a caller cancelled while the try is under
+    way leaves no lock behind, even when the try then succeeds."""
+    directory = FileLockDirectory(tmp_path / "locks")
+    release = threading.Event()
+    started = threading.Event()
+    real_try = FileLockDirectory._try_lock
+
+    def slow_try(self: FileLockDirectory, path: Path, thread_id: str) -> int | None:
+        started.set()
+        release.wait(10)
+        return real_try(self, path, thread_id)
+
+    monkeypatch.setattr(FileLockDirectory, "_try_lock", slow_try)
+
+    async def hold() -> None:
+        async with directory.hold("t"):
+            pass
+
+    waiter = asyncio.create_task(hold())
+    await asyncio.to_thread(started.wait, 10)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    release.set()
+    monkeypatch.setattr(FileLockDirectory, "_try_lock", real_try)
+    async with asyncio.timeout(10), directory.hold("t"):
+        pass
+    assert not directory.path_for("t").exists()
+
+
 async def test_a_stale_unlocked_lock_file_does_not_block(tmp_path: Path) -> None:
     """A lock file left behind by a dead process is taken over, not waited on."""
     storage = SQLiteStorage(tmp_path / "agent.db")
@@ -269,37 +305,26 @@ async def test_a_run_on_a_damaged_thread_returns_an_error_result(tmp_path: Path)
 
 
 async def test_a_batch_of_observations_longer_than_one_insert_keeps_its_order(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    """Observations queued faster than the writer takes them are written several hundred at a
-    time, in multi-row INSERTs of at most `_ROWS_PER_INSERT`: all land, in the order recorded."""
+    """The writer thread writes the observations queued meanwhile in one transaction, in
+    multi-row INSERTs of at most `_ROWS_PER_INSERT` rows: a longer batch lands whole, in the
+    order recorded."""
     store = SQLiteStorage(str(tmp_path / "batch.db"))
     count = 2 * sqlite_module._ROWS_PER_INSERT + 7
-    recorder = ObservationManager(store)
-    batches: list[int] = []
-    real_insert = sqlite_module._insert_observations
-
-    def insert(conn: sqlite3.Connection, *, rows: list[Any]) -> None:
-        batches.append(len(rows))
-        real_insert(conn, rows=rows)
-
-    monkeypatch.setattr(sqlite_module, "_insert_observations", insert)
-    try:
-        await store.get_messages("t")  # opened: the writer thread is running
-        await asyncio.gather(
-            *(
-                recorder.record(
-                    thread_id="t",
-                    trace_id="r",
-                    type=ObservationType.PLAN,
-                    title=str(i),
-                    content={"i": i},
-                )
-                for i in range(count)
-            )
+    observations = [
+        Observation(
+            thread_id="t", trace_id="r", type=ObservationType.PLAN, title=str(i), content={}
         )
+        for i in range(count)
+    ]
+    rows = [
+        ObservationRow(o.id, o.thread_id, o.trace_id, o.type.value, dump_observation(o))
+        for o in observations
+    ]
+    try:
+        await store._call(functools.partial(sqlite_module._insert_observations, rows=rows))
         found = await store.get_observations("t")
     finally:
         await store.aclose()
     assert [o.title for o in found] == [str(i) for i in range(count)]
-    assert max(batches) > sqlite_module._ROWS_PER_INSERT  # one batch took several INSERTs
