@@ -232,9 +232,9 @@ class RunModelCaller:
         }
         start = {**label, **_request_details(request, provider)}
         await self._record(ObservationType.LLM_STREAM_START, f"{phase} call started", start)
-        text: list[str] = []
-        # Most answers have neither: the lists are made for the first (fewer objects alive
-        # while the model answers).
+        # Each list is made for its first piece (the text's too: fewer objects alive while
+        # the model is still to answer; most answers have no thoughts or calls at all).
+        text: list[str] | None = None
         thoughts: list[str] | None = None
         calls: list[ToolCallEvent] | None = None
         metadata: StreamMetadata | None = None
@@ -244,6 +244,8 @@ class RunModelCaller:
                     raise budget.breach  # crossed elsewhere in the run: stop writing
                 if isinstance(event, TokenDelta):
                     if event.kind == "content":
+                        if text is None:
+                            text = []
                         text.append(event.text)
                         if listener is not None:
                             listener.on_text(event.text)
@@ -260,8 +262,7 @@ class RunModelCaller:
                     )
                 elif isinstance(event, StreamRestart):
                     # The provider retries after having streamed: what we have is void.
-                    text.clear()
-                    thoughts = calls = None
+                    text = thoughts = calls = None
                     if listener is not None:
                         listener.on_restart()
                     await self._record(
@@ -301,7 +302,7 @@ class RunModelCaller:
                 message, provider=provider.name, thread_id=self.thread_id, trace_id=self.trace_id
             ) from error
         usage = metadata.usage if metadata is not None else Usage(requests=1)
-        answer = "".join(text)
+        answer = "" if text is None else "".join(text)
         await self._record(
             ObservationType.LLM_STREAM_METADATA,
             f"{phase} call usage",
