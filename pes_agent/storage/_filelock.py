@@ -17,19 +17,15 @@ from __future__ import annotations
 import asyncio
 import errno
 import fcntl
-import functools
 import hashlib
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
 
 from pes_agent.errors import StorageError
 
 __all__ = ["FileLockDirectory"]
-
-_T = TypeVar("_T")
 
 
 class FileLockDirectory:
@@ -60,19 +56,18 @@ class FileLockDirectory:
         try:
             yield
         finally:
-            # Shielded: a caller cancelled now still gets the lock released, in the thread.
-            await asyncio.shield(_in_thread(_release, path, fd))
+            # Unlink while still holding the lock: see the module docstring for why this is safe.
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            finally:
+                os.close(fd)  # closing the last descriptor releases the flock
 
     async def _acquire(self, path: Path, thread_id: str) -> int:
         delay = 0.0005
         while True:
-            attempt = _in_thread(self._try_lock, path, thread_id)
-            try:
-                fd = await asyncio.shield(attempt)
-            except asyncio.CancelledError:
-                # The attempt goes on in its thread: a lock it takes is given back at once.
-                attempt.add_done_callback(functools.partial(_give_back, path))
-                raise
+            fd = self._try_lock(path, thread_id)
             if fd is not None:
                 return fd
             await asyncio.sleep(delay)
@@ -116,30 +111,3 @@ class FileLockDirectory:
                 thread_id=thread_id,
             ) from exc
         self._ready = True
-
-
-def _in_thread(function: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
-    """`function(*args)` on the loop's default executor. A file's creation or removal can
-    wait for the disk (milliseconds while SQLite's writer syncs the same file system), which
-    must not stall the event loop and every run on it."""
-    return asyncio.get_running_loop().run_in_executor(None, function, *args)
-
-
-def _release(path: Path, fd: int) -> None:
-    """Give a held lock back: unlink while still holding it (see the module docstring for why
-    this is safe), then close the descriptor, which releases the flock."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _give_back(path: Path, attempt: asyncio.Future[int | None]) -> None:
-    """Release the lock an attempt took after its caller was cancelled (if it took one)."""
-    if attempt.cancelled() or attempt.exception() is not None:
-        return
-    fd = attempt.result()
-    if fd is not None:
-        _release(path, fd)

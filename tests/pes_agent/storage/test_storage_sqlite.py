@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import sqlite3
-import threading
 from pathlib import Path
 
 import pytest
@@ -171,39 +170,6 @@ async def test_lock_files_are_removed_once_released(tmp_path: Path) -> None:
         assert len(list(locks.iterdir())) == 1
     assert list(locks.iterdir()) == []
     await storage.aclose()
-
-
-async def test_a_lock_taken_after_its_caller_was_cancelled_is_given_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The lock file is tried in a worker thread: a caller cancelled while the try is under
-    way leaves no lock behind, even when the try then succeeds."""
-    directory = FileLockDirectory(tmp_path / "locks")
-    release = threading.Event()
-    started = threading.Event()
-    real_try = FileLockDirectory._try_lock
-
-    def slow_try(self: FileLockDirectory, path: Path, thread_id: str) -> int | None:
-        started.set()
-        release.wait(10)
-        return real_try(self, path, thread_id)
-
-    monkeypatch.setattr(FileLockDirectory, "_try_lock", slow_try)
-
-    async def hold() -> None:
-        async with directory.hold("t"):
-            pass
-
-    waiter = asyncio.create_task(hold())
-    await asyncio.to_thread(started.wait, 10)
-    waiter.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await waiter
-    release.set()
-    monkeypatch.setattr(FileLockDirectory, "_try_lock", real_try)
-    async with asyncio.timeout(10), directory.hold("t"):
-        pass
-    assert not directory.path_for("t").exists()
 
 
 async def test_a_stale_unlocked_lock_file_does_not_block(tmp_path: Path) -> None:
