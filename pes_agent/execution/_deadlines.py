@@ -35,11 +35,12 @@ _NO_VARIABLES = contextvars.Context()
 class Deadline:
     """One running call's deadline (`at`, on the loop's clock)."""
 
-    __slots__ = ("at", "cancelling", "done", "expired", "task")
+    __slots__ = ("_owner", "at", "cancelling", "done", "expired", "task")
 
-    def __init__(self, at: float, task: asyncio.Task[object]) -> None:
+    def __init__(self, at: float, task: asyncio.Task[object], owner: Deadlines) -> None:
         self.at = at
         self.task = task
+        self._owner = owner  # counts the calls still running
         self.cancelling = task.cancelling()  # cancellations already asked of the task
         self.done = False
         self.expired = False
@@ -50,6 +51,8 @@ class Deadline:
     def settle(self) -> bool:
         """The call ended: whether it ended because its deadline passed (its task's
         cancellation is then taken back, as `asyncio.timeout` does)."""
+        if not self.done:
+            self._owner._running -= 1
         self.done = True
         if not self.expired:
             return False
@@ -60,20 +63,22 @@ class Deadline:
 class Deadlines:
     """The deadlines of the calls of one execution, on one loop timer."""
 
-    __slots__ = ("_arming", "_heap", "_loop", "_timer")
+    __slots__ = ("_arming", "_heap", "_loop", "_running", "_timer")
 
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._heap: list[Deadline] = []
         self._timer: asyncio.TimerHandle | None = None
         self._arming = False  # `_arm` is due on the loop's next turn
+        self._running = 0  # deadlines started and not settled
 
     def start(self, timeout_s: float) -> Deadline:
         """The deadline of a call starting now in the current task, `timeout_s` from now."""
         task = asyncio.current_task(self._loop)  # the loop given: one call less
         if task is None:  # pragma: no cover - executors always run in a task
             raise RuntimeError("a call's deadline needs a task to cancel")
-        deadline = Deadline(self._loop.time() + timeout_s, task)
+        deadline = Deadline(self._loop.time() + timeout_s, task, self)
+        self._running += 1
         heapq.heappush(self._heap, deadline)
         timer = self._timer
         if timer is None:
@@ -96,11 +101,11 @@ class Deadlines:
     def _arm(self) -> None:
         """Set the timer for the earliest deadline of a call still running, if any."""
         self._arming = False
-        heap = self._heap
-        while heap and heap[0].done:
-            heapq.heappop(heap)
-        if heap and self._timer is None:
-            self._timer = self._loop.call_at(heap[0].at, self._expire)
+        if not self._running:
+            self._heap.clear()  # every call returned: nothing to time
+        elif self._timer is None and self._heap:  # (empty once `close()` ran)
+            # The earliest may be done already: `_expire` then skips it and re-arms.
+            self._timer = self._loop.call_at(self._heap[0].at, self._expire)
 
     def _expire(self) -> None:
         self._timer = None
