@@ -19,7 +19,6 @@ from collections.abc import (
     Awaitable,
     Callable,
     Iterable,
-    Iterator,
     Mapping,
     Sequence,
 )
@@ -475,7 +474,6 @@ class AgentCore(ClosedOnExit):
         if self._closed:
             raise UsageError("this agent was closed with aclose(); create a new one")
 
-    @contextlib.contextmanager
     def _in_flight(
         self,
         method: str,
@@ -484,26 +482,28 @@ class AgentCore(ClosedOnExit):
         effects: RunEffects | None = None,
         *,
         parts: _Parts,
-    ) -> Iterator[_InFlight]:
-        """Count the calling task as a run under way for the block: `aclose()` waits for it,
-        and past its timeout cancels it. Not a run whose engine runs it on a loop of its own
-        (`RunEffects.runs_elsewhere`): the engine's worker hands that over when it stops."""
+    ) -> _InFlight:
+        """Count the calling task as a run under way until `_landed(run)`: `aclose()` waits
+        for it, and past its timeout cancels it. Not a run whose engine runs it on a loop of
+        its own (`RunEffects.runs_elsewhere`): the engine's worker hands that over when it
+        stops. A pair of calls around a `try`, not a context manager: a `with` block would
+        keep a generator, its manager and a bound `__exit__` alive for the whole run."""
         task = asyncio.current_task()
         if task is None:
             raise UsageError(f"{method}() must be awaited inside an asyncio task")
         run = _InFlight(task, thread_id, trace_id, parts)
-        if effects is not None and effects.runs_elsewhere:
-            yield run
-            return
-        # Registered before the first await, so an aclose() starting now waits for this run.
-        self._runs.add(run)
-        self._idle.clear()
-        try:
-            yield run
-        finally:
-            self._runs.discard(run)
-            if not self._runs:
-                self._idle.set()
+        if effects is None or not effects.runs_elsewhere:
+            # Registered before the first await, so an aclose() starting now waits for this run.
+            self._runs.add(run)
+            self._idle.clear()
+        return run
+
+    def _landed(self, run: _InFlight) -> None:
+        """The run `_in_flight` counted is over (a run never counted leaves `_runs` as it was,
+        and `_idle` set only if it was: set whenever no run is counted)."""
+        self._runs.discard(run)
+        if not self._runs:
+            self._idle.set()
 
     async def process(self, props: AgentProps) -> AgentFinalResponse:
         """Plan, execute and synthesize an answer to `props.query` on `props.thread_id`.
@@ -545,25 +545,27 @@ class AgentCore(ClosedOnExit):
         if self._engine is not None:
             return await self._submit_to_engine(props, trace_id)
         started = time.perf_counter()
-        with self._in_flight("process", props.thread_id, trace_id, parts=self._now()) as run:
-            try:
-                return await self._locked_run(props, trace_id, started, run)
-            except asyncio.CancelledError:
-                if not run.take_close_cancel():
-                    raise
-                # aclose() cancelled the run before it began (waiting for its thread or
-                # loading it), or after it ended (releasing the thread): report what it came to.
-                if run.result is not None:
-                    return run.result
-                return await self._ended_early(
-                    run.parts,
-                    props,
-                    trace_id,
-                    started,
-                    "cancelled",
-                    _CANCELLED_BY_CLOSE,
-                    status="cancelled",
-                )
+        run = self._in_flight("process", props.thread_id, trace_id, parts=self._now())
+        try:
+            return await self._locked_run(props, trace_id, started, run)
+        except asyncio.CancelledError:
+            if not run.take_close_cancel():
+                raise
+            # aclose() cancelled the run before it began (waiting for its thread or
+            # loading it), or after it ended (releasing the thread): report what it came to.
+            if run.result is not None:
+                return run.result
+            return await self._ended_early(
+                run.parts,
+                props,
+                trace_id,
+                started,
+                "cancelled",
+                _CANCELLED_BY_CLOSE,
+                status="cancelled",
+            )
+        finally:
+            self._landed(run)
 
     async def _submit_to_engine(self, props: AgentProps, trace_id: str) -> AgentFinalResponse:
         """`process()` on a durable engine: a worker runs it (`_process_on_engine`), maybe in
@@ -594,8 +596,11 @@ class AgentCore(ClosedOnExit):
         side effects steps of `effects` (an engine's, `pes_agent.durable`)."""
         started = time.perf_counter()
         parts = self._parts  # an engine's agent takes no override (see `override`)
-        with self._in_flight("process", props.thread_id, trace_id, effects, parts=parts) as run:
+        run = self._in_flight("process", props.thread_id, trace_id, effects, parts=parts)
+        try:
             return await self._locked_run(props, trace_id, started, run, effects)
+        finally:
+            self._landed(run)
 
     async def _locked_run(
         self,
@@ -640,7 +645,10 @@ class AgentCore(ClosedOnExit):
         """Prepare, drive and conclude a run on a thread the caller holds locked; its
         response is kept on `run` too, for an `aclose()` cancelling the caller after it.
         With `effects`, the run is a durable engine's workflow: its side effects are steps."""
-        with running(props.thread_id, trace_id):
+        # Entered and left by hand: a `with` block would keep its bound `__exit__` alive for
+        # the whole run (`EnclosingRun.__exit__` takes no notice of an exception).
+        enclosing = running(props.thread_id, trace_id).__enter__()
+        try:
             ready = await self._prepare(
                 run.parts, props, trace_id, started, paused, decisions, effects
             )
@@ -649,6 +657,8 @@ class AgentCore(ClosedOnExit):
             else:  # it ended before its entity was spawned
                 run.result = ready
             return run.result
+        finally:
+            enclosing.__exit__(None, None, None)
 
     async def _prepare(
         self,
@@ -946,7 +956,8 @@ class AgentCore(ClosedOnExit):
         started = time.perf_counter()
         # An engine's agent takes no override (see `override`).
         parts = self._parts if effects is not None else self._now()
-        with self._in_flight("resume", thread_id, trace_id, effects, parts=parts) as run:
+        run = self._in_flight("resume", thread_id, trace_id, effects, parts=parts)
+        try:
             serialised = effects is not None and effects.serialises_turns
             # An engine that runs the thread's turns one at a time needs no lock (the claim,
             # atomic in the store, still refuses a run resumed or cancelled meanwhile).
@@ -970,6 +981,8 @@ class AgentCore(ClosedOnExit):
                 return await self._run(
                     claimed.props, trace_id, started, run, claimed, merged, effects=effects
                 )
+        finally:
+            self._landed(run)
 
     @contextlib.asynccontextmanager
     async def _lock_to_resume(

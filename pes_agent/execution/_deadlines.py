@@ -9,6 +9,12 @@ of this execution's own, and one loop timer waits for the earliest. A call that 
 marks its deadline done; the timer, when it fires, cancels the calls whose deadlines passed
 and re-arms for the next.
 
+The timer is armed on the loop's next turn, and only if a call is still running then: most
+calls (a lookup, a computation) return without waiting, and a timer armed for them would be
+cancelled at once, yet stay on the loop's heap for the whole timeout with a copy of the
+run's context (at 10,000 runs at once, tens of thousands of objects the collector scans).
+The deadlines are absolute, so arming late does not move them.
+
 The outcome is `asyncio.timeout`'s: the call's task is cancelled at its deadline, and the call
 tells its own expiry from a cancellation that came from elsewhere by `Deadline.expired` and
 the task's `cancelling()` count, which it restores (`Deadline.settle`).
@@ -17,19 +23,24 @@ the task's `cancelling()` count, which it restores (`Deadline.settle`).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import heapq
 
 __all__ = ["Deadline", "Deadlines"]
+
+# The timer's callbacks read no context variable; entered by one callback at a time.
+_NO_VARIABLES = contextvars.Context()
 
 
 class Deadline:
     """One running call's deadline (`at`, on the loop's clock)."""
 
-    __slots__ = ("at", "cancelling", "done", "expired", "task")
+    __slots__ = ("_owner", "at", "cancelling", "done", "expired", "task")
 
-    def __init__(self, at: float, task: asyncio.Task[object]) -> None:
+    def __init__(self, at: float, task: asyncio.Task[object], owner: Deadlines) -> None:
         self.at = at
         self.task = task
+        self._owner = owner  # counts the calls still running
         self.cancelling = task.cancelling()  # cancellations already asked of the task
         self.done = False
         self.expired = False
@@ -40,6 +51,8 @@ class Deadline:
     def settle(self) -> bool:
         """The call ended: whether it ended because its deadline passed (its task's
         cancellation is then taken back, as `asyncio.timeout` does)."""
+        if not self.done:
+            self._owner._running -= 1
         self.done = True
         if not self.expired:
             return False
@@ -50,24 +63,31 @@ class Deadline:
 class Deadlines:
     """The deadlines of the calls of one execution, on one loop timer."""
 
-    __slots__ = ("_heap", "_loop", "_timer")
+    __slots__ = ("_arming", "_heap", "_loop", "_running", "_timer")
 
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._heap: list[Deadline] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._arming = False  # `_arm` is due on the loop's next turn
+        self._running = 0  # deadlines started and not settled
 
     def start(self, timeout_s: float) -> Deadline:
         """The deadline of a call starting now in the current task, `timeout_s` from now."""
         task = asyncio.current_task(self._loop)  # the loop given: one call less
         if task is None:  # pragma: no cover - executors always run in a task
             raise RuntimeError("a call's deadline needs a task to cancel")
-        deadline = Deadline(self._loop.time() + timeout_s, task)
+        deadline = Deadline(self._loop.time() + timeout_s, task, self)
+        self._running += 1
         heapq.heappush(self._heap, deadline)
         timer = self._timer
-        if timer is None or deadline.at < timer.when():
-            if timer is not None:
-                timer.cancel()
+        if timer is None:
+            if not self._arming:  # armed on the next turn, if a call still runs then
+                self._arming = True
+                # In a context of no variables: the loop would copy the run's for it.
+                self._loop.call_soon(self._arm, context=_NO_VARIABLES)
+        elif deadline.at < timer.when():
+            timer.cancel()
             self._timer = self._loop.call_at(deadline.at, self._expire)
         return deadline
 
@@ -77,6 +97,15 @@ class Deadlines:
             self._timer.cancel()
             self._timer = None
         self._heap.clear()
+
+    def _arm(self) -> None:
+        """Set the timer for the earliest deadline of a call still running, if any."""
+        self._arming = False
+        if not self._running:
+            self._heap.clear()  # every call returned: nothing to time
+        elif self._timer is None and self._heap:  # (empty once `close()` ran)
+            # The earliest may be done already: `_expire` then skips it and re-arms.
+            self._timer = self._loop.call_at(self._heap[0].at, self._expire)
 
     def _expire(self) -> None:
         self._timer = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar, TypeVarTuple, get_args, get_origin
 
@@ -64,10 +64,11 @@ class PhaseRun:
         self.world.add_component(self.entity, component)
 
 
-def passages_of(run: PhaseRun) -> list[ScoredDocument]:
+def passages_of(run: PhaseRun) -> Sequence[ScoredDocument]:
     """The passages retrieved for the run (none without a retriever, or when it failed)."""
     retrieved = run.world.get_component(run.entity, Retrieved)
-    return retrieved.documents if retrieved is not None else []
+    # An empty tuple is shared: no list alive per run while its planner waits.
+    return retrieved.documents if retrieved is not None else ()
 
 
 def _over_budget(phase: Phase, spec: RunSpec, breach: UsageLimitExceeded) -> RunFailed:
@@ -134,20 +135,17 @@ class PhaseSystem(ABC, Generic[*Inputs]):
         # would cost each run's world some eighty objects and 7 KB for a single entity, which
         # at 10,000 runs in flight is most of their memory and of the collector's work.
         # Nothing built here outlives the loop's checks: a run waiting inside its phase keeps
-        # no tuple, list or closure cell of this frame alive (fewer objects to collect).
-        requires = self.requires
-        for entity, resources in self._resources.runs_in(world):
-            components = world.components_of(entity)
-            if not _ready(components, requires, self.done_when):
+        # no list, mapping or closure cell of this frame alive, only the entity ids (a tuple
+        # of ints, which the collector stops tracking) and its `PhaseRun`.
+        for entity in self._resources.entities_in(world):
+            run = self._ready_run(world, entity)
+            if run is None:
                 continue
-            spec = components[RunSpec]
-            timings = components[RunTimings]
             started = time.perf_counter()
             try:
-                run = PhaseRun(world, entity, spec, resources, timings)
-                await self.run(run, *[components[kind] for kind in requires])
+                await self.run(run, *self._inputs(world, entity))
             except Exception as error:
-                budget = resources.budget
+                spec, budget = run.spec, run.resources.budget
                 if budget is not None and budget.breach is not None:
                     # Whatever the phase raised on its way out, the run stopped at a limit.
                     world.add_component(entity, _over_budget(self.phase, spec, budget.breach))
@@ -171,15 +169,34 @@ class PhaseSystem(ABC, Generic[*Inputs]):
                     ),
                 )
             else:
-                budget = resources.budget
+                budget = run.resources.budget
                 if budget is not None and budget.breach is not None:
                     # Crossed inside the phase and swallowed there (a custom executor that
                     # turns every exception into a result): the run stops all the same.
-                    world.add_component(entity, _over_budget(self.phase, spec, budget.breach))
+                    world.add_component(entity, _over_budget(self.phase, run.spec, budget.breach))
             finally:
-                field = self._timing_field
-                if not getattr(timings.phases, field):  # a phase that timed itself keeps it
-                    setattr(timings.phases, field, (time.perf_counter() - started) * 1000)
+                phases, field = run.timings.phases, self._timing_field
+                if not getattr(phases, field):  # a phase that timed itself keeps it
+                    setattr(phases, field, (time.perf_counter() - started) * 1000)
+
+    def _ready_run(self, world: World, entity: EntityId) -> PhaseRun | None:
+        """The run `entity` as this phase sees it, if it is ready for the phase (and still
+        has its resources); else None."""
+        components = world.components_of(entity)
+        if not _ready(components, self.requires, self.done_when):
+            return None
+        resources = self._resources.get(world, entity)
+        if resources is None:
+            return None
+        return PhaseRun(world, entity, components[RunSpec], resources, components[RunTimings])
+
+    def _inputs(self, world: World, entity: EntityId) -> tuple[Any, ...]:
+        """The components the phase `requires`, in order (most phases require none)."""
+        requires = self.requires
+        if not requires:
+            return ()
+        components = world.components_of(entity)
+        return tuple(components[kind] for kind in requires)
 
     @abstractmethod
     async def run(self, run: PhaseRun, *inputs: *Inputs) -> None:

@@ -23,6 +23,7 @@ from pes_agent.execution.feed import PlanFeed
 from pes_agent.execution.hooks import ObservingHooks
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import ObservationType
+from pes_agent.pes.base import PhaseRun
 from pes_agent.pes.components import Dispatched
 from pes_agent.pes.recorder import RunRecorder
 from pes_agent.planning.plan import ParsedToolCall, same_call
@@ -46,22 +47,27 @@ class _Execution:
 class RunDispatch:
     """A run's `CallDispatch` (see the module docstring)."""
 
-    __slots__ = ("_begin", "_current", "_executor", "_pending", "_recorder", "_start")
+    __slots__ = ("_begin", "_current", "_executor", "_pending", "_recorder", "_run", "_start")
 
     def __init__(
         self,
         executor: SupportsStreaming,
-        begin: Callable[[], tuple[ExecutionContext, ObservingHooks]],
+        begin: Callable[[PhaseRun], tuple[ExecutionContext, ObservingHooks]],
+        run: PhaseRun,
         recorder: RunRecorder,
     ) -> None:
         self._executor = executor
-        self._begin = begin  # the executor's context for a new execution
+        # `begin(run)`: the executor's context for a new execution. A function and its
+        # argument rather than a closure: fewer objects alive while the plan streams.
+        self._begin = begin
+        self._run = run
         self._recorder = recorder
         self._current: _Execution | None = None
         # Calls submitted before the execution starts, on the loop's next turn: a plan that
         # streams whole at once (a cached or scripted answer) is final before that, and then
-        # runs in the execution phase without this machinery.
-        self._pending: list[ParsedToolCall] = []
+        # runs in the execution phase without this machinery. A tuple, so a run with none
+        # submitted yet keeps no list (a plan has a few calls: copying it costs nothing).
+        self._pending: tuple[ParsedToolCall, ...] = ()
         self._start: asyncio.Handle | None = None
 
     @property
@@ -76,15 +82,15 @@ class RunDispatch:
         if current is not None:
             current.feed.submit(call)
             return
-        self._pending.append(call)
+        self._pending = (*self._pending, call)
         if self._start is None:
             self._start = asyncio.get_running_loop().call_soon(self._begin_execution)
 
     def _begin_execution(self) -> None:
         self._start = None
-        context, hooks = self._begin()
+        context, hooks = self._begin(self._run)
         feed = PlanFeed(self._pending)
-        self._pending = []
+        self._pending = ()
         task = asyncio.create_task(
             self._executor.execute_stream(feed, context),
             name=f"pes-dispatch:{self._recorder.trace_id}",
@@ -95,7 +101,7 @@ class RunDispatch:
         if self._start is not None:
             self._start.cancel()
             self._start = None
-        self._pending = []
+        self._pending = ()
 
     async def discard(self, reason: str) -> None:
         """Cancel the calls submitted so far and record it (when any had started to run);

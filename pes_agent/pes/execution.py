@@ -115,7 +115,18 @@ class Execution:
             return None  # on a durable engine the plan is a step: its calls start once it is
         if run.resources.approvals is not None and not _honours_approvals(executor):
             return None  # the execution phase refuses such a run, saying why
-        return RunDispatch(executor, lambda: self.context(run, None, resumed=None), run.recorder)
+        return RunDispatch(executor, self.streamed_context, run, run.recorder)
+
+    def streamed_context(self, run: PhaseRun) -> tuple[ExecutionContext, ObservingHooks]:
+        """The executor's context for a plan of `run` that executes while it streams.
+
+        Args:
+            run: The run whose planner submits the calls.
+
+        Returns:
+            The execution context and the hooks that observe its calls.
+        """
+        return self.context(run, None, resumed=None)
 
     async def record_budget_stop(self, run: PhaseRun, hooks: ObservingHooks) -> None:
         """If `run` stopped at a usage limit, record its calls that started and did not end

@@ -58,6 +58,10 @@ def _calls_text(calls: Sequence[ToolCallEvent]) -> str:
     )
 
 
+# Added to, never changed or handed out: a sum is a new Usage.
+_NO_USAGE = Usage()
+
+
 def _request_details(request: LLMRequest, provider: LLMProvider) -> dict[str, Any]:
     """What a call's start records besides its label: the parameters sent, whether the answer
     must be JSON (a schema, or one tool forced: structured planning), and the server."""
@@ -85,6 +89,22 @@ class RunModelCaller:
     limit elsewhere (a streamed plan's call): each raises `UsageLimitExceeded`.
     """
 
+    # Slotted: one object a run rather than two (no instance dict for the collector to scan).
+    __slots__ = (
+        "_feed",
+        "_recorder",
+        "_stream",
+        "_usage",
+        "budget",
+        "calls",
+        "effects",
+        "outputs",
+        "params",
+        "provider",
+        "thread_id",
+        "trace_id",
+    )
+
     def __init__(
         self,
         *,
@@ -103,13 +123,22 @@ class RunModelCaller:
         self.trace_id = recorder.trace_id
         self.params = params
         self.calls = 0
-        self.usage = Usage()
-        self.outputs: list[tuple[LLMPhase, str]] = []
+        # Made at the first answer, and the answers kept in a tuple that grows by copy (a
+        # run makes two or three calls): nothing per run for the collector while it waits.
+        self._usage: Usage | None = None
+        self.outputs: tuple[tuple[LLMPhase, str], ...] = ()
         self._recorder = recorder
         self._stream = stream
         # A run on an engine also sends its stream to the store's feed, for the subscribers
         # of the process that submitted it (`pes_agent.observing.relay`).
         self._feed = feed
+
+    @property
+    def usage(self) -> Usage:
+        """The tokens and requests of the run's calls so far."""
+        if self._usage is None:
+            self._usage = Usage()
+        return self._usage
 
     async def _record(self, type: ObservationType, title: str, content: dict[str, Any]) -> None:
         await self._recorder.record(type, title, content)
@@ -164,11 +193,11 @@ class RunModelCaller:
             # (its observations and tokens were recorded when it ran). Nothing listens to the
             # stream: streaming dispatch is an in-process optimisation.
             response = await self._durable_call(effects, request, self.calls)
-        self.usage = self.usage + response.usage
+        self._usage = (_NO_USAGE if self._usage is None else self._usage) + response.usage
         answer = response.text
         # A turn that only calls tools (a plan sent through submit_plan) is kept as its calls,
         # so what the model sent still shows, e.g. as the PLAN observation's raw output.
-        self.outputs.append((phase, answer or _calls_text(response.tool_calls)))
+        self.outputs = (*self.outputs, (phase, answer or _calls_text(response.tool_calls)))
         if budget is not None:
             budget.after_response(self.usage)
         return response
@@ -203,9 +232,9 @@ class RunModelCaller:
         }
         start = {**label, **_request_details(request, provider)}
         await self._record(ObservationType.LLM_STREAM_START, f"{phase} call started", start)
-        text: list[str] = []
-        # Most answers have neither: the lists are made for the first (fewer objects alive
-        # while the model answers).
+        # Each list is made for its first piece (the text's too: fewer objects alive while
+        # the model is still to answer; most answers have no thoughts or calls at all).
+        text: list[str] | None = None
         thoughts: list[str] | None = None
         calls: list[ToolCallEvent] | None = None
         metadata: StreamMetadata | None = None
@@ -215,6 +244,8 @@ class RunModelCaller:
                     raise budget.breach  # crossed elsewhere in the run: stop writing
                 if isinstance(event, TokenDelta):
                     if event.kind == "content":
+                        if text is None:
+                            text = []
                         text.append(event.text)
                         if listener is not None:
                             listener.on_text(event.text)
@@ -231,8 +262,7 @@ class RunModelCaller:
                     )
                 elif isinstance(event, StreamRestart):
                     # The provider retries after having streamed: what we have is void.
-                    text.clear()
-                    thoughts = calls = None
+                    text = thoughts = calls = None
                     if listener is not None:
                         listener.on_restart()
                     await self._record(
@@ -272,7 +302,7 @@ class RunModelCaller:
                 message, provider=provider.name, thread_id=self.thread_id, trace_id=self.trace_id
             ) from error
         usage = metadata.usage if metadata is not None else Usage(requests=1)
-        answer = "".join(text)
+        answer = "" if text is None else "".join(text)
         await self._record(
             ObservationType.LLM_STREAM_METADATA,
             f"{phase} call usage",

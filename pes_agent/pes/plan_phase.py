@@ -47,7 +47,10 @@ class PlanPhaseSystem(PhaseSystem[()]):
         dispatch = self._execution.dispatch(run)
         try:
             try:
-                output = await self._plan(run, dispatch)
+                # Awaited here, not in a helper coroutine: one coroutine fewer per run
+                # while the model answers.
+                planned_by = await self._planner.plan(_planning_context(run, dispatch))
+                output = returned(planned_by, PlanningOutput, self._planner, "plan")
             except Exception as error:
                 if dispatch is not None:
                     await dispatch.discard(_budget_stop(run) or f"planning failed: {error}")
@@ -74,26 +77,25 @@ class PlanPhaseSystem(PhaseSystem[()]):
             run.add(dispatched)
         run.add(planned)
 
-    async def _plan(self, run: PhaseRun, dispatch: RunDispatch | None) -> PlanningOutput:
-        spec = run.spec
-        planned = await self._planner.plan(
-            PlanningContext(
-                props=spec.props,
-                thread_id=spec.thread_id,
-                trace_id=spec.trace_id,
-                system_prompt=spec.system_prompt,
-                history=spec.history,
-                tools=spec.tool_schemas,
-                state=spec.thread.state,
-                llm=run.llm,
-                llm_params=spec.llm_params,
-                provider=run.llm.provider,
-                record=run.recorder.record,
-                passages=passages_of(run),
-                dispatch=dispatch,
-            )
-        )
-        return returned(planned, PlanningOutput, self._planner, "plan")
+
+def _planning_context(run: PhaseRun, dispatch: RunDispatch | None) -> PlanningContext:
+    """What the planner gets to plan `run`, with the dispatch its calls may start on."""
+    spec = run.spec
+    return PlanningContext(
+        props=spec.props,
+        thread_id=spec.thread_id,
+        trace_id=spec.trace_id,
+        system_prompt=spec.system_prompt,
+        history=spec.history,
+        tools=spec.tool_schemas,
+        state=spec.thread.state,
+        llm=run.llm,
+        llm_params=spec.llm_params,
+        provider=run.llm.provider,
+        record=run.recorder.record,
+        passages=passages_of(run),
+        dispatch=dispatch,
+    )
 
 
 def _raw_output(run: PhaseRun) -> str | None:

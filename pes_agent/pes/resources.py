@@ -71,6 +71,17 @@ class ResourceTable:
                 f"no resources attached to run entity {entity} of {world!r}"
             ) from None
 
+    def entities_in(self, world: World) -> tuple[EntityId, ...]:
+        """The run entities of `world` that have resources (a snapshot: a tuple of ids, which
+        the collector stops tracking, so a phase waiting inside its loop keeps no list)."""
+        runs = self._runs.get(world)
+        return tuple(runs) if runs else ()
+
+    def get(self, world: World, entity: EntityId) -> RunResources | None:
+        """The resources of the run `entity` of `world`; None if none are attached."""
+        runs = self._runs.get(world)
+        return runs.get(entity) if runs is not None else None
+
     def runs_in(self, world: World) -> list[tuple[EntityId, RunResources]]:
         """The run entities of `world` that have resources, with them (a snapshot)."""
         runs = self._runs.get(world)

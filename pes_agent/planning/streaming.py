@@ -118,7 +118,7 @@ class PlanStreamReader:
         self._scanned = 0
         self._mode: _Mode = "start"
         self._count = 0  # calls read from this answer
-        self._ids: set[str] = set()
+        self._ids: set[str] | None = None  # made at the first call (none while it waits)
         # JSON: nesting depth, string state, the last key at depth 1, the calls array.
         self._depth = 0
         self._in_string = False
@@ -272,10 +272,14 @@ class PlanStreamReader:
 
     def _emit(self, call: ParsedToolCall) -> None:
         """Submit `call` (this answer's next), unless it was submitted before a restart."""
-        if call.call_id in self._ids:
+        ids = self._ids
+        if ids is None:
+            self._ids = {call.call_id}
+        elif call.call_id in ids:
             self.stopped = True  # a repeated call id: the plan is unusable
             return
-        self._ids.add(call.call_id)
+        else:
+            ids.add(call.call_id)
         index = self._count
         self._count += 1
         if index < len(self.submitted):

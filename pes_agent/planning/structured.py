@@ -351,11 +351,15 @@ class PlanChannel:
         return self.kind != "text"
 
     def prompt(self, messages: Sequence[PromptMessage]) -> list[PromptMessage]:
-        """The planning messages, the first system message told how to reply here."""
-        result = list(messages)
+        """The planning messages, the first system message told how to reply here (`messages`
+        itself when it is a list and the channel adds nothing: plain text)."""
         note = {"text": None, "response_format": _RESPONSE_FORMAT_NOTE}.get(
             self.kind, _FORCED_TOOL_NOTE
         )
+        if note is None and isinstance(messages, list):
+            # Nothing to add: the same list (one fewer alive while the model answers).
+            return messages
+        result = list(messages)
         if note is None:
             return result
         for index, message in enumerate(result):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 from pathlib import Path
 
@@ -18,9 +19,11 @@ from pes_agent import (
 )
 from pes_agent.config import AgentState
 from pes_agent.errors import ConfigurationError, StorageError, UsageError
-from pes_agent.observing.types import ObservationType
+from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import SQLiteStorage
 from pes_agent.storage import sqlite as sqlite_module
+from pes_agent.storage._codec import dump_observation
+from pes_agent.storage._common import ObservationRow
 from pes_agent.storage._filelock import FileLockDirectory
 from pes_agent.testing import ScriptedProvider
 from pes_agent.threads.messages import ConversationMessage, MessageRole
@@ -265,3 +268,29 @@ async def test_a_run_on_a_damaged_thread_returns_an_error_result(tmp_path: Path)
     assert result.metadata.status == "error"
     assert result.metadata.error is not None
     assert "agent_states" in result.metadata.error
+
+
+async def test_a_batch_of_observations_longer_than_one_insert_keeps_its_order(
+    tmp_path: Path,
+) -> None:
+    """The writer thread writes the observations queued meanwhile in one transaction, in
+    multi-row INSERTs of at most `_ROWS_PER_INSERT` rows: a longer batch lands whole, in the
+    order recorded."""
+    store = SQLiteStorage(str(tmp_path / "batch.db"))
+    count = 2 * sqlite_module._ROWS_PER_INSERT + 7
+    observations = [
+        Observation(
+            thread_id="t", trace_id="r", type=ObservationType.PLAN, title=str(i), content={}
+        )
+        for i in range(count)
+    ]
+    rows = [
+        ObservationRow(o.id, o.thread_id, o.trace_id, o.type.value, dump_observation(o))
+        for o in observations
+    ]
+    try:
+        await store._call(functools.partial(sqlite_module._insert_observations, rows=rows))
+        found = await store.get_observations("t")
+    finally:
+        await store.aclose()
+    assert [o.title for o in found] == [str(i) for i in range(count)]
