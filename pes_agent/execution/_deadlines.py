@@ -28,9 +28,6 @@ import heapq
 
 __all__ = ["Deadline", "Deadlines"]
 
-# The timer's callbacks read no context variable; entered by one callback at a time.
-_NO_VARIABLES = contextvars.Context()
-
 
 class Deadline:
     """One running call's deadline (`at`, on the loop's clock)."""
@@ -84,8 +81,10 @@ class Deadlines:
         if timer is None:
             if not self._arming:  # armed on the next turn, if a call still runs then
                 self._arming = True
-                # In a context of no variables: the loop would copy the run's for it.
-                self._loop.call_soon(self._arm, context=_NO_VARIABLES)
+                # In a context of no variables: the loop would copy the run's for it. A new
+                # one each time: a Context is entered by one thread at a time, and other
+                # threads' loops may arm theirs at the same moment.
+                self._loop.call_soon(self._arm, context=contextvars.Context())
         elif deadline.at < timer.when():
             timer.cancel()
             self._timer = self._loop.call_at(deadline.at, self._expire)

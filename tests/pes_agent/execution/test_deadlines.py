@@ -291,3 +291,47 @@ async def test_independent_calls_share_a_task_until_one_waits_each_in_its_own_co
     assert tasks[2] is not tasks[1]  # b waits: c started in another task
     assert tasks[3] is not tasks[2]  # c waits too: d started in a third
     assert mark.get() == ""
+
+
+def test_loops_on_two_threads_arm_their_timers_at_the_same_moment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each arming runs in a context of its own: while one loop's thread is inside its
+    arming, another loop's arming still runs and its call still times out (a Context shared
+    by the two could be entered by only one of them; the other's timer was never set)."""
+    import threading
+
+    inside, release = threading.Event(), threading.Event()
+    arm = Deadlines._arm
+
+    def arm_slowly_on_a(self: Deadlines) -> None:
+        if threading.current_thread().name == "loop-a":
+            inside.set()
+            release.wait(5)
+        arm(self)
+
+    monkeypatch.setattr(Deadlines, "_arm", arm_slowly_on_a)
+
+    async def one_call(timeout_s: float) -> bool:
+        deadlines = Deadlines()
+        deadline = deadlines.start(timeout_s)
+        try:
+            await asyncio.sleep(2)
+        except asyncio.CancelledError:
+            return deadline.settle()
+        finally:
+            deadlines.close()
+        return deadline.settle()
+
+    timed_out: dict[str, bool] = {}
+    a = threading.Thread(
+        target=lambda: timed_out.setdefault("a", asyncio.run(one_call(0.05))), name="loop-a"
+    )
+    a.start()
+    assert inside.wait(5)
+    try:
+        timed_out["b"] = asyncio.run(asyncio.wait_for(one_call(0.05), 1))
+    finally:
+        release.set()
+        a.join(5)
+    assert timed_out == {"a": True, "b": True}
