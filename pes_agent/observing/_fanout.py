@@ -57,7 +57,9 @@ class Fanout(Generic[T]):
 
         A run's observations reach sync subscribers (tracing, a console's queue) this way
         without a coroutine each."""
-        subscribers = self._subscribers
+        return self._deliver_from(self._subscribers, item)
+
+    def _deliver_from(self, subscribers: list[_Subscriber[T]], item: T) -> Awaitable[None] | None:
         for index, subscriber in enumerate(subscribers):
             if not subscriber.wants(item):
                 continue
@@ -71,16 +73,11 @@ class Fanout(Generic[T]):
         return None
 
     async def _finish(self, outcome: Awaitable[None], rest: list[_Subscriber[T]], item: T) -> None:
+        """Await `outcome`, then deliver to the subscribers after its own."""
         try:
             await outcome
         except Exception:
             _log.exception("subscriber_failed", stream=self._label)
-        for subscriber in rest:
-            if not subscriber.wants(item):
-                continue
-            try:
-                more = subscriber.callback(item)
-                if inspect.isawaitable(more):
-                    await more
-            except Exception:
-                _log.exception("subscriber_failed", stream=self._label)
+        pending = self._deliver_from(rest, item)
+        if pending is not None:
+            await pending
