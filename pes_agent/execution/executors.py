@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextvars import copy_context
+from typing import Any
 
 from pes_agent.errors import UsageError
 from pes_agent.execution._eager import run_eagerly
@@ -111,6 +112,10 @@ class ConcurrentExecutor:
         ready: deque[int] = deque()
         draining = False  # a drainer is running or about to
         waited = False  # a call tried in place waited: the tools wait, so each gets a task
+        # `start` and `drain` reach `drain` through this list, emptied once the group is done:
+        # the functions below call one another, a reference cycle that would keep the run's
+        # calls and results alive until the garbage collector came by.
+        drainer: list[Callable[[], Coroutine[Any, Any, None]]] = []
 
         async with asyncio.TaskGroup() as group:
 
@@ -119,7 +124,7 @@ class ConcurrentExecutor:
                 ready.append(index)
                 if not draining:
                     draining = True
-                    group.create_task(drain(), name="pes-tool-calls")
+                    group.create_task(drainer[0](), name="pes-tool-calls")
 
             async def drain() -> None:
                 nonlocal draining, waited
@@ -133,7 +138,7 @@ class ConcurrentExecutor:
                     if rest is not None:  # the call waits: the others go on without it
                         waited = True
                         if ready:
-                            group.create_task(drain(), name="pes-tool-calls")
+                            group.create_task(drainer[0](), name="pes-tool-calls")
                         else:
                             draining = False
                         await rest
@@ -165,9 +170,11 @@ class ConcurrentExecutor:
                         return
                     index = follow
 
+            drainer.append(drain)
             for index in range(ledger.size):
                 if waiting[index] == 0:
                     start(index)
+        drainer.clear()
         return runner.final_results()
 
     async def execute_stream(self, feed: PlanFeed, ctx: ExecutionContext) -> list[ToolResult]:
@@ -206,6 +213,9 @@ class ConcurrentExecutor:
         # While a finished call releases its dependents (`schedule.finish`), the first one is
         # caught here and run next in the same task, as `_as_dag` does; the others get tasks.
         caught: list[int] | None = None
+        # `start` reaches `step` through this list, emptied once the group is done: a cycle
+        # otherwise (start -> step -> schedule -> start), as in `_as_dag`.
+        stepper: list[Callable[[int], Coroutine[Any, Any, None]]] = []
 
         async with asyncio.TaskGroup() as group:
 
@@ -213,7 +223,8 @@ class ConcurrentExecutor:
                 if caught is not None and not caught:
                     caught.append(index)
                     return
-                group.create_task(step(index), name=f"pes-tool-call:{ledger.calls[index].call_id}")
+                call_id = ledger.calls[index].call_id
+                group.create_task(stepper[0](index), name=f"pes-tool-call:{call_id}")
 
             async def step(index: int) -> None:
                 nonlocal caught
@@ -235,6 +246,7 @@ class ConcurrentExecutor:
                         return
                     index = released[0]
 
+            stepper.append(step)
             schedule = StreamSchedule(runner, start)
             seen = 0
             while True:
@@ -245,6 +257,7 @@ class ConcurrentExecutor:
                 for call in feed.calls[seen:]:
                     schedule.add(call)
                 seen = len(feed.calls)
+        stepper.clear()
         return runner.final_results()
 
     async def _in_waves(
@@ -253,6 +266,10 @@ class ConcurrentExecutor:
         """The DAG with re-evaluation: at the end of each wave the reviser may be asked
         (no call starts meanwhile; running ones go on), then the ready calls start."""
         ledger = runner.ledger
+        # `consult` and `step` reach `advance` through this list, emptied once the group is
+        # done: a cycle otherwise (advance -> step -> advance), as in `_as_dag`.
+        advancing: list[Callable[[], None]] = []
+
         async with asyncio.TaskGroup() as group:
 
             def advance() -> None:
@@ -269,16 +286,18 @@ class ConcurrentExecutor:
             async def consult() -> None:
                 await schedule.consult()
                 schedule.consulting = False
-                advance()
+                advancing[0]()
 
             async def step(index: int) -> None:
                 result = runner.refusal(index) or await runner.run_call(index, limiter)
                 ledger.set_result(index, result)
                 schedule.finish(index)
-                advance()
+                advancing[0]()
                 await runner.report_end(index, result)
 
+            advancing.append(advance)
             advance()
+        advancing.clear()
         return runner.final_results()
 
 
