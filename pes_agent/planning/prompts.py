@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
+from functools import lru_cache
 
 from pes_agent.providers.base import PromptMessage
 from pes_agent.retrieval.base import ScoredDocument
@@ -45,9 +46,24 @@ Intent: <the user's goal, in a few words>
 
 def render_tools(tools: Sequence[ToolSchema]) -> str:
     """The "# Tools" section of a prompt: one signature per tool (`pes_agent.tools.signatures`)."""
-    if not tools:
+    return _tools_section(tuple(_signature(schema) for schema in tools))
+
+
+def _tools_section(signatures: tuple[str, ...]) -> str:
+    if not signatures:
         return "# Tools\nNo tools are available: write the Intent line only."
-    return "# Tools\n" + "\n".join(_signature(schema) for schema in tools)
+    return "# Tools\n" + "\n".join(signatures)
+
+
+@lru_cache(maxsize=64)
+def _system_message(system_prompt: str, signatures: tuple[str, ...]) -> PromptMessage:
+    """The planning call's system message. The same for every run of an agent (its system
+    prompt and tools), so runs share one (a message is immutable) rather than each holding a
+    copy of its few KiB while the model answers."""
+    return PromptMessage(
+        role="system",
+        content="\n\n".join([system_prompt, _PLANNING_PROTOCOL, _tools_section(signatures)]),
+    )
 
 
 # Rendered signatures by schema object: a run's schemas are its registry's, the same objects
@@ -80,11 +96,11 @@ def build_planning_messages(
     Retrieved `passages` go into the last (user) message as a delimited data block before
     the query, never into the system message (see `pes_agent.retrieval.passages`).
     """
-    system = "\n\n".join([system_prompt, _PLANNING_PROTOCOL, render_tools(tools)])
+    system = _system_message(system_prompt, tuple(_signature(schema) for schema in tools))
     data = render_passages(passages, max_chars=PROMPT_MAX_CHARS)
     request = data + "\n\n# User query\n" + query if data else query
     return [
-        PromptMessage(role="system", content=system),
+        system,
         *history_prompt(history),
         PromptMessage(role="user", content=request),
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from pes_agent.planning.call_lines import render_call
@@ -32,6 +33,13 @@ not be done instead of inventing its result. Reply with the answer only."""
 # What `json.dumps(output, ensure_ascii=False, separators=(",", ":"))` uses, built once:
 # `json.dumps` with any non-default keyword builds a new encoder on every call.
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+@lru_cache(maxsize=64)
+def _system_message(system_prompt: str) -> PromptMessage:
+    """The synthesis call's system message, shared by the runs of an agent (as the planning
+    call's is: `pes_agent.planning.prompts`)."""
+    return PromptMessage(role="system", content=system_prompt + "\n\n" + _SYNTHESIS_INSTRUCTIONS)
 
 
 def render_tool_output(output: Any, *, limit: int = MAX_RESULT_CHARS) -> str:
@@ -101,6 +109,6 @@ def build_synthesis_messages(
     if data:
         sections.append(data)
     return [
-        PromptMessage(role="system", content=system_prompt + "\n\n" + _SYNTHESIS_INSTRUCTIONS),
+        _system_message(system_prompt),
         PromptMessage(role="user", content="\n\n".join(sections)),
     ]
