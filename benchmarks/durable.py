@@ -10,6 +10,13 @@ tools), then answers; the agent's store is a SQLite file. Two tables:
 2. **Throughput.** `--concurrent` runs at once, each on a thread of its own, submitted by this
    process through the engine's queue to 1, then 2 worker processes; runs per second, beside
    the same runs in process.
+3. **Counts** (`--counts`; only they, with `--counts-only`). What one run costs, counted
+   rather than timed (timings here share two cores with whatever else runs): per run (mean of
+   `--runs`, worker in this process), the SQLite transactions of the agent's store and of
+   DBOS's system database, DBOS steps (step records written), Temporal's workflow tasks, local
+   activities, activities, timers, history events and payload bytes (from each run's history),
+   the times a thread woke this process's event loop, and the process's CPU milliseconds (all
+   threads; the in-process run's in its own row).
 
 Engines: `dbos-sqlite` (a temporary SQLite file), `dbos-postgres` (a fresh database on
 `--postgres-url`, dropped afterwards), `temporal` (a dev server started here from the
@@ -27,7 +34,7 @@ exits 1.
 
     python benchmarks/durable.py [--engines dbos-sqlite,dbos-postgres,temporal] [--runs 30]
                                  [--concurrent 50] [--postgres-url postgresql://...]
-                                 [--server-defaults]
+                                 [--server-defaults] [--counts | --counts-only]
 """
 
 from __future__ import annotations
@@ -38,13 +45,15 @@ import gc
 import os
 import signal
 import socket
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +216,115 @@ async def overhead(name: str, database: str, folder: Path, runs: int) -> list[ob
     return [name, runs, local_ms, engine_ms, extra, "-" if target is None else target, verdict]
 
 
+COUNT_COLUMNS = [
+    "store tx",
+    "DBOS tx",
+    "DBOS steps",
+    "workflow tasks",
+    "local activities",
+    "activities",
+    "timers",
+    "history events",
+    "payload bytes",
+    "loop wake-ups",
+    "CPU ms",
+]
+
+
+@contextmanager
+def counting(tally: Counter[str]) -> Iterator[None]:
+    """Count into `tally`, while the block lasts: each SQLite transaction begun on a
+    connection opened meanwhile (keyed by its file's name), each DBOS step record, and each
+    time a thread wakes an event loop of this process."""
+    connect, wake = sqlite3.connect, asyncio.BaseEventLoop.call_soon_threadsafe
+
+    def traced(path: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
+        connection = connect(path, *args, **kwargs)
+        name = "DBOS" if "runs-" in Path(str(path)).name else "store"
+
+        def trace(sql: str) -> None:
+            if sql.startswith("BEGIN"):
+                tally[f"{name} tx"] += 1
+            elif sql.startswith("INSERT INTO main.operation_outputs"):
+                tally["DBOS steps"] += 1
+
+        connection.set_trace_callback(trace)
+        return connection
+
+    def woken(loop: Any, *args: Any, **kwargs: Any) -> Any:
+        tally["loop wake-ups"] += 1
+        return wake(loop, *args, **kwargs)
+
+    sqlite3.connect = sqlite3.dbapi2.connect = traced  # type: ignore[assignment]
+    asyncio.BaseEventLoop.call_soon_threadsafe = woken  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        sqlite3.connect = sqlite3.dbapi2.connect = connect
+        asyncio.BaseEventLoop.call_soon_threadsafe = wake  # type: ignore[method-assign]
+
+
+async def history_counts(engine: Any, trace_ids: list[str], tally: Counter[str]) -> None:
+    """Add up what the Temporal histories of the runs `trace_ids` hold."""
+    from temporalio.api.enums.v1 import EventType
+
+    kinds = {
+        EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED: "workflow tasks",
+        EventType.EVENT_TYPE_MARKER_RECORDED: "local activities",
+        EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: "activities",
+        EventType.EVENT_TYPE_TIMER_STARTED: "timers",
+    }
+    client = await engine._submitter()
+    for trace_id in trace_ids:
+        history = await client.get_workflow_handle(engine._id("run", trace_id)).fetch_history()
+        for event in history.events:
+            tally["history events"] += 1
+            if event.event_type in kinds:
+                tally[kinds[event.event_type]] += 1
+            for field in (
+                "workflow_execution_started_event_attributes",
+                "workflow_execution_completed_event_attributes",
+                "marker_recorded_event_attributes",
+                "activity_task_scheduled_event_attributes",
+                "activity_task_completed_event_attributes",
+            ):
+                if event.HasField(field):  # payloads and what frames them
+                    tally["payload bytes"] += getattr(event, field).ByteSize()
+
+
+async def counts(name: str, database: str, folder: Path, runs: int) -> list[list[object]]:
+    """Rows of what a run costs, counted: in process, then on the engine `name`."""
+    rows: list[list[object]] = []
+    for where in ("in process", name):
+        engine = None if where == "in process" else make_engine(name, database, "bench-count")
+        tally: Counter[str] = Counter()
+        with counting(tally):
+            agent = build_agent(f"sqlite:///{folder / f'count-{uuid.uuid4().hex[:6]}.db'}", engine)
+            async with agent, engine.worker(agent) if engine else _nothing():
+                for n in range(WARMUP):
+                    check(await agent.process(AgentProps("go", f"warm-{n}")), where)
+                tally.clear()
+                trace_ids = []
+                cpu = time.process_time()
+                for n in range(runs):
+                    result = await agent.process(AgentProps("go", f"count-{n}"))
+                    check(result, where)
+                    trace_ids.append(result.metadata.trace_id)
+                cpu = time.process_time() - cpu
+                if name.startswith("temporal") and engine is not None:
+                    await history_counts(engine, trace_ids, tally)
+        if engine is not None:
+            await engine.aclose()
+        tally["CPU ms"] = round(cpu * 1000)
+        rows.append([where] + [round(tally[column] / runs, 2) for column in COUNT_COLUMNS])
+    return rows
+
+
+@asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    yield
+
+
 async def throughput_in_process(folder: Path, concurrent: int) -> float:
     agent = build_agent(f"sqlite:///{folder / f'wave-{uuid.uuid4().hex[:6]}.db'}")
     async with agent:
@@ -287,9 +405,15 @@ async def main(args: argparse.Namespace) -> None:
         raise SystemExit(f"unknown engines {sorted(unknown)}: use {', '.join(sorted(known))}")
     overhead_rows: list[list[object]] = []
     throughput_rows: list[list[object]] = []
+    count_rows: list[list[object]] = []
     with tempfile.TemporaryDirectory(prefix="pes-durable-") as name:
         folder = Path(name)
         for engine_name in engines:
+            if args.counts or args.counts_only:
+                async with engine_database(engine_name, folder, args.postgres_url) as database:
+                    count_rows += await counts(engine_name, database, folder, args.runs)
+            if args.counts_only:
+                continue
             async with engine_database(engine_name, folder, args.postgres_url) as database:
                 overhead_rows.append(await overhead(engine_name, database, folder, args.runs))
             local = await throughput_in_process(folder, args.concurrent)
@@ -302,6 +426,14 @@ async def main(args: argparse.Namespace) -> None:
                         )
                     )
             throughput_rows.append(row)
+    if count_rows:
+        print_table(
+            f"What a run costs, counted (per run, mean of {args.runs}; worker in this process)",
+            ["where", *COUNT_COLUMNS],
+            count_rows,
+        )
+    if args.counts_only:
+        return
     print_table(
         f"Per-run overhead of a durable engine (instant model, 3 tool calls, SQLite store; "
         f"median of {args.runs}, taking turns with in-process runs)",
@@ -338,6 +470,8 @@ if __name__ == "__main__":
         action="store_true",
         help="leave the Temporal dev server's transfer queue polling at its default (20/s)",
     )
+    parser.add_argument("--counts", action="store_true", help="also count what a run costs")
+    parser.add_argument("--counts-only", action="store_true", help="only count (no timings)")
     configure_logging("ERROR")
     arguments = parser.parse_args()
     if arguments.server_defaults:

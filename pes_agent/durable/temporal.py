@@ -67,7 +67,6 @@ import copy
 import gc
 import itertools
 import pickle
-import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
@@ -378,7 +377,16 @@ async def _still_running(worker: _Worker, holder: str) -> bool:
 class _Effects:
     """A run's side effects as local activities (`pes_agent.durable.effects.RunEffects`)."""
 
-    __slots__ = ("_batch", "_held", "_job", "_lock", "_turn", "_unwaited", "_worker", "_written")
+    __slots__ = (
+        "_hander",
+        "_held",
+        "_job",
+        "_recorded",
+        "_turn",
+        "_unwaited",
+        "_worker",
+        "_written",
+    )
 
     # The run takes its thread's turn itself, in its first step (see the module docstring).
     serialises_turns = True
@@ -391,12 +399,15 @@ class _Effects:
         info = workflow.info()
         self._turn = _Turn(thread_id, f"{info.workflow_id}#{info.run_id}#{info.namespace}")
         self._held = False  # whether the run may hold its thread's turn
-        # Observations recorded by workflow code go to the worker's loop in batches: the batch
-        # a write scheduled there and not yet begun takes what is recorded meanwhile (one
-        # wake-up of the loop, one transaction of the store, per batch rather than each).
-        self._lock = threading.Lock()  # the batch is closed on the worker's loop
-        self._batch: list[tuple[Observation, _Write]] | None = None
-        self._written: concurrent.futures.Future[None] | None = None  # the last batch
+        # Observations recorded by workflow code wait here, in the workflow's thread, for the
+        # worker's loop to write them. The run's next step takes them if the workflow
+        # schedules one in the same activation (the local activity writes them first, on the
+        # loop it runs on: no wake-up of that loop of their own); what no step took is handed
+        # to the loop once the activation has nothing left to run (`_hand_over`), so that a
+        # run waiting on its tool calls has its observations written meanwhile.
+        self._recorded: list[tuple[Observation, _Write]] = []
+        self._hander: asyncio.Task[None] | None = None  # `_hand_over`, once anything is recorded
+        self._written: concurrent.futures.Future[None] | None = None  # the last batch's write
         self._unwaited = False  # recorded since the last step began: it waits for them
 
     async def once(
@@ -497,35 +508,36 @@ class _Effects:
         # what a workflow task that never completed recorded may be written twice.
         if workflow.unsafe.is_replaying():
             return observation
-        with self._lock:
-            self._unwaited = True
-            if self._batch is not None:
-                self._batch.append((observation, write))
-                return observation
-            batch = self._batch = [(observation, write)]
-            previous = self._written
-            self._written = asyncio.run_coroutine_threadsafe(
-                self._write_batch(batch, previous), self._worker.loop
-            )
+        self._unwaited = True
+        self._recorded.append((observation, write))
+        if self._hander is None:
+            self._hander = asyncio.get_running_loop().create_task(self._hand_over())
         return observation
 
-    async def _write_batch(
-        self,
-        batch: list[tuple[Observation, _Write]],
-        previous: concurrent.futures.Future[None] | None,
-    ) -> None:
-        """Write `batch` on the worker's loop, after the batch before it; once begun, it takes
-        no more (what is recorded next starts a batch of its own)."""
-        # Awaiting a done future would still cost a wake-up of the loop: skipped.
-        if previous is not None and not previous.done():
-            with suppress(Exception):
-                await asyncio.wrap_future(previous)
-        with self._lock:
-            if self._batch is batch:
-                self._batch = None
-        for observation, write in batch:
-            with suppress(Exception):  # a failed write is logged by the store
-                await write(observation)
+    async def _hand_over(self) -> None:
+        """Each time an activation has nothing left to run (when Temporal checks workflow
+        conditions) and workflow code recorded observations no step took: have the worker's
+        loop write them, after the batches before them. One wake-up of that loop per
+        activation at most, and none when the activation schedules a step. The condition
+        reads workflow state only: it adds nothing to the history."""
+        while True:
+            await workflow.wait_condition(lambda: bool(self._recorded))
+            self._send()
+
+    def _send(self) -> None:
+        batch, self._recorded = self._recorded, []
+        finished: concurrent.futures.Future[None] = concurrent.futures.Future()
+        asyncio.run_coroutine_threadsafe(
+            _write_batch(batch, self._written, finished), self._worker.loop
+        )
+        self._written = finished
+
+    def close(self) -> None:
+        """The run's code has ended (maybe raising): hand over what is left, and stop."""
+        if self._recorded:
+            self._send()
+        if self._hander is not None:
+            self._hander.cancel()
 
     async def end(self) -> None:
         """End the run (`pes_agent.end_turn`): wait until every observation it recorded is
@@ -550,15 +562,29 @@ class _Effects:
         retry_policy: RetryPolicy = STEP_RETRY_POLICY,
     ) -> Any:
         # The run's observations recorded so far are written first: what the step records
-        # itself (a model call's stream, the commit's final response) comes after them.
-        with self._lock:
-            written = self._written if self._unwaited else None
-            self._unwaited = False
+        # itself (a model call's stream, the commit's final response) comes after them. The
+        # step takes those not handed over yet and writes them itself (`carried`); should it
+        # never begin (the run cancelled or evicted meanwhile), they are handed over below.
+        previous, waits = self._written, self._unwaited
+        self._unwaited = False
+        carried: list[list[tuple[Observation, _Write]]] = []
+        finished: concurrent.futures.Future[None] | None = None
+        if self._recorded:
+            carried.append(self._recorded)
+            self._recorded = []
+            finished = self._written = concurrent.futures.Future()
 
         async def in_order() -> Any:
-            if written is not None and not written.done():
-                with suppress(Exception):  # a failed write is logged by the store
-                    await asyncio.wrap_future(written)
+            batch = _take(carried)
+            if batch is not None and finished is not None:
+                await _write_batch(batch, previous, finished)
+            elif waits:
+                # Written elsewhere: by the batches handed over, or by this step's first
+                # attempt (a model call tried again).
+                last = finished or previous
+                if last is not None and not last.done():
+                    with suppress(Exception):  # a failed write is logged by the store
+                        await asyncio.wrap_future(last)
             return await run()
 
         # Not part of the history's identity of the step (its name and number are), so a
@@ -576,6 +602,11 @@ class _Effects:
                 )
         finally:
             _EFFECTS.pop(token, None)
+            left = _take(carried)
+            if left is not None and finished is not None:  # the step never began
+                asyncio.run_coroutine_threadsafe(
+                    _write_batch(left, previous, finished), self._worker.loop
+                )
         outcome = pickle.loads(done)
         if isinstance(outcome, _Failed):
             raise outcome.error
@@ -595,6 +626,34 @@ def _cancellation() -> Iterator[None]:
         raise
 
 
+async def _write_batch(
+    batch: list[tuple[Observation, _Write]],
+    previous: concurrent.futures.Future[None] | None,
+    finished: concurrent.futures.Future[None],
+) -> None:
+    """Write `batch` on the worker's loop once the batch before it is written, then mark it
+    `finished` (whatever became of the writes: a failed one is logged by the store)."""
+    try:
+        # Awaiting a done future would still cost a wake-up of the loop: skipped.
+        if previous is not None and not previous.done():
+            with suppress(Exception):
+                await asyncio.wrap_future(previous)
+        for observation, write in batch:
+            with suppress(Exception):
+                await write(observation)
+    finally:
+        finished.set_result(None)
+
+
+def _take(box: list[T]) -> T | None:
+    """The one item of `box`, taken out; None when it was taken already. The workflow's
+    thread and the worker's loop may both try: `list.pop` lets one of them have it."""
+    try:
+        return box.pop()
+    except IndexError:
+        return None
+
+
 def _worker(job: _Job) -> _Worker:
     # The job's queue, not workflow.info()'s: a Replayer runs the workflow on a queue of its own.
     worker = _WORKERS.get(job.task_queue)
@@ -607,14 +666,17 @@ async def _concluded(effects: _Effects, run: Coroutine[Any, Any, AgentFinalRespo
     """The run's response, or the pes-agent error it raised, pickled for the caller; the run
     ended (`_Effects.end`). A cancelled run ends CANCELED."""
     try:
-        outcome: AgentFinalResponse | _Failed = await run
-    except PESAgentError as error:  # what process() raises (a thread waiting for approval)
-        outcome = _Failed(error)
-    except asyncio.CancelledError:
-        await effects.end()  # the cancellation's own ERROR observation; the turn given back
-        raise
-    await effects.end()
-    return _pickled(outcome)
+        try:
+            outcome: AgentFinalResponse | _Failed = await run
+        except PESAgentError as error:  # what process() raises (a thread waiting for approval)
+            outcome = _Failed(error)
+        except asyncio.CancelledError:
+            await effects.end()  # the cancellation's own ERROR observation; the turn given back
+            raise
+        await effects.end()
+        return _pickled(outcome)
+    finally:
+        effects.close()
 
 
 @workflow.defn(name=RUN_WORKFLOW, sandboxed=False)

@@ -350,6 +350,36 @@ async def test_cancelling_a_run_that_waits_for_its_turn_ends_its_workflow(
     assert await turn_holder(here, "t1") == ""
 
 
+# -- observations --------------------------------------------------------------------------------
+
+
+async def test_what_workflow_code_records_is_stored_while_the_run_waits_for_a_tool(
+    make_here: Callable[[ScriptedProvider], Any],
+) -> None:
+    """The plan's and the call's observations, recorded by workflow code before the run waits
+    on a slow tool call, are stored while the call still runs (not left for the next step);
+    once the run ends, each of its observations is stored once, in the order recorded."""
+    here = await make_here(ScriptedProvider([answer], repeat=True))
+    gates["slow"] = asyncio.Event()
+    run = asyncio.create_task(here.agent.process(AgentProps("slow", "t1", trace_id="r1")))
+    await wait_until(lambda: calls == ["hold slow"], "the call")
+
+    async def stored_before_the_step_ends() -> bool:
+        titles = [o.title for o in await here.agent.observations.get_observations("t1")]
+        return "Plan ready" in titles and "Calling hold" in titles
+
+    await wait_until(stored_before_the_step_ends, "the plan's observations, the call running")
+    assert not run.done()
+    gates["slow"].set()
+    result = await asyncio.wait_for(run, 60)
+    assert result.metadata.status == "success"
+    stored = await here.agent.observations.get_observations("t1", trace_id="r1")
+    titles = [o.title for o in stored]
+    assert len({o.id for o in stored}) == len(stored)
+    assert titles.count("Calling hold") == titles.count("Plan ready") == 1
+    assert titles.index("Plan ready") < titles.index("Calling hold") < titles.index("hold success")
+
+
 # -- find ----------------------------------------------------------------------------------------
 
 
