@@ -577,7 +577,7 @@ class _Effects:
         async def in_order() -> Any:
             batch = _take(carried)
             if batch is not None and finished is not None:
-                await _write_batch(batch, previous, finished)
+                await _write_carried(batch, previous, finished)
             elif waits:
                 # Written elsewhere: by the batches handed over, or by this step's first
                 # attempt (a model call tried again).
@@ -643,6 +643,16 @@ async def _write_batch(
                 await write(observation)
     finally:
         finished.set_result(None)
+
+
+async def _write_carried(
+    batch: list[tuple[Observation, _Write]],
+    previous: concurrent.futures.Future[None] | None,
+    finished: concurrent.futures.Future[None],
+) -> None:
+    """`_write_batch` for a step that carries the batch: shielded, so a step cancelled while
+    it writes (the run cancelled) still writes the whole batch, as a batch handed over is."""
+    await asyncio.shield(_write_batch(batch, previous, finished))
 
 
 def _take(box: list[T]) -> T | None:

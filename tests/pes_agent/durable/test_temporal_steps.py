@@ -6,6 +6,7 @@ following resumptions."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import gc
 import json
 import uuid
@@ -414,3 +415,32 @@ async def test_find_follows_a_run_s_resumptions(
     cancelled = await here.engine.cancel("p1")
     assert cancelled is not None
     assert cancelled.status == "success"
+
+
+async def test_a_step_cancelled_while_it_writes_its_carried_observations_writes_them_all() -> None:
+    """A step writes the observations recorded before it first; a cancel arriving meanwhile
+    (the run cancelled) ends the step but not the batch, which is written whole and in order,
+    and its `finished` future is set."""
+    from pes_agent.durable.temporal import _write_carried
+    from pes_agent.observing.types import Observation, ObservationType
+
+    written: list[str] = []
+    first_begun = asyncio.Event()
+
+    async def write(observation: Observation) -> None:
+        first_begun.set()
+        await asyncio.sleep(0.01)
+        written.append(observation.title)
+
+    batch = [
+        (Observation(thread_id="t", trace_id="r", type=ObservationType.PLAN, title=title), write)
+        for title in ("one", "two", "three")
+    ]
+    finished: concurrent.futures.Future[None] = concurrent.futures.Future()
+    step = asyncio.ensure_future(_write_carried(batch, None, finished))
+    await first_begun.wait()
+    step.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await step
+    await asyncio.wait_for(asyncio.wrap_future(finished), 5)
+    assert written == ["one", "two", "three"]
