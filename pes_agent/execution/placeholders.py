@@ -93,8 +93,10 @@ def resolve_placeholders(
     for key, value in arguments.items():
         kind = type(value)
         # Numbers and strings without a placeholder, most arguments, as they are (no call).
-        if kind in _INERT or (kind is str and "step_" not in value):
+        if kind in _INERT:
             resolved[key] = value
+        elif kind is str:
+            resolved[key] = _resolve_string(value, results) if "step_" in value else value
         else:
             resolved[key] = _resolve(value, results)
     return resolved
@@ -160,7 +162,7 @@ def _resolve_string(text: str, results: Mapping[int, Any]) -> Any:
 def _copied(value: Any) -> Any:
     """A deep copy of a structured result, so a tool that mutates its argument cannot change
     the earlier step's result (other calls and the synthesis prompt still read it)."""
-    if isinstance(value, str | int | float | bool | NoneType):
+    if type(value) in _SCALAR_TYPES or isinstance(value, _SCALARS):
         return value
     plain = _plain_copy(value, 0)
     if plain is not _NOT_PLAIN:
@@ -174,13 +176,14 @@ def _copied(value: Any) -> Any:
 
 _NOT_PLAIN: Any = object()
 _SCALARS = (str, int, float, bool, NoneType)
+_SCALAR_TYPES = frozenset(_SCALARS)  # told by exact type first: a set lookup, no isinstance
 
 
 def _plain_copy(value: Any, depth: int) -> Any:
     """A copy of JSON-like data (dicts, lists, scalars), what most tools return, at a third
     of `copy.deepcopy`'s cost; `_NOT_PLAIN` for anything else (deepcopy handles it)."""
     kind = type(value)
-    if kind in _SCALARS:
+    if kind in _SCALAR_TYPES:
         return value
     if depth > 50:
         return _NOT_PLAIN
