@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pes_agent.approvals.gate import ApprovalGate, denial_message
@@ -172,6 +172,15 @@ class PlanLedger:
         self._results[index] = result
         if result.status == "success":
             self._outputs[index + 1] = result.output
+
+    def succeeded(self, indices: Iterable[int]) -> bool:
+        """Whether the calls at `indices` all finished with a success."""
+        results = self._results
+        for index in indices:
+            done = results[index]
+            if done is None or done.status != "success":
+                return False
+        return True
 
     def result_of(self, index: int) -> ToolResult | None:
         """The result of the call at `index`, once it finished."""
@@ -359,12 +368,8 @@ class CallRunner:
         ledger = self.ledger
         needed = ledger.dependencies_of(index)
         if needed and not ledger.held:  # the common case: no call waits for approval
-            failed = [
-                dep
-                for dep in needed
-                if (done := ledger.result_of(dep)) is None or done.status != "success"
-            ]
-            if failed:
+            if not ledger.succeeded(needed):
+                failed = [dep for dep in needed if not ledger.succeeded((dep,))]
                 return self._skip(index, call, sorted(failed))
         elif needed:
             dependencies = sorted(needed)
