@@ -153,6 +153,12 @@ def _resolve(value: Any, results: Mapping[int, Any]) -> Any:
 
 
 def _resolve_string(text: str, results: Mapping[int, Any]) -> Any:
+    # The usual argument of a chained call, exactly "{step_N_result}" with step N done, read
+    # by slicing (half the cost of the match below); anything else, errors included, matches.
+    if text.startswith("{step_") and text.endswith("_result}"):
+        number = text[6:-8]
+        if number.isdecimal() and (step := int(number)) in results:  # isdecimal: what \d takes
+            return _copied(results[step])
     whole = _PLACEHOLDER.fullmatch(text.strip())
     if whole is not None:
         return _copied(_lookup(whole, results))

@@ -171,6 +171,33 @@ def test_step_without_result_raises() -> None:
         resolve_placeholders({"t": "x {step_3_result}"}, {1: "a"})
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{step_2_result}", {"k": [1]}),
+        ("{step_\u0662_result}", {"k": [1]}),  # an Arabic-Indic 2: a decimal digit, as \\d
+        ("{step_\u00b2_result}", "{step_\u00b2_result}"),  # a superscript 2 is no digit
+        ("{step__result}", "{step__result}"),
+        ("{step_2_result}x", '{"k": [1]}x'),  # inside a longer text: JSON
+    ],
+)
+def test_a_value_that_is_exactly_one_placeholder_reads_digits_as_the_pattern_does(
+    text: str, expected: Any
+) -> None:
+    """Exactly `{step_N_result}`: N in any decimal digits, nothing else; the result copied."""
+    results = {2: {"k": [1]}}
+    resolved = resolve_placeholders({"v": text}, results)
+    assert resolved == {"v": expected}
+    if isinstance(expected, dict):
+        assert resolved["v"] is not results[2]
+
+
+def test_exactly_one_placeholder_for_a_step_without_result_raises() -> None:
+    """`{step_N_result}` alone, N not done, is the same error as inside a text."""
+    with pytest.raises(PlaceholderError, match=r"Cannot resolve \{step_3_result\}: step 3 has"):
+        resolve_placeholders({"t": "{step_3_result}"}, {1: "a"})
+
+
 def test_find_references_collects_step_numbers_from_values_only() -> None:
     """find_references walks values and lists, both syntaxes, and skips keys."""
     arguments = {
