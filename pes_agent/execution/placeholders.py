@@ -1,7 +1,9 @@
 """Fill `{step_N_result}` placeholders in tool arguments with earlier calls' results.
 
 A plan's tool call may use the result of an earlier call by writing a placeholder in any string
-of its arguments. N is the 1-based position of that call in the plan's tool-call list:
+of its arguments. N is the 1-based position of that call in the plan's tool-call list (N and
+an index have at most 18 digits: text with a longer number is no placeholder and stays as
+written, rather than a number Python refuses to read, past 4,300 digits, failing the plan):
 
 - ``{step_2_result}`` and ``<step_2_result>`` are the same placeholder (whitespace just inside
   the delimiters is allowed: ``{ step_2_result }``);
@@ -41,12 +43,12 @@ from pes_agent.errors import ToolExecutionError
 
 __all__ = ["PlaceholderError", "find_references", "resolve_placeholders", "resolve_text"]
 
-_ACCESS = r"(?:\.[\w-]+|\[\s*-?\d+\s*\])*"
+_ACCESS = r"(?:\.[\w-]+|\[\s*-?\d{1,18}\s*\])*"
 _PLACEHOLDER = re.compile(
-    r"\{\s*step_(?P<brace>\d+)_result(?P<brace_path>" + _ACCESS + r")\s*\}"
-    r"|<\s*step_(?P<angle>\d+)_result(?P<angle_path>" + _ACCESS + r")\s*>"
+    r"\{\s*step_(?P<brace>\d{1,18})_result(?P<brace_path>" + _ACCESS + r")\s*\}"
+    r"|<\s*step_(?P<angle>\d{1,18})_result(?P<angle_path>" + _ACCESS + r")\s*>"
 )
-_STEP = re.compile(r"\.([\w-]+)|\[\s*(-?\d+)\s*\]")
+_STEP = re.compile(r"\.([\w-]+)|\[\s*(-?\d{1,18})\s*\]")
 # Values that hold no placeholder and need no copy: told by their exact type, before the
 # isinstance checks (Mapping's is an ABC check, the dearest) that every argument went through.
 _INERT = frozenset({int, float, bool, NoneType})
@@ -157,7 +159,8 @@ def _resolve_string(text: str, results: Mapping[int, Any]) -> Any:
     # by slicing (half the cost of the match below); anything else, errors included, matches.
     if text.startswith("{step_") and text.endswith("_result}"):
         number = text[6:-8]
-        if number.isdecimal() and (step := int(number)) in results:  # isdecimal: what \d takes
+        # isdecimal: the digits \d takes; at most 18 of them, as the pattern allows.
+        if number.isdecimal() and len(number) <= 18 and (step := int(number)) in results:
             return _copied(results[step])
     whole = _PLACEHOLDER.fullmatch(text.strip())
     if whole is not None:

@@ -178,3 +178,13 @@ def test_long_chain_does_not_hit_the_recursion_limit() -> None:
     """Cycle detection is iterative: a 5,000-call chain is checked without recursion errors."""
     calls = [call("c0")] + [call(f"c{i}", [f"c{i - 1}"]) for i in range(1, 5000)]
     assert plan_errors(calls) == []
+
+
+def test_a_step_number_of_thousands_of_digits_is_not_a_reference_and_does_not_fail() -> None:
+    """Model text with a step number Python would refuse to read is plain text: the plan has
+    no error for it (it used to raise ValueError out of plan_errors)."""
+    text = "{step_" + "9" * 5000 + "_result}"
+    assert plan_errors([call("a", q=text), call("b", q={"deep": [text]})]) == []
+    assert plan_errors([call("a", q="{step_" + "9" * 18 + "_result}")]) == [
+        f'Step 1 ("a") refers to step_{10**18 - 1}_result, but the plan has only 1 tool call.'
+    ]

@@ -229,3 +229,13 @@ def test_a_result_that_cannot_be_copied_is_passed_as_it_is() -> None:
 
     lock = threading.Lock()
     assert resolve_placeholders({"lock": "{step_1_result}"}, {1: lock})["lock"] is lock
+
+
+def test_a_step_number_too_long_to_be_a_step_is_no_placeholder() -> None:
+    """More than 18 digits (past 4,300 Python would refuse to read the number): the text
+    stays as written, as a reference nor as an error; 18 digits are still a placeholder."""
+    for digits in ("9" * 19, "9" * 5000):
+        for text in (f"{{step_{digits}_result}}", f"<step_1_result[{digits}]>"):
+            assert find_references({"q": text, "r": [text]}) == set()
+            assert resolve_placeholders({"q": text}, {1: [1]}) == {"q": text}
+    assert find_references({"q": "{step_" + "9" * 18 + "_result}"}) == {10**18 - 1}
