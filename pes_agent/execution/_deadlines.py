@@ -4,10 +4,13 @@
 it when the call returns; a cancelled timer stays on the heap until the loop sweeps it, so a
 plan of 1,000 calls pushes 1,000 timers, each far in the future, through a heap that grows
 with them (measured at 3 to 10 µs a call, the dearest part of running a no-op tool). Calls
-of one execution share their timeouts here instead: each call's deadline goes on a small heap
-of this execution's own, and one loop timer waits for the earliest. A call that returns only
-marks its deadline done; the timer, when it fires, cancels the calls whose deadlines passed
-and re-arms for the next.
+of one execution share their timeouts here instead: each call's deadline goes in a queue of
+this execution's own, one queue per timeout (the loop's clock never goes back, so calls with
+the same timeout fall due in the order they started: no heap to keep in order), and one loop
+timer waits for the earliest. A call that returns only marks its deadline done; the next call
+with the same timeout drops the finished ones from the front of its queue (in a long
+execution they no longer stay alive until the timer fires, 30 s on by default), and the
+timer, when it fires, cancels the calls whose deadlines passed and re-arms for the next.
 
 The timer is armed on the loop's next turn, and only if a call is still running then: most
 calls (a lookup, a computation) return without waiting, and a timer armed for them would be
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import heapq
+from collections import deque
 
 __all__ = ["Deadline", "Deadlines"]
 
@@ -60,12 +63,14 @@ class Deadline:
 class Deadlines:
     """The deadlines of the calls of one execution, on one loop timer."""
 
-    __slots__ = ("_arming", "_heap", "_loop", "_running", "_timer")
+    __slots__ = ("_arming", "_lines", "_loop", "_running", "_timer", "_timer_at")
 
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._heap: list[Deadline] = []
+        # Each timeout's deadlines in the order their calls started: the order they fall due.
+        self._lines: dict[float, deque[Deadline]] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0  # when `_timer` fires
         self._arming = False  # `_arm` is due on the loop's next turn
         self._running = 0  # deadlines started and not settled
 
@@ -76,7 +81,13 @@ class Deadlines:
             raise RuntimeError("a call's deadline needs a task to cancel")
         deadline = Deadline(self._loop.time() + timeout_s, task, self)
         self._running += 1
-        heapq.heappush(self._heap, deadline)
+        line = self._lines.get(timeout_s)
+        if line is None:
+            line = self._lines[timeout_s] = deque()
+        else:
+            while line and line[0].done:  # calls that returned: nothing left to time
+                line.popleft()
+        line.append(deadline)
         timer = self._timer
         if timer is None:
             if not self._arming:  # armed on the next turn, if a call still runs then
@@ -85,9 +96,9 @@ class Deadlines:
                 # one each time: a Context is entered by one thread at a time, and other
                 # threads' loops may arm theirs at the same moment.
                 self._loop.call_soon(self._arm, context=contextvars.Context())
-        elif deadline.at < timer.when():
+        elif deadline.at < self._timer_at:
             timer.cancel()
-            self._timer = self._loop.call_at(deadline.at, self._expire)
+            self._set_timer(deadline.at)
         return deadline
 
     def close(self) -> None:
@@ -95,25 +106,37 @@ class Deadlines:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._heap.clear()
+        self._lines.clear()
 
     def _arm(self) -> None:
         """Set the timer for the earliest deadline of a call still running, if any."""
         self._arming = False
         if not self._running:
-            self._heap.clear()  # every call returned: nothing to time
-        elif self._timer is None and self._heap:  # (empty once `close()` ran)
+            self._lines.clear()  # every call returned: nothing to time
+        elif self._timer is None:
             # The earliest may be done already: `_expire` then skips it and re-arms.
-            self._timer = self._loop.call_at(self._heap[0].at, self._expire)
+            self._set_timer(self._earliest())
+
+    def _earliest(self) -> float | None:
+        """When the first deadline still queued falls due (None: none is, or `close()` ran)."""
+        return min((line[0].at for line in self._lines.values() if line), default=None)
+
+    def _set_timer(self, at: float | None) -> None:
+        if at is not None:
+            self._timer_at = at
+            self._timer = self._loop.call_at(at, self._expire)
 
     def _expire(self) -> None:
         self._timer = None
-        heap = self._heap
         now = self._loop.time()
-        while heap and (heap[0].done or heap[0].at <= now):
-            deadline = heapq.heappop(heap)
-            if not deadline.done:
-                deadline.expired = True
-                deadline.task.cancel()
-        if heap:
-            self._timer = self._loop.call_at(heap[0].at, self._expire)
+        due: list[Deadline] = []
+        for line in self._lines.values():
+            while line and (line[0].done or line[0].at <= now):
+                deadline = line.popleft()
+                if not deadline.done:
+                    due.append(deadline)
+        due.sort()  # cancelled in the order their deadlines passed, whatever their timeout
+        for deadline in due:
+            deadline.expired = True
+            deadline.task.cancel()
+        self._set_timer(self._earliest())

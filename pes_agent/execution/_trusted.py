@@ -46,7 +46,9 @@ def _context_fast(template: ToolContext, call_id: str) -> ToolContext:
     values = dict(template.__dict__)
     values["call_id"] = call_id
     _set(context, "__dict__", values)
-    _set(context, "__pydantic_fields_set__", set(template.__pydantic_fields_set__))
+    # The template's own set: a ToolContext is frozen, so pydantic never adds to it (a copy
+    # gets a set of its own), and each call no longer allocates one (a GC-tracked object).
+    _set(context, "__pydantic_fields_set__", template.__pydantic_fields_set__)
     _set(context, "__pydantic_extra__", None)
     _set(context, "__pydantic_private__", None)
     return context

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pes_agent.execution.placeholders import find_references
+from pes_agent.execution.placeholders import _PLACEHOLDER, find_references
 from pes_agent.planning.plan import ParsedToolCall
 
 _NONE: frozenset[int] = frozenset()
@@ -33,19 +33,22 @@ def call_references(call: ParsedToolCall) -> set[int]:
     return found
 
 
-def _inert(arguments: object) -> bool:
-    """Whether `arguments` surely hold no placeholder: a dict of numbers, booleans, None
-    and strings without "step_" (most calls; anything else is scanned)."""
+def _plain_references(arguments: object) -> set[int] | None:
+    """The step numbers referred to by `arguments` when they are a dict of numbers, booleans,
+    None and strings (most calls), scanned here without `find_references`' generic walk
+    (a third of a chain call's graph building); None for anything else, to scan fully."""
     if type(arguments) is not dict:
-        return False
+        return None
+    found: set[int] = set()
     for value in arguments.values():
         kind = type(value)
         if kind is str:
             if "step_" in value:
-                return False
+                for brace, _, angle, _ in _PLACEHOLDER.findall(value):
+                    found.add(int(brace or angle))
         elif kind not in _INERT:
-            return False
-    return True
+            return None
+    return found
 
 
 def plan_errors(calls: Sequence[ParsedToolCall]) -> list[str]:
@@ -107,16 +110,18 @@ class CallGraph:
             )
 
         for index, call in enumerate(calls):
-            if call.instruction is None and not call.depends_on and _inert(call.arguments):
-                continue  # the common call: no placeholder, no dependsOn
-            references = call_references(call)
+            references = None
+            if call.instruction is None:
+                references = _plain_references(call.arguments)
+            if references is None:
+                references = call_references(call)
             if not references and not call.depends_on:
-                continue
+                continue  # the common call: no placeholder, no dependsOn
             # Each problem writes the call's label itself: a plan without problems (the
             # usual one) formats none.
             found: list[str] = []
             linked: set[int] = set()
-            for step in sorted(references):
+            for step in sorted(references) if len(references) > 1 else references:
                 target = step - 1
                 if step == 0:
                     label = _label(calls, index)

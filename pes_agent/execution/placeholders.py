@@ -1,7 +1,9 @@
 """Fill `{step_N_result}` placeholders in tool arguments with earlier calls' results.
 
 A plan's tool call may use the result of an earlier call by writing a placeholder in any string
-of its arguments. N is the 1-based position of that call in the plan's tool-call list:
+of its arguments. N is the 1-based position of that call in the plan's tool-call list (N and
+an index have at most 18 digits: text with a longer number is no placeholder and stays as
+written, rather than a number Python refuses to read, past 4,300 digits, failing the plan):
 
 - ``{step_2_result}`` and ``<step_2_result>`` are the same placeholder (whitespace just inside
   the delimiters is allowed: ``{ step_2_result }``);
@@ -41,12 +43,12 @@ from pes_agent.errors import ToolExecutionError
 
 __all__ = ["PlaceholderError", "find_references", "resolve_placeholders", "resolve_text"]
 
-_ACCESS = r"(?:\.[\w-]+|\[\s*-?\d+\s*\])*"
+_ACCESS = r"(?:\.[\w-]+|\[\s*-?\d{1,18}\s*\])*"
 _PLACEHOLDER = re.compile(
-    r"\{\s*step_(?P<brace>\d+)_result(?P<brace_path>" + _ACCESS + r")\s*\}"
-    r"|<\s*step_(?P<angle>\d+)_result(?P<angle_path>" + _ACCESS + r")\s*>"
+    r"\{\s*step_(?P<brace>\d{1,18})_result(?P<brace_path>" + _ACCESS + r")\s*\}"
+    r"|<\s*step_(?P<angle>\d{1,18})_result(?P<angle_path>" + _ACCESS + r")\s*>"
 )
-_STEP = re.compile(r"\.([\w-]+)|\[\s*(-?\d+)\s*\]")
+_STEP = re.compile(r"\.([\w-]+)|\[\s*(-?\d{1,18})\s*\]")
 # Values that hold no placeholder and need no copy: told by their exact type, before the
 # isinstance checks (Mapping's is an ABC check, the dearest) that every argument went through.
 _INERT = frozenset({int, float, bool, NoneType})
@@ -93,8 +95,10 @@ def resolve_placeholders(
     for key, value in arguments.items():
         kind = type(value)
         # Numbers and strings without a placeholder, most arguments, as they are (no call).
-        if kind in _INERT or (kind is str and "step_" not in value):
+        if kind in _INERT:
             resolved[key] = value
+        elif kind is str:
+            resolved[key] = _resolve_string(value, results) if "step_" in value else value
         else:
             resolved[key] = _resolve(value, results)
     return resolved
@@ -151,6 +155,13 @@ def _resolve(value: Any, results: Mapping[int, Any]) -> Any:
 
 
 def _resolve_string(text: str, results: Mapping[int, Any]) -> Any:
+    # The usual argument of a chained call, exactly "{step_N_result}" with step N done, read
+    # by slicing (half the cost of the match below); anything else, errors included, matches.
+    if text.startswith("{step_") and text.endswith("_result}"):
+        number = text[6:-8]
+        # isdecimal: the digits \d takes; at most 18 of them, as the pattern allows.
+        if number.isdecimal() and len(number) <= 18 and (step := int(number)) in results:
+            return _copied(results[step])
     whole = _PLACEHOLDER.fullmatch(text.strip())
     if whole is not None:
         return _copied(_lookup(whole, results))
@@ -160,7 +171,7 @@ def _resolve_string(text: str, results: Mapping[int, Any]) -> Any:
 def _copied(value: Any) -> Any:
     """A deep copy of a structured result, so a tool that mutates its argument cannot change
     the earlier step's result (other calls and the synthesis prompt still read it)."""
-    if isinstance(value, str | int | float | bool | NoneType):
+    if type(value) in _SCALAR_TYPES or isinstance(value, _SCALARS):
         return value
     plain = _plain_copy(value, 0)
     if plain is not _NOT_PLAIN:
@@ -174,13 +185,14 @@ def _copied(value: Any) -> Any:
 
 _NOT_PLAIN: Any = object()
 _SCALARS = (str, int, float, bool, NoneType)
+_SCALAR_TYPES = frozenset(_SCALARS)  # told by exact type first: a set lookup, no isinstance
 
 
 def _plain_copy(value: Any, depth: int) -> Any:
     """A copy of JSON-like data (dicts, lists, scalars), what most tools return, at a third
     of `copy.deepcopy`'s cost; `_NOT_PLAIN` for anything else (deepcopy handles it)."""
     kind = type(value)
-    if kind in _SCALARS:
+    if kind in _SCALAR_TYPES:
         return value
     if depth > 50:
         return _NOT_PLAIN

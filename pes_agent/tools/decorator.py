@@ -141,6 +141,7 @@ class FunctionTool(Generic[P, R]):
             if all(b.field is not None and not b.positional_only for b in self._bindings)
             else None
         )
+        self._takes_context = any(b.field is None for b in self._bindings)
         try:
             input_schema = _strip_titles(self._model.model_json_schema())
         except PydanticUserError as exc:
@@ -168,6 +169,14 @@ class FunctionTool(Generic[P, R]):
         """Whether every call of this tool waits for a person's approval (see
         `pes_agent.approvals`)."""
         return self._requires_approval
+
+    @property
+    def takes_context(self) -> bool:
+        """Whether the function has a `ToolContext` parameter, which gets each call's context.
+
+        Without one, `execute` reads from its context only what every call of a run shares
+        (the thread pool for sync tools; ids for its error's attributes, not its message)."""
+        return self._takes_context
 
     @property
     def func(self) -> Callable[P, R]:

@@ -34,6 +34,40 @@ def test_dependencies_combine_placeholders_and_depends_on() -> None:
     assert graph.problems == ((), (), (), ())
 
 
+def test_every_placeholder_is_an_edge_whatever_the_arguments_hold() -> None:
+    """Placeholders in plain strings, nested dicts and lists, beside numbers, booleans and
+    None, several in one string, in either delimiter: each adds an edge, and nothing else does."""
+    graph = CallGraph.build(
+        [
+            call("a", n=1, flag=True, none=None, text="step_ 1 is not a placeholder"),
+            call("b", x=1.5, q="{step_1_result} and <step_1_result.k>"),
+            call("c", q="from {step_1_result} and { step_2_result }", n=3),
+            call("d", nested={"deep": ["{step_3_result}"]}, n=0),
+            call("e", items=["<step_2_result[0]>", 7], q="plain"),
+            call("f", n=None, q="{step_5_result}", r="<step_4_result>"),
+        ]
+    )
+    assert graph.dependencies == (
+        frozenset(),
+        frozenset({0}),
+        frozenset({0, 1}),
+        frozenset({2}),
+        frozenset({1}),
+        frozenset({3, 4}),
+    )
+    assert graph.problems == ((),) * 6
+
+
+def test_several_bad_references_in_one_call_are_reported_in_step_order() -> None:
+    """A call's problems follow the step numbers it refers to, not the order written."""
+    assert plan_errors([call("a", q="{step_9_result} {step_0_result}", r="{step_1_result}")]) == [
+        'Step 1 ("a") refers to step_0_result, but steps are numbered from 1.',
+        'Step 1 ("a") refers to its own result (step_1_result); a call can only use the '
+        "results of earlier steps.",
+        'Step 1 ("a") refers to step_9_result, but the plan has only 1 tool call.',
+    ]
+
+
 def test_reference_to_a_missing_step_names_the_plan_size() -> None:
     """A step number beyond the plan is an error saying how many calls there are."""
     assert plan_errors([call("a"), call("b", q="{step_5_result}")]) == [
@@ -144,3 +178,13 @@ def test_long_chain_does_not_hit_the_recursion_limit() -> None:
     """Cycle detection is iterative: a 5,000-call chain is checked without recursion errors."""
     calls = [call("c0")] + [call(f"c{i}", [f"c{i - 1}"]) for i in range(1, 5000)]
     assert plan_errors(calls) == []
+
+
+def test_a_step_number_of_thousands_of_digits_is_not_a_reference_and_does_not_fail() -> None:
+    """Model text with a step number Python would refuse to read is plain text: the plan has
+    no error for it (it used to raise ValueError out of plan_errors)."""
+    text = "{step_" + "9" * 5000 + "_result}"
+    assert plan_errors([call("a", q=text), call("b", q={"deep": [text]})]) == []
+    assert plan_errors([call("a", q="{step_" + "9" * 18 + "_result}")]) == [
+        f'Step 1 ("a") refers to step_{10**18 - 1}_result, but the plan has only 1 tool call.'
+    ]

@@ -335,3 +335,36 @@ def test_loops_on_two_threads_arm_their_timers_at_the_same_moment(
         release.set()
         a.join(5)
     assert timed_out == {"a": True, "b": True}
+
+
+async def test_a_finished_calls_deadline_lets_its_task_go_once_the_next_call_starts() -> None:
+    """The deadline of a call that returned does not keep its task alive until the timer
+    fires (30 s on by default) while later calls run: the next call with the same timeout
+    drops it. That call still times out at its own deadline."""
+    import gc
+    import weakref
+
+    deadlines = Deadlines()
+
+    async def call(timeout_s: float, seconds: float) -> bool:
+        deadline = deadlines.start(timeout_s)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            return deadline.settle()
+        deadline.settle()
+        return False
+
+    long = asyncio.create_task(call(0.05, 1.0))  # keeps the timer armed throughout
+    await asyncio.sleep(0)
+    short = asyncio.create_task(call(0.2, 0.0))
+    gone = weakref.ref(short)
+    assert await short is False
+    del short
+    later = asyncio.create_task(call(0.2, 1.0))  # the next call with that timeout
+    await asyncio.sleep(0)
+    gc.collect()
+    assert gone() is None
+    assert await long is True  # timed out at its deadline
+    assert await later is True
+    deadlines.close()

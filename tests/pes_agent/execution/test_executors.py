@@ -675,3 +675,50 @@ async def test_duplicate_call_id_is_refused_and_the_first_still_runs(
         'Not run: Step 2 ("a") reuses the call id "a" of step 1; give every call a unique callId.'
     )
     assert lab.events == [("start", "a"), ("end", "a")]
+
+
+async def test_each_call_that_reads_its_context_gets_its_own_call_id(executor: Executor) -> None:
+    """Calls of tools that take no context run beside ones that do; every call of a tool
+    taking a ToolContext (a @tool parameter, a class-based tool) sees its own call id."""
+    seen: list[tuple[str, str]] = []
+
+    @tool
+    async def plain(n: int) -> int:
+        """Return n."""
+        return n
+
+    @tool
+    async def reads(n: int, context: ToolContext) -> int:
+        """Note the call id."""
+        seen.append(("reads", context.call_id))
+        return n
+
+    class Reader:
+        schema = ToolSchema(name="reader", description="Note the call id.", input_schema={})
+
+        async def execute(self, arguments: dict[str, Any], context: ToolContext) -> str:
+            seen.append(("reader", context.call_id))
+            return context.call_id
+
+    registry = ToolRegistry([plain, reads, Reader()])
+    calls = [
+        ParsedToolCall(call_id="p1", tool_name="plain", arguments={"n": 1}),
+        ParsedToolCall(call_id="r1", tool_name="reads", arguments={"n": "{step_1_result}"}),
+        ParsedToolCall(call_id="p2", tool_name="plain", arguments={"n": 2}),
+        ParsedToolCall(call_id="c1", tool_name="reader", arguments={}),
+        ParsedToolCall(call_id="r2", tool_name="reads", arguments={"n": "{step_3_result}"}),
+        ParsedToolCall(call_id="p3", tool_name="plain", arguments={"n": "x"}),
+    ]
+    ctx = ExecutionContext(
+        thread_id="t",
+        trace_id="r",
+        tools=registry.as_mapping(),
+        enabled_tools=frozenset(registry.names),
+    )
+    results = await executor.execute(calls, ctx)
+    assert [r.output for r in results[:5]] == [1, 1, 2, "c1", 2]
+    assert results[5].error == (
+        'Invalid arguments for tool "plain": arguments.n: Input should be a valid integer, '
+        "unable to parse string as an integer"
+    )
+    assert sorted(seen) == [("reader", "c1"), ("reads", "r1"), ("reads", "r2")]

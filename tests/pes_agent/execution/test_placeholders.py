@@ -171,6 +171,33 @@ def test_step_without_result_raises() -> None:
         resolve_placeholders({"t": "x {step_3_result}"}, {1: "a"})
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{step_2_result}", {"k": [1]}),
+        ("{step_\u0662_result}", {"k": [1]}),  # an Arabic-Indic 2: a decimal digit, as \\d
+        ("{step_\u00b2_result}", "{step_\u00b2_result}"),  # a superscript 2 is no digit
+        ("{step__result}", "{step__result}"),
+        ("{step_2_result}x", '{"k": [1]}x'),  # inside a longer text: JSON
+    ],
+)
+def test_a_value_that_is_exactly_one_placeholder_reads_digits_as_the_pattern_does(
+    text: str, expected: Any
+) -> None:
+    """Exactly `{step_N_result}`: N in any decimal digits, nothing else; the result copied."""
+    results = {2: {"k": [1]}}
+    resolved = resolve_placeholders({"v": text}, results)
+    assert resolved == {"v": expected}
+    if isinstance(expected, dict):
+        assert resolved["v"] is not results[2]
+
+
+def test_exactly_one_placeholder_for_a_step_without_result_raises() -> None:
+    """`{step_N_result}` alone, N not done, is the same error as inside a text."""
+    with pytest.raises(PlaceholderError, match=r"Cannot resolve \{step_3_result\}: step 3 has"):
+        resolve_placeholders({"t": "{step_3_result}"}, {1: "a"})
+
+
 def test_find_references_collects_step_numbers_from_values_only() -> None:
     """find_references walks values and lists, both syntaxes, and skips keys."""
     arguments = {
@@ -202,3 +229,13 @@ def test_a_result_that_cannot_be_copied_is_passed_as_it_is() -> None:
 
     lock = threading.Lock()
     assert resolve_placeholders({"lock": "{step_1_result}"}, {1: lock})["lock"] is lock
+
+
+def test_a_step_number_too_long_to_be_a_step_is_no_placeholder() -> None:
+    """More than 18 digits (past 4,300 Python would refuse to read the number): the text
+    stays as written, as a reference nor as an error; 18 digits are still a placeholder."""
+    for digits in ("9" * 19, "9" * 5000):
+        for text in (f"{{step_{digits}_result}}", f"<step_1_result[{digits}]>"):
+            assert find_references({"q": text, "r": [text]}) == set()
+            assert resolve_placeholders({"q": text}, {1: [1]}) == {"q": text}
+    assert find_references({"q": "{step_" + "9" * 18 + "_result}"}) == {10**18 - 1}

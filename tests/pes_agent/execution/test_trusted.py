@@ -32,3 +32,23 @@ def test_a_context_copies_its_template_with_the_call_id() -> None:
     assert template.call_id == ""
     with pytest.raises(pydantic.ValidationError):
         made.call_id = "other"  # type: ignore[misc]
+
+
+def test_contexts_sharing_their_templates_fields_set_stay_frozen_and_copy_apart() -> None:
+    """A call's context, made from the execution's template, cannot change it: setting a
+    field is refused, and a copy with an update gets fields of its own."""
+    template = ToolContext(thread_id="t", trace_id="r", call_id="", user_id="u")
+    made = _trusted.context_of(template, "call_1")
+    with pytest.raises(pydantic.ValidationError):
+        made.user_id = "other"  # type: ignore[misc]
+    copied = made.model_copy(update={"session_id": "s"})
+    assert copied.session_id == "s"
+    assert "session_id" in copied.model_fields_set
+    assert "session_id" not in made.model_fields_set
+    assert template.model_fields_set == {"thread_id", "trace_id", "call_id", "user_id"}
+    assert made.model_dump(exclude_unset=True) == {
+        "thread_id": "t",
+        "trace_id": "r",
+        "call_id": "call_1",
+        "user_id": "u",
+    }
