@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -42,6 +41,7 @@ from rich.text import Text
 
 from pes_agent.approvals.models import PausedRun
 from pes_agent.core import AgentCore
+from pes_agent.execution.placeholders import find_references
 from pes_agent.observing.streams import StreamEvent
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.run import AgentFinalResponse, ExecutionMetadata
@@ -68,8 +68,6 @@ RowStatus = Literal[
 Stage = Literal["starting", "planning", "executing", "synthesizing", "finishing", "done"]
 
 _REFRESH_S = 1 / 12
-# {step_N_result...} or <step_N_result...>: a planned call waits for call N.
-_PLACEHOLDER = re.compile(r"[{<]step_(\d+)_result")
 _TIMELINE_WIDTH = 24
 _STATUS_STYLE = {
     "success": "green",
@@ -351,8 +349,8 @@ class RunState:
             if instruction is not None:
                 arguments = {"instruction": instruction}
             after = list(call.get("depends_on") or ())
-            for step in _PLACEHOLDER.findall(compact_json(arguments)):
-                index = int(step) - 1
+            for step in sorted(find_references(arguments)):
+                index = step - 1
                 known = 0 <= index < len(self.steps) and index != first + offset
                 if known and self.steps[index] not in after:
                     after.append(self.steps[index])

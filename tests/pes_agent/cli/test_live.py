@@ -213,3 +213,23 @@ def test_the_retrieved_passages_show_before_the_plan_in_both_views() -> None:
     printed = out.getvalue()
     assert "retrieved 2 passages in 12 ms: docs/warranty.md#0 (0.83)" in printed
     assert "retrieval failed in 3 ms: store gone" in printed
+
+
+def test_a_step_number_too_long_to_be_a_placeholder_is_shown_as_text() -> None:
+    """Model text such as `{step_<5,000 digits>_result}` is no placeholder (the executor
+    passes it on as written): the view shows the call without a dependency, and does not
+    fail on a number Python refuses to read."""
+    huge = "{step_" + "9" * 5000 + "_result}"
+    state = RunState()
+    state.apply_observation(
+        _obs(
+            ObservationType.PLAN,
+            status="ready",
+            toolCalls=[
+                {"call_id": "c1", "tool_name": "lookup", "arguments": {"city": "A"}},
+                {"call_id": "c2", "tool_name": "echo", "arguments": {"text": huge}},
+                {"call_id": "c3", "tool_name": "echo", "arguments": {"text": "{step_1_result}"}},
+            ],
+        )
+    )
+    assert [row.depends_on for row in state.rows] == [[], [], ["c1"]]
