@@ -7,9 +7,10 @@
   timeout for writers, and `BEGIN IMMEDIATE` for every read-modify-write so two writers cannot
   deadlock upgrading a read lock.
 - **Runs on one thread are serialised across processes** by `lock_thread`: an in-process
-  `asyncio.Lock` per thread, then an `flock`ed lock file per thread (`<db>-locks/`, see
-  `_filelock`). The kernel drops the file lock when its holder dies, even by SIGKILL, so a
-  crashed worker never blocks a thread. Runs on different threads never wait for each other.
+  `asyncio.Lock` per thread, then a file lock under `<db>-locks/` (on Linux one byte of one
+  file per thread, elsewhere a file per thread; see `_filelock`). The kernel drops the file
+  lock when its holder dies, even by SIGKILL, so a crashed worker never blocks a thread. Runs
+  on different threads never wait for each other.
   `":memory:"` databases live in one process, so they use the in-process lock only.
 - **Atomic turns.** `commit_turn` writes the messages, the state and (with a trace id) the
   `turns` row in one transaction: a crash leaves the whole turn or nothing, and a turn
@@ -63,7 +64,7 @@ from pes_agent.storage._common import (
     TaskRow,
     Turn,
 )
-from pes_agent.storage._filelock import FileLockDirectory
+from pes_agent.storage._filelock import thread_file_locks
 from pes_agent.storage._locks import ThreadLockTable
 from pes_agent.storage._streams import (
     StreamCallback,
@@ -221,8 +222,10 @@ class SQLiteStorage(StorageBase):
         self._file_locks = (
             None
             if self._in_memory
-            else FileLockDirectory(Path(self._path + "-locks"), max_poll_s=lock_poll_max_s)
+            else thread_file_locks(Path(self._path + "-locks"), max_poll_s=lock_poll_max_s)
         )
+        if self._file_locks is not None:
+            weakref.finalize(self, self._file_locks.close)  # a store dropped without aclose()
         self._locks = ThreadLockTable()
         self._worker: _DatabaseThread | None = None
         self._pending = PendingObservations()
@@ -748,6 +751,8 @@ class SQLiteStorage(StorageBase):
         self._closed = True
         for delivery in list(self._streams):
             delivery.close()
+        if self._file_locks is not None:
+            self._file_locks.close()
         worker, self._worker = self._worker, None
         if worker is None:
             return

@@ -24,7 +24,6 @@ from pes_agent.storage import SQLiteStorage
 from pes_agent.storage import sqlite as sqlite_module
 from pes_agent.storage._codec import dump_observation
 from pes_agent.storage._common import ObservationRow
-from pes_agent.storage._filelock import FileLockDirectory
 from pes_agent.testing import ScriptedProvider
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 
@@ -162,27 +161,31 @@ async def test_waiting_for_a_busy_database_does_not_block_the_event_loop(tmp_pat
         assert (await write).version == 1
 
 
-async def test_lock_files_are_removed_once_released(tmp_path: Path) -> None:
-    """A thread's lock file exists only while the thread is held."""
+async def test_thread_locks_share_one_lock_file_that_stays(tmp_path: Path) -> None:
+    """On Linux, every held thread is a byte of `<db>-locks/threads`: no file per thread."""
     storage = SQLiteStorage(tmp_path / "agent.db")
     locks = tmp_path / "agent.db-locks"
-    async with storage.lock_thread("t"):
-        assert len(list(locks.iterdir())) == 1
-    assert list(locks.iterdir()) == []
+    async with storage.lock_thread("t"), storage.lock_thread("u"):
+        assert [p.name for p in locks.iterdir()] == ["threads"]
+    assert [p.name for p in locks.iterdir()] == ["threads"]
     await storage.aclose()
 
 
-async def test_a_stale_unlocked_lock_file_does_not_block(tmp_path: Path) -> None:
-    """A lock file left behind by a dead process is taken over, not waited on."""
-    storage = SQLiteStorage(tmp_path / "agent.db")
-    locks = tmp_path / "agent.db-locks"
-    locks.mkdir()
-    stale = FileLockDirectory(locks).path_for("t")
-    stale.touch()
-    async with asyncio.timeout(10), storage.lock_thread("t"):
-        pass
-    assert not stale.exists()
-    await storage.aclose()
+async def test_two_stores_in_one_process_exclude_each_other_on_a_thread(tmp_path: Path) -> None:
+    """A second storage object on the same file waits for the first's hold of a thread, and
+    not for its hold of another thread."""
+    first = SQLiteStorage(tmp_path / "agent.db")
+    second = SQLiteStorage(tmp_path / "agent.db")
+    async with first.lock_thread("t"):
+        async with asyncio.timeout(10), second.lock_thread("u"):
+            pass
+        waiting = asyncio.ensure_future(second.lock_thread("t").__aenter__())
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+    async with asyncio.timeout(10):
+        await waiting
+    await first.aclose()
+    await second.aclose()
 
 
 async def test_closed_store_refuses_further_use(tmp_path: Path) -> None:
