@@ -4,10 +4,11 @@ Two ways, one chosen per platform by `thread_file_locks`; both poll a non-blocki
 exponential backoff instead of parking an OS thread in a blocking call, so waiting costs no
 threads and a cancelled waiter simply stops.
 
-- **`ThreadRangeLocks`** (Linux): one file, `<db>-locks/threads`, opened once per storage
-  object, and an open-file-description lock (`F_OFD_SETLK`) on one byte of it per held thread,
-  at an offset hashed from the thread id (63 bits: two threads sharing one is as likely as a
-  SHA-256 collision of that length, so runs on different threads never wait for each other).
+- **`ThreadRangeLocks`** (Linux): a few files, `<db>-locks/threads-NN`, each opened once per
+  storage object, and an open-file-description lock (`F_OFD_SETLK`) on one byte per held
+  thread, at a file and offset hashed from the thread id (63 bits: two threads sharing one is
+  as likely as a SHA-256 collision of that length, so runs on different threads never wait for
+  each other).
   Two system calls a run, and no file created or deleted. OFD locks belong to the open file,
   not the process: two storage objects in one process exclude each other as two processes do,
   and the kernel drops them when the file's last descriptor closes, even by SIGKILL. A forked
@@ -46,6 +47,8 @@ __all__ = ["FileLockDirectory", "ThreadFileLocks", "ThreadRangeLocks", "thread_f
 _FLOCK = struct.Struct("@hhqqi")
 _OFD_SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None)
 _BUSY = (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
+# The files `ThreadRangeLocks` spreads the threads over (see there why).
+_SHARDS = 64
 
 
 class ThreadFileLocks(Protocol):
@@ -83,33 +86,43 @@ def _make_directory(directory: Path, thread_id: str) -> None:
 
 
 class ThreadRangeLocks:
-    """One byte of `<directory>/threads` per held thread, locked with `F_OFD_SETLK`."""
+    """One byte of one of the files `<directory>/threads-NN` per held thread, locked with
+    `F_OFD_SETLK`.
 
-    __slots__ = ("_directory", "_fd", "_max_poll_s", "_path", "_pid")
+    Several files, not one, because the kernel keeps a file's locks in a list it walks on
+    every lock and unlock: with 10,000 threads held at once on a single file, that walk cost
+    more system time than the per-thread files did. `_SHARDS` files make each list that much
+    shorter, for as many descriptors (opened as they are first needed).
+    """
+
+    __slots__ = ("_directory", "_fds", "_max_poll_s", "_pid")
 
     def __init__(self, directory: Path, *, max_poll_s: float = 0.05) -> None:
         self._directory = directory
-        self._path = directory / "threads"
         self._max_poll_s = max_poll_s
-        self._fd: int | None = None
-        self._pid = 0  # the process that opened `_fd`
+        self._fds: dict[int, int] = {}  # shard -> its file, opened by process `_pid`
+        self._pid = os.getpid()
 
     @property
     def directory(self) -> Path:
-        """Where the lock file lives."""
+        """Where the lock files live."""
         return self._directory
 
     @staticmethod
-    def offset_for(thread_id: str) -> int:
-        """The byte of the lock file that stands for `thread_id`."""
+    def place_for(thread_id: str) -> tuple[int, int]:
+        """The lock file (its shard number) and the byte of it that stand for `thread_id`."""
         digest = hashlib.sha256(thread_id.encode()).digest()
-        return int.from_bytes(digest[:8], "big") >> 1  # off_t is signed
+        return digest[8] % _SHARDS, int.from_bytes(digest[:8], "big") >> 1  # off_t is signed
+
+    def path_for(self, shard: int) -> Path:
+        """The lock file of shard number `shard`."""
+        return self._directory / f"threads-{shard:02d}"
 
     @asynccontextmanager
     async def hold(self, thread_id: str) -> AsyncIterator[None]:
         """Hold the lock of `thread_id` across processes for the body of the `async with`."""
-        offset = self.offset_for(thread_id)
-        fd = self._descriptor(thread_id)
+        shard, offset = self.place_for(thread_id)
+        fd = self._descriptor(shard, thread_id)
         delay = 0.0005
         while not self._set(fd, offset, fcntl.F_WRLCK, thread_id):
             await asyncio.sleep(delay)
@@ -117,30 +130,33 @@ class ThreadRangeLocks:
         try:
             yield
         finally:
-            if self._fd == fd:  # else `close` came first, and released every lock
+            if self._fds.get(shard) == fd:  # else `close` came first, releasing every lock
                 self._set(fd, offset, fcntl.F_UNLCK, thread_id)
 
     def close(self) -> None:
-        """Close the lock file (no thread may be held: closing releases every lock)."""
-        fd, self._fd = self._fd, None
-        if fd is not None and self._pid == os.getpid():
-            os.close(fd)
+        """Close the lock files (no thread may be held: closing releases every lock)."""
+        fds, self._fds = self._fds, {}
+        if self._pid == os.getpid():
+            for fd in fds.values():
+                os.close(fd)
 
-    def _descriptor(self, thread_id: str) -> int:
-        fd = self._fd
-        if fd is not None and self._pid == os.getpid():
+    def _descriptor(self, shard: int, thread_id: str) -> int:
+        if self._pid != os.getpid():
+            # A forked child: its copies of the parent's descriptors share the parent's open
+            # files, whose locks would count as the child's own. Left open, not closed: the
+            # parent's locks must stay the parent's.
+            self._fds, self._pid = {}, os.getpid()
+        fd = self._fds.get(shard)
+        if fd is not None:
             return fd
-        # First use, or a forked child: its copy of the parent's descriptor shares the
-        # parent's open file, whose locks would count as the child's own. Left open, not
-        # closed: the parent's locks must stay the parent's.
         _make_directory(self._directory, thread_id)
+        path = self.path_for(shard)
         try:
-            fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = self._fds[shard] = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise StorageError(
-                f"cannot open the lock file {self._path} ({exc.strerror})", thread_id=thread_id
+                f"cannot open the lock file {path} ({exc.strerror})", thread_id=thread_id
             ) from exc
-        self._fd, self._pid = fd, os.getpid()
         return fd
 
     def _set(self, fd: int, offset: int, kind: int, thread_id: str) -> bool:
@@ -153,7 +169,7 @@ class ThreadRangeLocks:
             if kind == fcntl.F_WRLCK and exc.errno in _BUSY:
                 return False
             raise StorageError(
-                f"cannot lock {self._path} ({exc.strerror})", thread_id=thread_id
+                f"cannot lock a thread in {self._directory} ({exc.strerror})", thread_id=thread_id
             ) from exc
         return True
 

@@ -22,10 +22,12 @@ def test_linux_takes_byte_range_locks(tmp_path: Path) -> None:
 
 
 def test_each_thread_has_its_own_byte() -> None:
-    """Thread ids map to distinct, non-negative offsets (off_t is signed)."""
-    offsets = {ThreadRangeLocks.offset_for(f"thread-{i}") for i in range(10_000)}
-    assert len(offsets) == 10_000
-    assert all(0 <= offset < 2**63 for offset in offsets)
+    """Thread ids map to distinct, non-negative offsets (off_t is signed), spread over all
+    the lock files."""
+    places = [ThreadRangeLocks.place_for(f"thread-{i}") for i in range(10_000)]
+    assert len({offset for _, offset in places}) == 10_000
+    assert all(0 <= offset < 2**63 for _, offset in places)
+    assert len({shard for shard, _ in places}) == 64
 
 
 @linux_only

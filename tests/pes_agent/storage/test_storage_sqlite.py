@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from pes_agent.storage import SQLiteStorage
 from pes_agent.storage import sqlite as sqlite_module
 from pes_agent.storage._codec import dump_observation
 from pes_agent.storage._common import ObservationRow
+from pes_agent.storage._filelock import ThreadRangeLocks
 from pes_agent.testing import ScriptedProvider
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 
@@ -161,13 +164,20 @@ async def test_waiting_for_a_busy_database_does_not_block_the_event_loop(tmp_pat
         assert (await write).version == 1
 
 
-async def test_thread_locks_share_one_lock_file_that_stays(tmp_path: Path) -> None:
-    """On Linux, every held thread is a byte of `<db>-locks/threads`: no file per thread."""
+@pytest.mark.skipif(sys.platform != "linux", reason="OFD locks are Linux's")
+async def test_thread_locks_share_a_few_lock_files_that_stay(tmp_path: Path) -> None:
+    """On Linux, every held thread is a byte of a few `<db>-locks/threads-NN` files, which stay:
+    no file is made and deleted per thread."""
     storage = SQLiteStorage(tmp_path / "agent.db")
     locks = tmp_path / "agent.db-locks"
-    async with storage.lock_thread("t"), storage.lock_thread("u"):
-        assert [p.name for p in locks.iterdir()] == ["threads"]
-    assert [p.name for p in locks.iterdir()] == ["threads"]
+    threads = [f"thread-{i}" for i in range(200)]
+    async with contextlib.AsyncExitStack() as stack:
+        for thread_id in threads:
+            await stack.enter_async_context(storage.lock_thread(thread_id))
+        held = sorted(p.name for p in locks.iterdir())
+    shards = {ThreadRangeLocks.place_for(thread_id)[0] for thread_id in threads}
+    assert held == sorted(f"threads-{n:02d}" for n in shards)
+    assert sorted(p.name for p in locks.iterdir()) == held
     await storage.aclose()
 
 
