@@ -198,6 +198,20 @@ async def test_two_stores_in_one_process_exclude_each_other_on_a_thread(tmp_path
     await second.aclose()
 
 
+async def test_a_turn_of_more_messages_than_one_insert_takes_keeps_their_order(
+    tmp_path: Path,
+) -> None:
+    """A turn of 700 messages (three multi-row INSERTs) is saved whole, in order."""
+    storage = SQLiteStorage(tmp_path / "agent.db")
+    turn = [message("t", f"m{i}") for i in range(700)]
+    await storage.commit_turn("t", turn, AgentState(data={"n": 1}), trace_id="run-1")
+    assert [m.content for m in await storage.get_messages("t")] == [f"m{i}" for i in range(700)]
+    again = await storage.commit_turn("t", turn[:1], AgentState(data={"n": 2}), trace_id="run-1")
+    assert again is not None
+    assert (again.data, again.version) == ({"n": 1}, 1)
+    await storage.aclose()
+
+
 async def test_closed_store_refuses_further_use(tmp_path: Path) -> None:
     """Using a store after aclose is a usage error telling to open a new one."""
     storage = SQLiteStorage(tmp_path / "agent.db")
