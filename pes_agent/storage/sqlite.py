@@ -768,15 +768,23 @@ class _DatabaseThread:
     Leaner than a one-worker `ThreadPoolExecutor` (no concurrent.futures round trip), which
     matters: a run makes a dozen calls. A daemon thread, so a store that is never closed does
     not keep the interpreter alive; SQLite rolls back an interrupted transaction on next open.
+
+    Outcomes go back through one list per event loop, which wakes the loop only when it was
+    empty: a loop busy with thousands of runs takes every outcome that came meanwhile in one
+    callback, instead of one self-pipe write (and one wake-up) per call; the write lets go of
+    the GIL, and this thread then waits to take it back while the loop runs. No outcome
+    waits for another: each is in the list as soon as its call returns.
     """
 
-    __slots__ = ("_queue", "_thread")
+    __slots__ = ("_lock", "_queue", "_thread", "_waiting")
 
     def __init__(self, name: str) -> None:
         self._queue: queue.SimpleQueue[
             tuple[asyncio.AbstractEventLoop | None, asyncio.Future[Any] | None, Callable[[], Any]]
             | None
         ] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._waiting: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
 
@@ -802,21 +810,33 @@ class _DatabaseThread:
                 work()
                 continue
             try:
-                outcome: tuple[Any, BaseException | None] = (work(), None)
+                outcome: _Outcome = (future, work(), None)
             except BaseException as exc:
-                outcome = (None, exc)
+                outcome = (future, None, exc)
+            with self._lock:
+                waiting = self._waiting.get(loop)
+                if waiting is not None:
+                    waiting.append(outcome)  # the loop is already told; it takes this too
+                    continue
+                self._waiting[loop] = [outcome]
             # RuntimeError: the caller's event loop is closed, so nobody is waiting any more.
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_settle, future, *outcome)
+                loop.call_soon_threadsafe(self._settle, loop)
+
+    def _settle(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On `loop`: hand the outcomes waiting for it to their callers."""
+        with self._lock:
+            outcomes = self._waiting.pop(loop, [])
+        for future, result, error in outcomes:
+            if future.cancelled():
+                continue  # the caller was cancelled; the work itself still ran to completion
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
 
 
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.cancelled():
-        return  # the caller was cancelled; the work itself still ran to completion
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+_Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]
 
 
 class _LockedWhileOpening(Exception):

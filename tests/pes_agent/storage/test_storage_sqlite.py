@@ -7,6 +7,7 @@ import contextlib
 import functools
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -321,3 +322,52 @@ async def test_a_batch_of_observations_longer_than_one_insert_keeps_its_order(
     finally:
         await store.aclose()
     assert [o.title for o in found] == [str(i) for i in range(count)]
+
+
+async def test_the_database_thread_hands_each_caller_its_own_outcome() -> None:
+    """Calls queued at once from a busy loop each get their own result or exception, and a
+    cancelled caller does not stop the others'."""
+    worker = sqlite_module._DatabaseThread("test")
+
+    def fail() -> int:
+        raise ValueError("no")
+
+    calls = [
+        asyncio.ensure_future(worker.call(fail if i % 7 == 0 else functools.partial(int, i)))
+        for i in range(500)
+    ]
+    calls[3].cancel()
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    worker.stop()
+    for i, outcome in enumerate(outcomes):
+        if i == 3:
+            assert isinstance(outcome, asyncio.CancelledError)
+        elif i % 7 == 0:
+            assert isinstance(outcome, ValueError)
+        else:
+            assert outcome == i
+
+
+def test_the_database_thread_serves_several_event_loops() -> None:
+    """Loops in two threads calling one database thread at once each get their results."""
+    worker = sqlite_module._DatabaseThread("test")
+
+    async def many(offset: int) -> list[int]:
+        return list(
+            await asyncio.gather(
+                *(worker.call(functools.partial(int, offset + i)) for i in range(300))
+            )
+        )
+
+    results: dict[int, list[int]] = {}
+
+    def run(offset: int) -> None:
+        results[offset] = asyncio.run(many(offset))
+
+    threads = [threading.Thread(target=run, args=(offset,)) for offset in (0, 1000)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    worker.stop()
+    assert results == {0: list(range(300)), 1000: list(range(1000, 1300))}
