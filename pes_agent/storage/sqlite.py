@@ -953,10 +953,15 @@ def _save_state(
     return None if row is None else int(row[0])
 
 
-# Rows a single INSERT writes: 5 parameters each, 500 in all, under the 999 that SQLite
-# before 3.32 allows (messages: 3 each, 900).
-_ROWS_PER_INSERT = 100
+# Messages a single INSERT writes: 3 parameters each, 900 in all, under the 999 that SQLite
+# before 3.32 allows.
 _MESSAGES_PER_INSERT = 300
+# Observation rows a single INSERT writes (`_observation_chunks`): any count up to
+# `_EXACT_ROWS`, else a power of two up to `_MOST_ROWS` (5 parameters a row: 5120 at most,
+# under the 32766 of SQLite since 3.32; an older SQLite's lower limit is read off the
+# connection).
+_EXACT_ROWS = 64
+_MOST_ROWS = 1024
 
 
 def _claim_trace(conn: sqlite3.Connection, thread_id: str, trace_id: str) -> bool:
@@ -1000,23 +1005,40 @@ def _insert_observations_sql(count: int) -> str:
     )
 
 
-def _insert_observations(conn: sqlite3.Connection, *, rows: list[ObservationRow]) -> None:
-    """Write `rows` in one transaction, up to `_ROWS_PER_INSERT` rows a statement.
+def _observation_chunks(count: int, most: int) -> list[int]:
+    """How many rows each INSERT of a batch of `count` takes: as few statements as may be,
+    from few distinct ones (each is prepared once and kept in SQLite's statement cache, and
+    a 1000-row statement is large): `count` itself up to `_EXACT_ROWS`, else the largest
+    power of two not above it or `most`, and so on with the rest."""
+    chunks = []
+    while count > 0:
+        size = count if count <= _EXACT_ROWS else min(most, 1 << (count.bit_length() - 1))
+        chunks.append(size)
+        count -= size
+    return chunks
 
-    Not `executemany`: it steps the statement once a row, and `sqlite3` lets go of the GIL
-    around every step; taking it back from an event loop that keeps it busy can wait for the
-    interpreter's switch interval (5 ms). With thousands of runs at once, that made a row
-    cost ~100 us instead of ~10. A multi-row INSERT is one step for up to a hundred rows,
-    and SQLite gives them their `seq` in the order listed, as the one-row inserts did.
+
+def _insert_observations(conn: sqlite3.Connection, *, rows: list[ObservationRow]) -> None:
+    """Write `rows` in one transaction, in as few multi-row INSERTs as `_observation_chunks`
+    allows.
+
+    Not `executemany`, nor many small INSERTs: `sqlite3` lets go of the GIL around every
+    step of a statement, and taking it back from an event loop that keeps it busy waits for
+    the interpreter's switch interval (5 ms). With 10,000 runs at once, batches of ~2000
+    rows written 100 rows a statement held this thread 130 ms each, mostly waiting for the
+    GIL, while every run's reads and commits queued behind them; 1024 a statement, it is 4
+    steps instead of 20. SQLite gives the rows their `seq` in the order listed, as one-row
+    inserts did.
     """
+    most = min(_MOST_ROWS, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 5)
+    most = 1 << (most.bit_length() - 1)  # a power of two, so a few statements serve all
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for start in range(0, len(rows), _ROWS_PER_INSERT):
-            chunk = rows[start : start + _ROWS_PER_INSERT]
-            conn.execute(
-                _insert_observations_sql(len(chunk)),
-                [value for row in chunk for value in row],
-            )
+        start = 0
+        for size in _observation_chunks(len(rows), most):
+            chunk = rows[start : start + size]
+            start += size
+            conn.execute(_insert_observations_sql(size), [value for row in chunk for value in row])
         conn.execute("COMMIT")
     except BaseException:
         _rollback(conn)

@@ -302,10 +302,10 @@ async def test_a_batch_of_observations_longer_than_one_insert_keeps_its_order(
     tmp_path: Path,
 ) -> None:
     """The writer thread writes the observations queued meanwhile in one transaction, in
-    multi-row INSERTs of at most `_ROWS_PER_INSERT` rows: a longer batch lands whole, in the
+    multi-row INSERTs of at most `_MOST_ROWS` rows: a longer batch lands whole, in the
     order recorded."""
     store = SQLiteStorage(str(tmp_path / "batch.db"))
-    count = 2 * sqlite_module._ROWS_PER_INSERT + 7
+    count = 2 * sqlite_module._MOST_ROWS + 300 + 7
     observations = [
         Observation(
             thread_id="t", trace_id="r", type=ObservationType.PLAN, title=str(i), content={}
@@ -322,6 +322,18 @@ async def test_a_batch_of_observations_longer_than_one_insert_keeps_its_order(
     finally:
         await store.aclose()
     assert [o.title for o in found] == [str(i) for i in range(count)]
+
+
+def test_observation_batches_take_few_insert_statements_of_few_sizes() -> None:
+    """A batch is split into as few INSERTs as the limit allows, of sizes from a small set:
+    every count up to 64, then powers of two."""
+    chunks = sqlite_module._observation_chunks
+    assert chunks(0, 1024) == []
+    assert chunks(14, 1024) == [14]
+    assert chunks(1800, 1024) == [1024, 512, 256, 8]
+    assert chunks(2100, 128) == [128] * 16 + [52]
+    sizes = {size for count in range(1, 5000) for size in chunks(count, 1024)}
+    assert sizes <= set(range(1, 65)) | {128, 256, 512, 1024}
 
 
 async def test_the_database_thread_hands_each_caller_its_own_outcome() -> None:
