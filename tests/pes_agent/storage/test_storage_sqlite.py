@@ -9,6 +9,7 @@ import sqlite3
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ from pes_agent import (
     create_agent,
 )
 from pes_agent.config import AgentState
-from pes_agent.errors import ConfigurationError, StorageError, UsageError
+from pes_agent.errors import ConfigurationError, StateConflictError, StorageError, UsageError
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import SQLiteStorage
 from pes_agent.storage import sqlite as sqlite_module
@@ -383,3 +384,81 @@ def test_the_database_thread_serves_several_event_loops() -> None:
         thread.join(timeout=30)
     worker.stop()
     assert results == {0: list(range(300)), 1000: list(range(1000, 1300))}
+
+
+async def _commit_all_at_once(
+    storage: SQLiteStorage, commits: list[Any]
+) -> tuple[list[Any], list[str]]:
+    """Run `commits` (coroutine functions) while the database thread is held busy, so their
+    turns queue up and are written as one batch; their outcomes and the SQL that ran."""
+    statements: list[str] = []
+    await storage._call(lambda conn: conn.set_trace_callback(statements.append))
+    release = threading.Event()
+    storage._worker_thread().submit(functools.partial(release.wait, 10))
+    pending = [asyncio.ensure_future(commit()) for commit in commits]
+    await asyncio.sleep(0.05)
+    release.set()
+    outcomes = await asyncio.gather(*pending, return_exceptions=True)
+    await storage._call(lambda conn: conn.set_trace_callback(None))
+    return outcomes, statements
+
+
+async def test_turns_committed_at_once_are_written_in_one_transaction(tmp_path: Path) -> None:
+    """Turns queued together are written in one transaction, each as it would alone."""
+    storage = SQLiteStorage(tmp_path / "agent.db")
+    commits = [
+        functools.partial(
+            storage.commit_turn,
+            f"t{i}",
+            [message(f"t{i}", f"q{i}"), message(f"t{i}", f"a{i}")],
+            AgentState(data={"i": i}) if i % 2 else None,
+            trace_id=f"run-{i}",
+        )
+        for i in range(50)
+    ]
+    outcomes, statements = await _commit_all_at_once(storage, commits)
+    assert statements.count("BEGIN IMMEDIATE") == 1
+    for i, outcome in enumerate(outcomes):
+        if i % 2:
+            assert isinstance(outcome, AgentState)
+            assert (outcome.data, outcome.version) == ({"i": i}, 1)
+        else:
+            assert outcome is None
+        assert [m.content for m in await storage.get_messages(f"t{i}")] == [f"q{i}", f"a{i}"]
+    replayed = await storage.commit_turn("t1", [message("t1", "x")], None, trace_id="run-1")
+    assert replayed is not None
+    assert replayed.data == {"i": 1}
+    await storage.aclose()
+
+
+async def test_a_turn_that_cannot_go_through_fails_alone_in_a_batch(tmp_path: Path) -> None:
+    """In a batch with a replayed trace, a state conflict and a duplicate message id, those
+    get their own outcomes and every other turn is saved."""
+    storage = SQLiteStorage(tmp_path / "agent.db")
+    landed = await storage.commit_turn("r", [message("r", "first")], AgentState(), trace_id="x")
+    assert landed is not None
+    saved = message("d", "saved")
+    await storage.add_messages("d", [saved])
+    commits = [
+        functools.partial(storage.commit_turn, "a", [message("a", "a1")], None, trace_id="a"),
+        functools.partial(storage.commit_turn, "r", [message("r", "again")], None, trace_id="x"),
+        functools.partial(
+            storage.commit_turn, "c", [message("c", "c1")], AgentState(), expected_version=3
+        ),
+        functools.partial(storage.commit_turn, "d", [saved], None, trace_id="d"),
+        functools.partial(storage.commit_turn, "b", [message("b", "b1")], AgentState()),
+    ]
+    outcomes, _ = await _commit_all_at_once(storage, commits)
+    assert outcomes[0] is None
+    assert isinstance(outcomes[1], AgentState)
+    assert outcomes[1].version == landed.version
+    assert isinstance(outcomes[2], StateConflictError)
+    assert isinstance(outcomes[3], StorageError)
+    assert "already saved" in str(outcomes[3])
+    assert isinstance(outcomes[4], AgentState)
+    contents = {t: [m.content for m in await storage.get_messages(t)] for t in "arcdb"}
+    assert contents == {"a": ["a1"], "r": ["first"], "c": [], "d": ["saved"], "b": ["b1"]}
+    # The failed turn "d" did not claim its trace: a retry with a new message goes through.
+    await storage.commit_turn("d", [message("d", "retry")], None, trace_id="d")
+    assert [m.content for m in await storage.get_messages("d")] == ["saved", "retry"]
+    await storage.aclose()
