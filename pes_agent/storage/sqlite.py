@@ -406,6 +406,9 @@ class SQLiteStorage(StorageBase):
 
     def _write_pending_turns(self, worker: _DatabaseThread) -> None:
         while queued := self._turns.take():
+            # The observations recorded before these turns were committed go first, as when
+            # every call ran in the order made: a turn joins a batch queued before it.
+            self._write_pending_observations()
             try:
                 outcomes = self._run(
                     functools.partial(self._write_turns, turns=[q.turn for q in queued])
@@ -483,8 +486,9 @@ class SQLiteStorage(StorageBase):
 
     async def _write_observation(self, row: ObservationRow) -> None:
         """Queue the row for the worker thread, which writes the rows queued meanwhile in one
-        transaction. The worker runs everything in order, so any later read, `commit_turn` or
-        `aclose` sees it; a write that fails is logged."""
+        transaction. The worker runs everything in order (and writes the rows queued before
+        a batch of turns first), so any later read, `commit_turn` or `aclose` sees it; a
+        write that fails is logged."""
         if self._pending.add(row):
             self._worker_thread().submit(self._write_pending_observations)
 

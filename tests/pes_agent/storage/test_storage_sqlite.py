@@ -462,3 +462,23 @@ async def test_a_turn_that_cannot_go_through_fails_alone_in_a_batch(tmp_path: Pa
     await storage.commit_turn("d", [message("d", "retry")], None, trace_id="d")
     assert [m.content for m in await storage.get_messages("d")] == ["saved", "retry"]
     await storage.aclose()
+
+
+async def test_observations_recorded_before_a_batched_turn_are_written_before_it(
+    tmp_path: Path,
+) -> None:
+    """A turn that joins a batch queued before an observation was recorded is still written
+    after that observation, as every call ran in the order made."""
+    storage = SQLiteStorage(tmp_path / "agent.db")
+    recorded = Observation(
+        thread_id="t", trace_id="r", type=ObservationType.PLAN, title="o", content={}
+    )
+    commits = [
+        functools.partial(storage.commit_turn, "t", [message("t", "first")], None),
+        functools.partial(storage.add_observation, recorded),
+        functools.partial(storage.commit_turn, "u", [message("u", "second")], None),
+    ]
+    _, statements = await _commit_all_at_once(storage, commits)
+    writes = [sql.split(" (")[0] for sql in statements if sql.startswith("INSERT")]
+    assert writes == ["INSERT INTO observations", "INSERT INTO messages"]
+    await storage.aclose()
