@@ -15,7 +15,9 @@
 - **Atomic turns.** `commit_turn` writes the messages, the state and (with a trace id) the
   `turns` row in one transaction: a crash leaves the whole turn or nothing, and a turn
   committed again under the same trace id is found there and not written twice. A state save
-  with `expected_version` compares and sets inside that transaction. Observations are queued
+  with `expected_version` compares and sets inside that transaction. Turns committed while the
+  worker thread is busy share one transaction (each still whole or absent; one that cannot go
+  through as it is sends the batch back to one transaction a turn). Observations are queued
   and written in batches by the worker thread, so those recorded before a crash of the process
   survive it once their batch is written.
 - **Durability.** `synchronous=NORMAL` (the WAL default): a committed turn survives the process
