@@ -15,7 +15,7 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import NamedTuple, Self
+from typing import Generic, NamedTuple, Self, TypeVar
 
 from pes_agent._closing import ClosedOnExit
 from pes_agent.approvals.models import PausedRun
@@ -29,10 +29,13 @@ from pes_agent.threads.messages import ConversationMessage
 
 _log = get_logger("pes_agent.storage")
 
+_R = TypeVar("_R")
+
 __all__ = [
     "THREAD_TABLES",
     "TYPE_VALUES",
     "ObservationRow",
+    "Pending",
     "PendingObservations",
     "SavedState",
     "StorageBase",
@@ -157,8 +160,8 @@ def prepare_turn(
     )
 
 
-class PendingObservations:
-    """Observations recorded but not yet written, for one writer to take in batches.
+class Pending(Generic[_R]):
+    """Rows (observations, turns) waiting to be written, for one writer to take in batches.
 
     A run records a dozen observations or more, and a commit (or round trip) for each would
     cost more than the rest of the run: `add` queues a row and says when no writer is on its
@@ -169,11 +172,11 @@ class PendingObservations:
     __slots__ = ("_lock", "_rows", "_writing")
 
     def __init__(self) -> None:
-        self._rows: list[ObservationRow] = []
+        self._rows: list[_R] = []
         self._lock = threading.Lock()
         self._writing = False
 
-    def add(self, row: ObservationRow) -> bool:
+    def add(self, row: _R) -> bool:
         """Queue `row`; True when the caller must start a writer (none is on its way)."""
         with self._lock:
             self._rows.append(row)
@@ -182,13 +185,17 @@ class PendingObservations:
             self._writing = True
             return True
 
-    def take(self) -> list[ObservationRow]:
+    def take(self) -> list[_R]:
         """Everything queued, oldest first; an empty batch ends the writer's turn."""
         with self._lock:
             rows, self._rows = self._rows, []
             if not rows:
                 self._writing = False
             return rows
+
+
+#: The observations recorded but not yet written.
+PendingObservations = Pending[ObservationRow]
 
 
 class StorageBase(ClosedOnExit):
