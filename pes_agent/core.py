@@ -63,7 +63,7 @@ from pes_agent.pes.recorder import RunRecorder
 from pes_agent.pes.resources import ResourceTable, RunResources
 from pes_agent.pes.retrieval import RetrievalSystem
 from pes_agent.pes.run_error import RunErrorSystem
-from pes_agent.pes.settings import AgentDefaults, RunSettings
+from pes_agent.pes.settings import AgentDefaults, RunSettings, resolve_history_limit
 from pes_agent.pes.synthesis import SynthesisSystem
 from pes_agent.pes.tool_system import ToolSystem
 from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesizer
@@ -71,7 +71,7 @@ from pes_agent.providers.base import LLMProvider
 from pes_agent.providers.fallback import resolve_provider
 from pes_agent.retrieval.retriever import Retriever
 from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata, RunStatus
-from pes_agent.storage.base import Storage, StreamFeed
+from pes_agent.storage.base import Storage, StreamFeed, ThreadSnapshot, load_snapshot
 from pes_agent.storage.factory import open_storage
 from pes_agent.threads._running import enclosing_run, running
 from pes_agent.threads.conversation import ConversationManager
@@ -615,22 +615,29 @@ class AgentCore(ClosedOnExit):
         if effects is not None and effects.serialises_turns:
             return await self._run(props, trace_id, started, run, effects=effects)
         thread_id = props.thread_id
-        storage = run.parts.storage
+        parts = run.parts
         checked = False  # a RunError after the check is the run's own: it propagates
         try:
-            async with storage.lock_thread(thread_id):
-                blocking = await _paused_run(storage, thread_id)
+            async with parts.storage.lock_thread(thread_id):
+                # The paused-run check and the thread's load in one read of the store.
+                try:
+                    snapshot = await self._snapshot(parts, props)
+                except UsageError as error:
+                    return await self._load_failure(
+                        parts, props, trace_id, started, str(error), effects
+                    )
                 checked = True
-                if blocking is not None:
-                    raise _awaiting_approval(thread_id, blocking)
-                return await self._run(props, trace_id, started, run, effects=effects)
+                if snapshot.paused:
+                    raise _awaiting_approval(thread_id, snapshot.paused[0].trace_id)
+                return await self._run(
+                    props, trace_id, started, run, effects=effects, snapshot=snapshot
+                )
         except RunError as error:
             if checked:
                 raise
-            # The store is unreachable: a runtime failure like any other, not a raise.
-            return await self._load_failure(
-                run.parts, props, trace_id, started, error.message, effects
-            )
+            # The store is unreachable, or the thread's saved config or state is damaged: a
+            # runtime failure like any other, not a raise.
+            return await self._load_failure(parts, props, trace_id, started, error.message, effects)
 
     async def _run(
         self,
@@ -641,16 +648,18 @@ class AgentCore(ClosedOnExit):
         paused: PausedRun | None = None,
         decisions: dict[str, Decision] | None = None,
         effects: RunEffects | None = None,
+        snapshot: ThreadSnapshot | None = None,
     ) -> AgentFinalResponse:
-        """Prepare, drive and conclude a run on a thread the caller holds locked; its
-        response is kept on `run` too, for an `aclose()` cancelling the caller after it.
-        With `effects`, the run is a durable engine's workflow: its side effects are steps."""
+        """Prepare, drive and conclude a run on a thread the caller holds locked (and may have
+        read: `snapshot`); its response is kept on `run` too, for an `aclose()` cancelling the
+        caller after it. With `effects`, the run is a durable engine's workflow: its side
+        effects are steps."""
         # Entered and left by hand: a `with` block would keep its bound `__exit__` alive for
         # the whole run (`EnclosingRun.__exit__` takes no notice of an exception).
         enclosing = running(props.thread_id, trace_id).__enter__()
         try:
             ready = await self._prepare(
-                run.parts, props, trace_id, started, paused, decisions, effects
+                run.parts, props, trace_id, started, paused, decisions, effects, snapshot
             )
             if isinstance(ready, _Prepared):
                 run.result = _outcome(ready, await self._drive(ready, run))
@@ -669,13 +678,16 @@ class AgentCore(ClosedOnExit):
         paused: PausedRun | None,
         decisions: dict[str, Decision] | None,
         effects: RunEffects | None,
+        snapshot: ThreadSnapshot | None,
     ) -> _Prepared | AgentFinalResponse:
         """The run's components and resources, ready to spawn; or the response of a run that
         ended here, its tool sources or thread failing to load."""
         # A new turn on an engine that takes the thread's turn itself: its load step checks
         # that no paused run waits on the thread.
         check = paused is None and effects is not None and effects.serialises_turns
-        loaded = await self._load(parts, props, trace_id, started, effects, check_paused=check)
+        loaded = await self._load(
+            parts, props, trace_id, started, effects, check_paused=check, snapshot=snapshot
+        )
         if not isinstance(loaded, _Loaded):
             return loaded  # it ended while loading
         settings, context = loaded.settings, loaded.context
@@ -731,11 +743,13 @@ class AgentCore(ClosedOnExit):
         effects: RunEffects | None,
         *,
         check_paused: bool = False,
+        snapshot: ThreadSnapshot | None = None,
     ) -> _Loaded | AgentFinalResponse:
-        """Open the tool sources, load the thread and resolve the run's settings; or the
-        response of a run that failed to (the thread's saved configuration is data: a bad one
-        fails the run, it does not raise). With `check_paused`, the same step first looks for
-        a paused run on the thread, and raises `ThreadAwaitingApprovalError` when one waits."""
+        """Open the tool sources, load the thread (unless read already: `snapshot`) and
+        resolve the run's settings; or the response of a run that failed to (the thread's
+        saved configuration is data: a bad one fails the run, it does not raise). With
+        `check_paused`, the same step reads the thread with its paused runs, and raises
+        `ThreadAwaitingApprovalError` when one waits."""
         try:
             # Before anything is planned: the planner must see the sources' tool schemas.
             await parts.tools.open_sources()
@@ -752,6 +766,15 @@ class AgentCore(ClosedOnExit):
             )
         thread_id = props.thread_id
 
+        def settled(
+            snapshot: ThreadSnapshot,
+        ) -> tuple[ThreadContext, list[ConversationMessage], RunSettings]:
+            context = ThreadContext.of(snapshot.config, snapshot.state)
+            settings = RunSettings.resolve(
+                self._defaults, context.config, props.options, parts.tools.names
+            )
+            return context, snapshot.messages, settings
+
         async def read() -> tuple[ThreadContext, list[ConversationMessage], RunSettings]:
             context = await parts.state.load_context(thread_id)
             settings = RunSettings.resolve(
@@ -762,14 +785,16 @@ class AgentCore(ClosedOnExit):
             return context, history, settings
 
         async def check_and_read() -> tuple[str | None, Any]:
-            waiting = await parts.storage.get_paused_runs(thread_id)
-            return (waiting[0].trace_id, None) if waiting else (None, await read())
+            read = await self._snapshot(parts, props)
+            return (read.paused[0].trace_id, None) if read.paused else (None, settled(read))
 
         blocking: str | None = None  # a paused run's trace id (with `check_paused`)
         try:
             # On an engine, read once: a replayed run sees the thread as it first did (once
             # anything recorded depends on it: a read is kept with the run's next step).
-            if effects is None:
+            if snapshot is not None:
+                loaded = settled(snapshot)
+            elif effects is None:
                 loaded = await read()
             elif check_paused:
                 blocking, loaded = await effects.once("pes_agent.load", check_and_read, kind="read")
@@ -789,6 +814,17 @@ class AgentCore(ClosedOnExit):
         if blocking is not None:
             raise _awaiting_approval(thread_id, blocking)
         return _Loaded(context, history, settings, provider)
+
+    async def _snapshot(self, parts: _Parts, props: AgentProps) -> ThreadSnapshot:
+        """What a new turn reads of its thread, in one read of the store: the runs waiting
+        for approval and, when none waits, the config, state and the history its settings
+        ask for (`resolve_history_limit`, the rule `RunSettings.resolve` applies)."""
+        defaults, options = self._defaults, props.options
+        return await load_snapshot(
+            parts.storage,
+            props.thread_id,
+            history_limit=lambda config: resolve_history_limit(defaults, config, options),
+        )
 
     async def _drive(self, prepared: _Prepared, run: _InFlight) -> _Ended:
         """Spawn the run entity and tick its world until a system ends the run; what the
@@ -1421,10 +1457,3 @@ def _snapshot(data: dict[str, Any]) -> dict[str, Any]:
     """A deep copy of a thread's state data, as the run found it (`{}` for none, which most
     threads have: without `deepcopy`'s machinery)."""
     return copy.deepcopy(data) if data else {}
-
-
-async def _paused_run(storage: Storage, thread_id: str) -> str | None:
-    """The trace id of a run waiting for approval on the thread; None if none waits (the
-    list read is not kept for the length of the run)."""
-    waiting = await storage.get_paused_runs(thread_id)
-    return waiting[0].trace_id if waiting else None

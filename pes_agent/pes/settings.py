@@ -24,7 +24,7 @@ from pes_agent.config import (
 from pes_agent.observing.logs import get_logger
 from pes_agent.usage import UsageLimits
 
-__all__ = ["AgentDefaults", "RunSettings"]
+__all__ = ["AgentDefaults", "RunSettings", "resolve_history_limit"]
 
 # The agent's logger: the warning below is about the agent's configuration, not a phase.
 _log = get_logger("pes_agent.agent")
@@ -96,7 +96,7 @@ class RunSettings(NamedTuple):
         call = options if options is not None else _NO_OPTIONS
         return cls(
             system_prompt=_first(call.system_prompt, thread.system_prompt, defaults.system_prompt),
-            history_limit=_first(call.history_limit, thread.history_limit, defaults.history_limit),
+            history_limit=resolve_history_limit(defaults, thread, options),
             provider_config=call.provider_config or thread.provider_config,
             llm_params=call.llm_params or defaults.llm_params,
             enabled_tools=_enabled_tools(thread.enabled_tools, call.enabled_tools, registered),
@@ -110,6 +110,20 @@ class RunSettings(NamedTuple):
             ),
             usage_limits=_tightest(defaults.usage_limits, thread.usage_limits, call.usage_limits),
         )
+
+
+def resolve_history_limit(
+    defaults: AgentDefaults, thread: ThreadConfig | None, options: RunOptions | None
+) -> int:
+    """How many of the newest messages a run reads (`RunSettings.history_limit`): the call's
+    number, else the thread's (`thread` None: never configured), else the agent's. On its own,
+    so that a store can apply it to the config it reads in the same go (`load_snapshot`)."""
+    call = options.history_limit if options is not None else None
+    if call is not None:
+        return call
+    if thread is not None and thread.history_limit is not None:
+        return thread.history_limit
+    return defaults.history_limit
 
 
 def _first(*values: T | None) -> T:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, Self, TypeVar
@@ -24,7 +24,12 @@ from pes_agent.errors import StateConflictError, StorageError, UsageError
 from pes_agent.observing.logs import get_logger
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage import _codec
-from pes_agent.storage.base import TaskRecord
+from pes_agent.storage.base import (
+    HistoryLimit,
+    TaskRecord,
+    ThreadSnapshot,
+    read_rest_of_snapshot,
+)
 from pes_agent.threads.messages import ConversationMessage
 
 _log = get_logger("pes_agent.storage")
@@ -38,6 +43,7 @@ __all__ = [
     "Pending",
     "PendingObservations",
     "SavedState",
+    "SnapshotRows",
     "StorageBase",
     "TaskRow",
     "Turn",
@@ -95,6 +101,27 @@ class SavedState(NamedTuple):
 
     data: str
     version: int
+
+
+class SnapshotRows(NamedTuple):
+    """A thread's rows as a backend read them for `load_snapshot`, in one consistent read.
+
+    `paused` holds the paused runs' (thread id, body). When it is not empty the backend may
+    stop there (`stopped`): a run cannot start, so the rest is not needed. Otherwise `config`
+    and `state` are the stored ones and `messages` the bodies of the newest `limit` messages.
+    """
+
+    paused: list[tuple[str, str]]
+    config: str | None = None
+    state: SavedState | None = None
+    messages: list[str] = []  # noqa: RUF012 - a NamedTuple's default, never mutated
+    limit: int | None = 0
+    stopped: bool = False
+
+
+#: A backend's `_read_snapshot` is given this: the config's text (None: none stored) to the
+#: number of messages to read; it decodes the config, so a damaged one raises its StorageError.
+LimitOf = Callable[[str | None], int | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +300,14 @@ class StorageBase(ClosedOnExit):
         limit = _codec.check_limit(limit)
         if limit == 0:
             return []
-        texts = await self._read_messages(thread_id, limit)
+        return await self._newest_messages(
+            thread_id, await self._read_messages(thread_id, limit), limit
+        )
+
+    async def _newest_messages(
+        self, thread_id: str, texts: list[str], limit: int | None
+    ) -> list[ConversationMessage]:
+        """The newest `limit` readable messages, from `texts`: the newest `limit` rows."""
         messages = self._load_messages(thread_id, texts)
         if limit is None:
             return messages
@@ -290,6 +324,29 @@ class StorageBase(ClosedOnExit):
                 messages = self._load_messages(thread_id, wider)
             texts = wider
         return messages[-limit:]
+
+    async def load_snapshot(self, thread_id: str, *, history_limit: HistoryLimit) -> ThreadSnapshot:
+        """The thread's paused runs and, when none waits, its config, state and newest
+        `history_limit(config)` messages, in one read of the backend (`ThreadSnapshots`)."""
+        self._check_open()
+        config = _SnapshotConfig(self, thread_id, history_limit)
+        rows = await self._read_snapshot(thread_id, config.limit_of)
+        paused = _codec.load_rows(_codec.load_paused_run, rows.paused, store=self)
+        if paused:
+            return ThreadSnapshot(paused, None, None, [])
+        if rows.stopped:  # every waiting run was damaged, and the rest not read: read it now
+            return await read_rest_of_snapshot(self, thread_id, history_limit)
+        found = rows.state
+        state = (
+            None
+            if found is None
+            else _codec.load_state(found.data, found.version, store=self, thread_id=thread_id)
+        )
+        limit = rows.limit
+        messages = (
+            [] if limit == 0 else await self._newest_messages(thread_id, rows.messages, limit)
+        )
+        return ThreadSnapshot([], config.of(rows.config), state, messages)
 
     def _load_messages(self, thread_id: str, texts: list[str]) -> list[ConversationMessage]:
         return _codec.load_rows(
@@ -493,6 +550,12 @@ class StorageBase(ClosedOnExit):
         """The bodies of the newest `limit` (> 0, or None for all) messages, oldest first."""
 
     @abstractmethod
+    async def _read_snapshot(self, thread_id: str, limit_of: LimitOf) -> SnapshotRows:
+        """In one consistent read: the thread's paused runs; when there are none, also its
+        config, its state and the newest `limit_of(config)` messages (none when 0).
+        `limit_of` decodes the config (a damaged one raises): call it after the paused runs."""
+
+    @abstractmethod
     async def _write_turn(self, turn: Turn) -> SavedState | None:
         """Write `turn` in one transaction and return the state saved (None without one); for
         a trace already committed, write nothing and return what that commit saved."""
@@ -548,3 +611,31 @@ class StorageBase(ClosedOnExit):
 
     @abstractmethod
     async def _delete_task(self, task_id: str) -> None: ...
+
+
+class _SnapshotConfig:
+    """A snapshot's config, decoded once: while the backend reads (`limit_of`, which it may
+    call in its database thread) and after (`of`)."""
+
+    __slots__ = ("_history_limit", "_store", "_text", "_thread_id", "config")
+
+    def __init__(self, store: StorageBase, thread_id: str, history_limit: HistoryLimit) -> None:
+        self._store = store
+        self._thread_id = thread_id
+        self._history_limit = history_limit
+        self._text: str | None = None
+        self.config: ThreadConfig | None = None
+
+    def limit_of(self, text: str | None) -> int | None:
+        """How many messages to read for the config stored as `text` (checked: an int >= 0
+        or None); a damaged config raises its StorageError."""
+        return _codec.check_limit(self._history_limit(self.of(text)))
+
+    def of(self, text: str | None) -> ThreadConfig | None:
+        """The config stored as `text`, decoded (once for the same text)."""
+        if text is None:
+            return None
+        if text != self._text or self.config is None:
+            self.config = _codec.load_config(text, store=self._store, thread_id=self._thread_id)
+            self._text = text
+        return self.config

@@ -22,8 +22,16 @@ __all__ = [
     "StreamSubscription",
     "TaskRecord",
     "TaskRecords",
+    "ThreadSnapshot",
+    "ThreadSnapshots",
     "TurnLeases",
+    "load_snapshot",
 ]
+
+#: How many of the newest messages a run reads, given the thread's config (None when the thread
+#: was never configured): a number >= 0, or None for all of them. A run passes its settings'
+#: rule (`RunSettings.resolve`'s), so that a store need not know it.
+HistoryLimit = Callable[[ThreadConfig | None], int | None]
 
 
 @runtime_checkable
@@ -299,6 +307,89 @@ class Storage(Protocol):
         Every later call (but `aclose`) raises a `UsageError`: open a new storage object.
         """
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSnapshot:
+    """What a run reads of its thread before it plans, read at once (`load_snapshot`).
+
+    `paused` is what `get_paused_runs(thread_id)` returns. While a run waits for approval no
+    other run may start on the thread, so nothing else is read: `config` and `state` are None
+    and `messages` empty. Otherwise `config`, `state` and `messages` are what
+    `get_thread_config`, `get_agent_state` and `get_messages(limit=history_limit(config))` return.
+    """
+
+    paused: list[PausedRun]
+    config: ThreadConfig | None
+    state: AgentState | None
+    messages: list[ConversationMessage]
+
+
+@runtime_checkable
+class ThreadSnapshots(Protocol):
+    """A store that reads what a run needs of its thread in one go: one consistent read, in one
+    call to its database (one DB-thread call in SQLite, one connection in PostgreSQL). Every
+    bundled store is one; a `Storage` that is not gets the same from `load_snapshot`, read with
+    the separate calls.
+    """
+
+    async def load_snapshot(self, thread_id: str, *, history_limit: HistoryLimit) -> ThreadSnapshot:
+        """The thread's paused runs; when none waits, also its config, state and newest
+        messages, as the separate reads return them (`ThreadSnapshot`).
+
+        Args:
+            thread_id: The thread to read.
+            history_limit: Given the thread's config (None: never configured), how many of the
+                newest messages to read (>= 0; None for all).
+
+        Returns:
+            The snapshot; a damaged paused run or message is left out with a warning.
+
+        Raises:
+            UsageError: `history_limit` gave neither None nor an int >= 0.
+            StorageError: The store could not be read, or the stored config or state is
+                damaged (as `get_thread_config` and `get_agent_state` raise it).
+        """
+        ...
+
+
+async def load_snapshot(
+    storage: Storage, thread_id: str, *, history_limit: HistoryLimit
+) -> ThreadSnapshot:
+    """`storage.load_snapshot(...)` (`ThreadSnapshots`) when the store has it, else the same read
+    with the `Storage` protocol's separate calls: what a run reads before it plans.
+
+    Args:
+        storage: The store to read.
+        thread_id: The thread to read.
+        history_limit: Given the thread's config, how many of the newest messages to read.
+
+    Returns:
+        As `ThreadSnapshots.load_snapshot`.
+
+    Raises:
+        UsageError: As `ThreadSnapshots.load_snapshot`.
+        StorageError: As `ThreadSnapshots.load_snapshot`.
+    """
+    # Not `isinstance(storage, ThreadSnapshots)`: a protocol check costs microseconds a run.
+    own: Callable[..., Awaitable[ThreadSnapshot]] | None = getattr(storage, "load_snapshot", None)
+    if own is not None:
+        return await own(thread_id, history_limit=history_limit)
+    paused = await storage.get_paused_runs(thread_id)
+    if paused:
+        return ThreadSnapshot(paused, None, None, [])
+    return await read_rest_of_snapshot(storage, thread_id, history_limit)
+
+
+async def read_rest_of_snapshot(
+    storage: Storage, thread_id: str, history_limit: HistoryLimit
+) -> ThreadSnapshot:
+    """The snapshot of a thread where no run waits, read with the separate calls."""
+    config = await storage.get_thread_config(thread_id)
+    state = await storage.get_agent_state(thread_id)
+    limit = history_limit(config)
+    messages = [] if limit == 0 else await storage.get_messages(thread_id, limit=limit)
+    return ThreadSnapshot([], config, state, messages)
 
 
 @runtime_checkable

@@ -12,8 +12,10 @@ from pes_agent.observing.types import Observation
 from pes_agent.storage._codec import dump_observation
 from pes_agent.storage._common import (
     TYPE_VALUES,
+    LimitOf,
     ObservationRow,
     SavedState,
+    SnapshotRows,
     StorageBase,
     TaskRow,
     Turn,
@@ -125,6 +127,18 @@ class InMemoryStorage(StorageBase):
         if found is None:
             return []
         return found.messages[-limit:] if limit is not None else list(found.messages)
+
+    async def _read_snapshot(self, thread_id: str, limit_of: LimitOf) -> SnapshotRows:
+        # No await in here: one consistent read within the event loop.
+        found = self._threads.get(thread_id)
+        if found is None:
+            return SnapshotRows([], limit=limit_of(None))
+        if found.paused:
+            return SnapshotRows([(thread_id, body) for body in found.paused.values()], stopped=True)
+        limit = limit_of(found.config)
+        messages = found.messages
+        newest = [] if limit == 0 else messages[-limit:] if limit is not None else list(messages)
+        return SnapshotRows([], found.config, found.state, newest, limit)
 
     async def _write_turn(self, turn: Turn) -> SavedState | None:
         found = self._threads.get(turn.thread_id)

@@ -59,10 +59,12 @@ from pes_agent.observing.logs import get_logger
 from pes_agent.observing.streams import StreamEvent
 from pes_agent.storage._common import (
     THREAD_TABLES,
+    LimitOf,
     ObservationRow,
     Pending,
     PendingObservations,
     SavedState,
+    SnapshotRows,
     StorageBase,
     TaskRow,
     Turn,
@@ -388,12 +390,19 @@ class SQLiteStorage(StorageBase):
 
     async def _read_messages(self, thread_id: str, limit: int | None) -> list[str]:
         def read(conn: sqlite3.Connection) -> list[str]:
-            rows = conn.execute(
-                "SELECT body FROM (SELECT seq, body FROM messages WHERE thread_id = ? "
-                "ORDER BY seq DESC LIMIT ?) ORDER BY seq",
-                (thread_id, -1 if limit is None else limit),
-            ).fetchall()
-            return [str(row[0]) for row in rows]
+            return _newest_messages(conn, thread_id, limit)
+
+        return await self._call(read)
+
+    async def _read_snapshot(self, thread_id: str, limit_of: LimitOf) -> SnapshotRows:
+        # One call to the worker thread and one read transaction (a WAL snapshot): the reads
+        # agree with each other even while other processes write.
+        def read(conn: sqlite3.Connection) -> SnapshotRows:
+            conn.execute("BEGIN")
+            try:
+                return _snapshot_rows(conn, thread_id, limit_of)
+            finally:
+                _rollback(conn)  # it wrote nothing: ending it is all
 
         return await self._call(read)
 
@@ -967,6 +976,42 @@ def _recorded_version(conn: sqlite3.Connection) -> int | None:
         return None
     row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
     return None if row is None or row[0] is None else int(row[0])
+
+
+# The config, the state and whether a run waits, in one statement.
+_THREAD_ROW = (
+    "SELECT (SELECT config FROM thread_configs WHERE thread_id = ?1), "
+    "(SELECT data FROM agent_states WHERE thread_id = ?1), "
+    "(SELECT version FROM agent_states WHERE thread_id = ?1), "
+    "EXISTS (SELECT 1 FROM paused_runs WHERE thread_id = ?1)"
+)
+
+
+def _snapshot_rows(conn: sqlite3.Connection, thread_id: str, limit_of: LimitOf) -> SnapshotRows:
+    """`_read_snapshot`'s reads, in the transaction the caller opened."""
+    config, data, version, waiting = conn.execute(_THREAD_ROW, (thread_id,)).fetchone()
+    if waiting:
+        rows = conn.execute(
+            "SELECT thread_id, body FROM paused_runs WHERE thread_id = ? ORDER BY seq",
+            (thread_id,),
+        ).fetchall()
+        return SnapshotRows([(str(row[0]), str(row[1])) for row in rows], stopped=True)
+    config = None if config is None else str(config)
+    limit = limit_of(config)
+    state = None if data is None else SavedState(str(data), version)
+    if limit == 0:
+        return SnapshotRows([], config, state, [], limit)
+    return SnapshotRows([], config, state, _newest_messages(conn, thread_id, limit), limit)
+
+
+def _newest_messages(conn: sqlite3.Connection, thread_id: str, limit: int | None) -> list[str]:
+    """The bodies of the newest `limit` (None: all) messages, oldest first."""
+    rows = conn.execute(
+        "SELECT body FROM (SELECT seq, body FROM messages WHERE thread_id = ? "
+        "ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+        (thread_id, -1 if limit is None else limit),
+    ).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

@@ -37,6 +37,15 @@ class ThreadContext:
     state: AgentState
     configured: bool
 
+    @classmethod
+    def of(cls, config: ThreadConfig | None, state: AgentState | None) -> ThreadContext:
+        """The context of a thread whose stored config and state (None: none) are these."""
+        return cls(
+            config=config if config is not None else ThreadConfig(),
+            state=state.model_copy(deep=True) if state is not None else AgentState(),
+            configured=config is not None,
+        )
+
 
 class StateManager:
     """Read and write each thread's `ThreadConfig` and `AgentState` (an agent's `agent.state`).
@@ -201,12 +210,7 @@ class StateManager:
         """
         check_thread_id(thread_id)
         config = await self._storage.get_thread_config(thread_id)
-        state = await self._storage.get_agent_state(thread_id)
-        return ThreadContext(
-            config=config if config is not None else ThreadConfig(),
-            state=state.model_copy(deep=True) if state is not None else AgentState(),
-            configured=config is not None,
-        )
+        return ThreadContext.of(config, await self._storage.get_agent_state(thread_id))
 
 
 async def commit_turn_merging_state(

@@ -18,9 +18,11 @@ from pes_agent.observing.streams import StreamEvent
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage._common import (
     THREAD_TABLES,
+    LimitOf,
     ObservationRow,
     PendingObservations,
     SavedState,
+    SnapshotRows,
     StorageBase,
     TaskRow,
     Turn,
@@ -53,6 +55,18 @@ WHERE $3::bigint IS NULL OR $3 = 0
 ON CONFLICT (thread_id) DO UPDATE SET data = excluded.data, version = s.version + 1
 WHERE $3::bigint IS NULL OR s.version = $3
 RETURNING version
+"""
+
+# What a run reads of its thread, in one statement (one round trip, one snapshot): the config,
+# the state, the paused runs and the newest $2 messages (NULL: all).
+_SNAPSHOT = """
+SELECT
+    (SELECT config FROM {s}.thread_configs WHERE thread_id = $1),
+    (SELECT data FROM {s}.agent_states WHERE thread_id = $1),
+    (SELECT version FROM {s}.agent_states WHERE thread_id = $1),
+    ARRAY(SELECT body::text FROM {s}.paused_runs WHERE thread_id = $1 ORDER BY seq),
+    ARRAY(SELECT body FROM (SELECT seq, body::text FROM {s}.messages WHERE thread_id = $1
+        ORDER BY seq DESC LIMIT $2) AS newest ORDER BY seq)
 """
 
 # A whole turn in one statement (so one round trip, and atomic without BEGIN/COMMIT). It writes
@@ -187,6 +201,7 @@ class PostgresStorage(StorageBase):
         )
         self._save_state_sql = _SAVE_STATE.format(s=q)
         self._commit_sql = _COMMIT_TURN.format(s=q)
+        self._snapshot_sql = _SNAPSHOT.format(s=q)
         self._insert_observations_sql = _INSERT_OBSERVATIONS.format(s=q)
         channel = f"pes_obs_{schema}"
         if len(channel) > 63:
@@ -273,6 +288,21 @@ class PostgresStorage(StorageBase):
             limit,
         )
         return [str(row[0]) for row in rows]
+
+    async def _read_snapshot(self, thread_id: str, limit_of: LimitOf) -> SnapshotRows:
+        """One statement, reading as many messages as a thread without a config gets; only a
+        config that sets another number costs a second query (for the messages alone)."""
+        guess = limit_of(None)
+        rows = await self._db.fetch(self._snapshot_sql, thread_id, guess, thread_id=thread_id)
+        config, data, version, paused, messages = rows[0]
+        if paused:
+            return SnapshotRows([(thread_id, str(body)) for body in paused], stopped=True)
+        config = None if config is None else str(config)
+        limit = guess if config is None else limit_of(config)
+        if limit != guess:
+            messages = [] if limit == 0 else await self._read_messages(thread_id, limit)
+        state = None if data is None else SavedState(str(data), int(version))
+        return SnapshotRows([], config, state, [str(body) for body in messages], limit)
 
     async def _write_turn(self, turn: Turn) -> SavedState | None:
         """One statement, and only while the run still holds its thread's lock."""
