@@ -619,16 +619,23 @@ class AgentCore(ClosedOnExit):
         checked = False  # a RunError after the check is the run's own: it propagates
         try:
             async with parts.storage.lock_thread(thread_id):
-                # The paused-run check and the thread's load in one read of the store.
-                try:
-                    snapshot = await self._snapshot(parts, props)
-                except UsageError as error:
-                    return await self._load_failure(
-                        parts, props, trace_id, started, str(error), effects
-                    )
+                snapshot = None
+                if effects is None:
+                    # The paused-run check and the thread's load in one read of the store.
+                    try:
+                        snapshot = await self._snapshot(parts, props)
+                    except UsageError as error:
+                        return await self._load_failure(
+                            parts, props, trace_id, started, str(error), effects
+                        )
+                    blocking = snapshot.paused[0].trace_id if snapshot.paused else None
+                else:
+                    # An engine's run loads its thread in a step (`_load`), which a replay
+                    # takes from the record: only the check is made here.
+                    blocking = await _paused_run(parts.storage, thread_id)
                 checked = True
-                if snapshot.paused:
-                    raise _awaiting_approval(thread_id, snapshot.paused[0].trace_id)
+                if blocking is not None:
+                    raise _awaiting_approval(thread_id, blocking)
                 return await self._run(
                     props, trace_id, started, run, effects=effects, snapshot=snapshot
                 )
@@ -785,8 +792,8 @@ class AgentCore(ClosedOnExit):
             return context, history, settings
 
         async def check_and_read() -> tuple[str | None, Any]:
-            read = await self._snapshot(parts, props)
-            return (read.paused[0].trace_id, None) if read.paused else (None, settled(read))
+            found = await self._snapshot(parts, props)
+            return (found.paused[0].trace_id, None) if found.paused else (None, settled(found))
 
         blocking: str | None = None  # a paused run's trace id (with `check_paused`)
         try:
@@ -1457,3 +1464,10 @@ def _snapshot(data: dict[str, Any]) -> dict[str, Any]:
     """A deep copy of a thread's state data, as the run found it (`{}` for none, which most
     threads have: without `deepcopy`'s machinery)."""
     return copy.deepcopy(data) if data else {}
+
+
+async def _paused_run(storage: Storage, thread_id: str) -> str | None:
+    """The trace id of a run waiting for approval on the thread; None if none waits (the
+    list read is not kept for the length of the run)."""
+    waiting = await storage.get_paused_runs(thread_id)
+    return waiting[0].trace_id if waiting else None
