@@ -4,7 +4,8 @@
 every implementation satisfies the `Storage` protocol, `StreamFeed` (model stream events of
 other processes: tokens of runs a durable engine's worker executes) and `TurnLeases` (a
 thread's turn lent by name, for durable engines) and `TaskRecords` (protocol tasks: the A2A
-server's). `PostgresStorage` also satisfies
+server's) and `ThreadSnapshots` (what a run reads of its thread, in one read; `load_snapshot`
+reads the same from any `Storage`). `PostgresStorage` also satisfies
 `ObservationFeed` (observations of other processes, pushed). It needs asyncpg
 (`pip install 'pes-agent[postgres]'`), imported only when a `PostgresStorage` is created.
 """
@@ -18,7 +19,10 @@ from pes_agent.storage.base import (
     StreamSubscription,
     TaskRecord,
     TaskRecords,
+    ThreadSnapshot,
+    ThreadSnapshots,
     TurnLeases,
+    load_snapshot,
 )
 from pes_agent.storage.factory import open_storage
 from pes_agent.storage.memory import InMemoryStorage
@@ -35,6 +39,9 @@ __all__ = [
     "StreamSubscription",
     "TaskRecord",
     "TaskRecords",
+    "ThreadSnapshot",
+    "ThreadSnapshots",
     "TurnLeases",
+    "load_snapshot",
     "open_storage",
 ]

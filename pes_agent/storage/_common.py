@@ -39,6 +39,7 @@ _R = TypeVar("_R")
 __all__ = [
     "THREAD_TABLES",
     "TYPE_VALUES",
+    "LimitOf",
     "ObservationRow",
     "Pending",
     "PendingObservations",
@@ -106,17 +107,21 @@ class SavedState(NamedTuple):
 class SnapshotRows(NamedTuple):
     """A thread's rows as a backend read them for `load_snapshot`, in one consistent read.
 
-    `paused` holds the paused runs' (thread id, body). When it is not empty the backend may
-    stop there (`stopped`): a run cannot start, so the rest is not needed. Otherwise `config`
-    and `state` are the stored ones and `messages` the bodies of the newest `limit` messages.
+    `paused` holds the paused runs' (thread id, body); when there are any, the backend stops
+    there (`waiting`): a run cannot start, so the rest is not needed. Otherwise `config` and
+    `state` are the stored ones and `messages` the bodies of the newest `limit` messages.
     """
 
     paused: list[tuple[str, str]]
-    config: str | None = None
-    state: SavedState | None = None
-    messages: list[str] = []  # noqa: RUF012 - a NamedTuple's default, never mutated
-    limit: int | None = 0
-    stopped: bool = False
+    config: str | None
+    state: SavedState | None
+    messages: list[str]
+    limit: int | None
+
+    @classmethod
+    def waiting(cls, paused: list[tuple[str, str]]) -> SnapshotRows:
+        """The rows of a thread where runs wait for approval: those runs, nothing else."""
+        return cls(paused, None, None, [], 0)
 
 
 #: A backend's `_read_snapshot` is given this: the config's text (None: none stored) to the
@@ -334,7 +339,7 @@ class StorageBase(ClosedOnExit):
         paused = _codec.load_rows(_codec.load_paused_run, rows.paused, store=self)
         if paused:
             return ThreadSnapshot(paused, None, None, [])
-        if rows.stopped:  # every waiting run was damaged, and the rest not read: read it now
+        if rows.paused:  # every waiting run was damaged, and the rest not read: read it now
             return await read_rest_of_snapshot(self, thread_id, history_limit)
         found = rows.state
         state = (

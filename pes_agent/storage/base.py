@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pes_agent.observing.streams import StreamEvent
 
 __all__ = [
+    "HistoryLimit",
     "ObservationFeed",
     "Storage",
     "StreamFeed",

@@ -132,9 +132,9 @@ class InMemoryStorage(StorageBase):
         # No await in here: one consistent read within the event loop.
         found = self._threads.get(thread_id)
         if found is None:
-            return SnapshotRows([], limit=limit_of(None))
+            return SnapshotRows([], None, None, [], limit_of(None))
         if found.paused:
-            return SnapshotRows([(thread_id, body) for body in found.paused.values()], stopped=True)
+            return SnapshotRows.waiting([(thread_id, body) for body in found.paused.values()])
         limit = limit_of(found.config)
         messages = found.messages
         newest = [] if limit == 0 else messages[-limit:] if limit is not None else list(messages)

@@ -995,7 +995,7 @@ def _snapshot_rows(conn: sqlite3.Connection, thread_id: str, limit_of: LimitOf) 
             "SELECT thread_id, body FROM paused_runs WHERE thread_id = ? ORDER BY seq",
             (thread_id,),
         ).fetchall()
-        return SnapshotRows([(str(row[0]), str(row[1])) for row in rows], stopped=True)
+        return SnapshotRows.waiting([(str(row[0]), str(row[1])) for row in rows])
     config = None if config is None else str(config)
     limit = limit_of(config)
     state = None if data is None else SavedState(str(data), version)

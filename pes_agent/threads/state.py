@@ -39,7 +39,15 @@ class ThreadContext:
 
     @classmethod
     def of(cls, config: ThreadConfig | None, state: AgentState | None) -> ThreadContext:
-        """The context of a thread whose stored config and state (None: none) are these."""
+        """The context a run sees of a thread whose stored config and state are these.
+
+        Args:
+            config: The thread's stored config; None when it was never configured.
+            state: The thread's stored state; None when none was saved.
+
+        Returns:
+            The context: an empty config when there is none, and a private copy of the state.
+        """
         return cls(
             config=config if config is not None else ThreadConfig(),
             state=state.model_copy(deep=True) if state is not None else AgentState(),

@@ -296,7 +296,7 @@ class PostgresStorage(StorageBase):
         rows = await self._db.fetch(self._snapshot_sql, thread_id, guess, thread_id=thread_id)
         config, data, version, paused, messages = rows[0]
         if paused:
-            return SnapshotRows([(thread_id, str(body)) for body in paused], stopped=True)
+            return SnapshotRows.waiting([(thread_id, str(body)) for body in paused])
         config = None if config is None else str(config)
         limit = guess if config is None else limit_of(config)
         if limit != guess:
