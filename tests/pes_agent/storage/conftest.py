@@ -12,6 +12,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,19 @@ async def wait_until(condition: Callable[[], bool | Awaitable[bool]], what: str)
             return
         await asyncio.sleep(0.01)
     pytest.fail(f"timed out waiting for {what}")
+
+
+Hold = Callable[[str], AbstractAsyncContextManager[object]]
+
+
+async def assert_holds_exclude(first: Hold, second: Hold) -> None:
+    """While `first` holds thread "t", `second` gets thread "u" at once and waits for "t",
+    which it gets once `first` lets go: two holders of one lock exclude each other per thread."""
+    async with first("t"):
+        async with asyncio.timeout(10), second("u"):
+            pass
+        waiting = asyncio.ensure_future(second("t").__aenter__())
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+    async with asyncio.timeout(10):
+        await waiting

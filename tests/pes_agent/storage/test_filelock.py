@@ -12,6 +12,8 @@ import pytest
 
 from pes_agent.storage._filelock import FileLockDirectory, ThreadRangeLocks, thread_file_locks
 
+from .conftest import assert_holds_exclude
+
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="OFD locks are Linux's")
 
 
@@ -36,14 +38,7 @@ async def test_a_range_lock_excludes_another_open_file_until_released(tmp_path: 
     released, and never waits for another thread."""
     first = ThreadRangeLocks(tmp_path, max_poll_s=0.01)
     second = ThreadRangeLocks(tmp_path, max_poll_s=0.01)
-    async with first.hold("t"):
-        async with asyncio.timeout(10), second.hold("u"):
-            pass
-        waiting = asyncio.ensure_future(second.hold("t").__aenter__())
-        await asyncio.sleep(0.1)
-        assert not waiting.done()
-    async with asyncio.timeout(10):
-        await waiting
+    await assert_holds_exclude(first.hold, second.hold)
     first.close()
     second.close()
 

@@ -32,6 +32,8 @@ from pes_agent.storage._filelock import ThreadRangeLocks
 from pes_agent.testing import ScriptedProvider
 from pes_agent.threads.messages import ConversationMessage, MessageRole
 
+from .conftest import assert_holds_exclude
+
 
 def message(thread_id: str, content: str) -> ConversationMessage:
     return ConversationMessage(thread_id=thread_id, role=MessageRole.USER, content=content)
@@ -188,14 +190,7 @@ async def test_two_stores_in_one_process_exclude_each_other_on_a_thread(tmp_path
     not for its hold of another thread."""
     first = SQLiteStorage(tmp_path / "agent.db")
     second = SQLiteStorage(tmp_path / "agent.db")
-    async with first.lock_thread("t"):
-        async with asyncio.timeout(10), second.lock_thread("u"):
-            pass
-        waiting = asyncio.ensure_future(second.lock_thread("t").__aenter__())
-        await asyncio.sleep(0.1)
-        assert not waiting.done()
-    async with asyncio.timeout(10):
-        await waiting
+    await assert_holds_exclude(first.lock_thread, second.lock_thread)
     await first.aclose()
     await second.aclose()
 
