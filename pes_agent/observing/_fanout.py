@@ -27,21 +27,23 @@ class Fanout(Generic[T]):
 
     def __init__(self, label: str) -> None:
         self._label = label
-        self._subscribers: list[_Subscriber[T]] = []
+        #: Replaced on each change, never changed in place. Read it for "anyone there?" on a
+        #: hot path: `bool(fanout)` is a call of `__bool__` for every item.
+        self.subscribers: list[_Subscriber[T]] = []
 
     def __bool__(self) -> bool:
-        return bool(self._subscribers)
+        return bool(self.subscribers)
 
     def add(
         self, callback: Callable[[T], Awaitable[None] | None], wants: Callable[[T], bool]
     ) -> Callable[[], None]:
         subscriber = _Subscriber(callback, wants)
         # Copied on write: a delivery under way goes on over the list it started with.
-        self._subscribers = [*self._subscribers, subscriber]
+        self.subscribers = [*self.subscribers, subscriber]
 
         def unsubscribe() -> None:
-            if subscriber in self._subscribers:
-                self._subscribers = [s for s in self._subscribers if s is not subscriber]
+            if subscriber in self.subscribers:
+                self.subscribers = [s for s in self.subscribers if s is not subscriber]
 
         return unsubscribe
 
@@ -57,7 +59,7 @@ class Fanout(Generic[T]):
 
         A run's observations reach sync subscribers (tracing, a console's queue) this way
         without a coroutine each."""
-        return self._deliver_from(self._subscribers, item)
+        return self._deliver_from(self.subscribers, item)
 
     def _deliver_from(self, subscribers: list[_Subscriber[T]], item: T) -> Awaitable[None] | None:
         for index, subscriber in enumerate(subscribers):

@@ -133,7 +133,8 @@ class ObservationManager:
             add_now(observation)
         except Exception:
             _store_failed(observation)
-        return self._subscribers.deliver_now(observation) if self._subscribers else None
+        subscribers = self._subscribers
+        return subscribers.deliver_now(observation) if subscribers.subscribers else None
 
     async def _store_and_deliver(self, observation: Observation) -> None:
         try:

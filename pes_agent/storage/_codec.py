@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -24,7 +25,7 @@ from pes_agent.approvals.models import PausedRun
 from pes_agent.config import AgentState, ProviderConfig, ThreadConfig
 from pes_agent.errors import ConfigurationError, StorageError, UsageError
 from pes_agent.observing.logs import get_logger
-from pes_agent.observing.types import Observation
+from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.storage._depth import MAX_DEPTH, bounded_text, dump_bounded
 from pes_agent.threads.messages import ConversationMessage
 
@@ -144,12 +145,14 @@ def dump_observation(observation: Observation) -> str:
         # dump_bounded's steps for the common case, without its general dispatch: a run
         # records two observations per tool call.
         try:
-            serializer = Observation.__pydantic_serializer__
-            text = serializer.to_json(observation, fallback=_fallback).decode()
+            text = _observation_json(observation, fallback=_fallback).decode()
         except PydanticSerializationError:
             text, flattened = dump_bounded(observation, fallback=_fallback)
         else:
-            if text.count("{") + text.count("[") <= MAX_DEPTH:
+            # A text too short to hold MAX_DEPTH levels needs no counting (a third of the
+            # cost of a short observation's dump); a longer one is counted as `dump_bounded`
+            # counts it.
+            if len(text) < _SURELY_SHALLOW or text.count("{") + text.count("[") <= MAX_DEPTH:
                 return text
             text, flattened = bounded_text(observation, text, fallback=_fallback)
     else:
@@ -157,6 +160,34 @@ def dump_observation(observation: Observation) -> str:
     if flattened:
         _flattened("observations", observation.thread_id, observation.id)
     return text
+
+
+# What `model_dump_json` calls, without its keyword handling. An Observation's schema is
+# complete when its class is made, so its serializer is never rebuilt.
+_observation_json = Observation.__pydantic_serializer__.to_json
+
+
+def _shortest_observation_json() -> str:
+    """The JSON of the shortest observation there can be: every string empty, both dicts
+    and the parent id as short as their JSON gets, the shortest type and timestamp."""
+    shortest = Observation(
+        id="",
+        thread_id="",
+        trace_id="",
+        timestamp=datetime(2000, 1, 1),  # no zone, no fraction: 19 characters
+        type=min(ObservationType, key=len),
+        title="",
+        content={},
+        metadata={},
+        parent_id="",
+    )
+    return shortest.model_dump_json()
+
+
+# An observation nests deeper than MAX_DEPTH only if its content or metadata nests MAX_DEPTH
+# levels or more, which takes at least 2 * MAX_DEPTH brackets where the shortest observation
+# has "{}" (2 characters): every text shorter than this is shallow enough, unread.
+_SURELY_SHALLOW = 2 * MAX_DEPTH + len(_shortest_observation_json()) - 2
 
 
 def load_observation(text: str | bytes, *, store: object, thread_id: str) -> Observation:

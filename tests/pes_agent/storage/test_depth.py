@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from itertools import accumulate
 from typing import Any
 
@@ -12,7 +13,7 @@ from pydantic_core import from_json
 
 from pes_agent import AgentProps, Approve, ObservationType, create_agent, tool
 from pes_agent.observing.types import Observation
-from pes_agent.storage._codec import _fallback, dump_observation
+from pes_agent.storage._codec import _SURELY_SHALLOW, _fallback, dump_observation
 from pes_agent.storage._depth import MAX_DEPTH, READ_LIMIT, dump_bounded
 from pes_agent.testing import ScriptedProvider
 from pes_agent.tools.base import ToolResult
@@ -132,6 +133,13 @@ def _nested(levels: int) -> Any:
     return value
 
 
+def _shortest_nested(levels: int) -> Any:
+    value: Any = 0  # an empty list at the bottom is no level to pydantic's reader
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 def _cycle() -> dict[str, Any]:
     loop: dict[str, Any] = {}
     loop["self"] = loop
@@ -155,3 +163,26 @@ def test_an_observation_is_dumped_as_dump_bounded_dumps_it(content: dict[str, An
         thread_id="t", trace_id="r", type=ObservationType.TOOL_EXECUTION, title="x", content=content
     )
     assert dump_observation(observation) == dump_bounded(observation, fallback=_fallback)[0]
+
+
+def test_the_shortest_observation_too_deep_to_store_is_still_bounded() -> None:
+    """dump_observation skips counting brackets in a text too short to nest MAX_DEPTH levels:
+    the shortest observation that does nest deeper is not short enough to be skipped."""
+    observation = Observation(
+        id="",
+        thread_id="",
+        trace_id="",
+        timestamp=datetime(2000, 1, 1),
+        type=ObservationType.PLAN,
+        title="",
+        content={"": _shortest_nested(MAX_DEPTH - 1)},
+        metadata={},
+        parent_id="",
+    )
+    unbounded = observation.model_dump_json()
+    assert json_depth(unbounded) == MAX_DEPTH + 1
+    # Within a few characters of the bound: a bound any looser would skip this one.
+    assert len(unbounded) < _SURELY_SHALLOW + 5
+    text = dump_observation(observation)
+    assert json_depth(text) == MAX_DEPTH
+    assert text == dump_bounded(observation, fallback=_fallback)[0]
