@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from itertools import islice
 
 from pes_agent.errors import StorageError
 from pes_agent.observing.streams import StreamEvent
@@ -30,8 +31,10 @@ __all__ = ["InMemoryStorage"]
 class _Thread:
     config: str | None = None
     state: SavedState | None = None
-    messages: list[str] = field(default_factory=list)
-    message_ids: set[str] = field(default_factory=set)
+    # message id -> body, oldest first: the bodies and the duplicate check in one dict, which
+    # (holding only strings) the garbage collector never tracks; a list and a set were two
+    # tracked objects more for every thread, from its first observation on.
+    messages: dict[str, str] = field(default_factory=dict)
     # trace id -> what that turn saved (None: no state)
     turns: dict[str, SavedState | None] = field(default_factory=dict)
     # (trace id, type, body): plain tuples of strings, which the garbage collector stops
@@ -126,7 +129,7 @@ class InMemoryStorage(StorageBase):
         found = self._threads.get(thread_id)
         if found is None:
             return []
-        return found.messages[-limit:] if limit is not None else list(found.messages)
+        return _newest(found.messages, limit)
 
     async def _read_snapshot(self, thread_id: str, limit_of: LimitOf) -> SnapshotRows:
         # No await in here: one consistent read within the event loop.
@@ -136,8 +139,7 @@ class InMemoryStorage(StorageBase):
         if found.paused:
             return SnapshotRows.waiting([(thread_id, body) for body in found.paused.values()])
         limit = limit_of(found.config)
-        messages = found.messages
-        newest = [] if limit == 0 else messages[-limit:] if limit is not None else list(messages)
+        newest = [] if limit == 0 else _newest(found.messages, limit)
         return SnapshotRows([], found.config, found.state, newest, limit)
 
     async def _write_turn(self, turn: Turn) -> SavedState | None:
@@ -145,7 +147,7 @@ class InMemoryStorage(StorageBase):
         if found is not None and turn.trace_id in found.turns:
             return found.turns[turn.trace_id]
         # Everything that can fail is checked before the first change.
-        seen = found.message_ids if found is not None else set()
+        seen = found.messages if found is not None else {}
         batch: set[str] = set()
         for message_id in turn.message_ids:
             if message_id in seen or message_id in batch:
@@ -159,8 +161,7 @@ class InMemoryStorage(StorageBase):
         saved = None
         if turn.state is not None:
             saved = self._put_state(turn.thread_id, turn.state, turn.expected_version)
-        found.messages.extend(turn.bodies)
-        found.message_ids.update(turn.message_ids)
+        found.messages.update(zip(turn.message_ids, turn.bodies, strict=True))
         if turn.trace_id is not None:
             found.turns[turn.trace_id] = saved
         return saved
@@ -278,6 +279,15 @@ class InMemoryStorage(StorageBase):
 
     async def _delete_task(self, task_id: str) -> None:
         self._tasks.pop(task_id, None)
+
+
+def _newest(messages: dict[str, str], limit: int | None) -> list[str]:
+    """The newest `limit` message bodies (None: all), oldest first."""
+    if limit is None or limit >= len(messages):
+        return list(messages.values())
+    newest = list(islice(reversed(messages.values()), limit))
+    newest.reverse()
+    return newest
 
 
 async def _nothing() -> None:
