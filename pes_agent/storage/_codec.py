@@ -149,7 +149,7 @@ def dump_observation(observation: Observation) -> str:
         except PydanticSerializationError:
             text, flattened = dump_bounded(observation, fallback=_fallback)
         else:
-            # A text too short to hold MAX_DEPTH levels needs no counting (a third of the
+            # A text too short to hold MAX_DEPTH levels needs no counting (a quarter of the
             # cost of a short observation's dump); a longer one is counted as `dump_bounded`
             # counts it.
             if len(text) < _SURELY_SHALLOW or text.count("{") + text.count("[") <= MAX_DEPTH:
