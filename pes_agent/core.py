@@ -1,9 +1,10 @@
 """AgentCore: one `process()` call drives a run entity through the PES systems.
 
 A run goes `_prepare` (open the tool sources, load the thread, resolve its `RunSettings` once,
-build its components and `RunResources`; or end early) -> `_drive` (spawn the entity, tick
-its world until a system ends the run) -> `_outcome` (the response, from what the entity was
-left with). Each step's return type says where the run goes next.
+build its components and `RunResources`; or end early) -> `_run` drives it (`_spawn` the
+entity, tick its world until a system ends the run, `_despawn` it) -> `_outcome` (the
+response, from what the entity was left with). Each step's return type says where the run
+goes next.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, Self
 
-from ecs_core import TerminalComponent, World
+from ecs_core import EntityId, TerminalComponent, World
 from pes_agent._closing import AsyncCloseable, ClosedOnExit, close_all
 from pes_agent.approvals.gate import ApprovalGate, ask_always, decided_content
 from pes_agent.approvals.models import ApprovalContext, Approve, Decision, Deny, PausedRun
@@ -70,7 +71,13 @@ from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesi
 from pes_agent.providers.base import LLMProvider
 from pes_agent.providers.fallback import resolve_provider
 from pes_agent.retrieval.retriever import Retriever
-from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata, RunStatus
+from pes_agent.run import (
+    AgentFinalResponse,
+    AgentProps,
+    ExecutionMetadata,
+    PhaseDurations,
+    RunStatus,
+)
 from pes_agent.storage.base import Storage, StreamFeed, ThreadSnapshot, load_snapshot
 from pes_agent.storage.factory import open_storage
 from pes_agent.threads._running import enclosing_run, running
@@ -636,9 +643,13 @@ class AgentCore(ClosedOnExit):
                 checked = True
                 if blocking is not None:
                     raise _awaiting_approval(thread_id, blocking)
-                return await self._run(
+                driven = self._run(
                     props, trace_id, started, run, effects=effects, snapshot=snapshot
                 )
+                # The run keeps what it needs of the read (its history, config and state):
+                # the snapshot itself and its list of paused runs need not wait with it.
+                snapshot = None
+                return await driven
         except RunError as error:
             if checked:
                 raise
@@ -668,10 +679,38 @@ class AgentCore(ClosedOnExit):
             ready = await self._prepare(
                 run.parts, props, trace_id, started, paused, decisions, effects, snapshot
             )
-            if isinstance(ready, _Prepared):
-                run.result = _outcome(ready, await self._drive(ready, run))
-            else:  # it ended before its entity was spawned
+            snapshot = None  # read into the run's components: not kept while it runs
+            if not isinstance(ready, _Prepared):  # it ended before its entity was spawned
                 run.result = ready
+                return ready
+            # Driven here rather than in a coroutine of its own: one object fewer per run in
+            # flight. Spawn the run entity and tick its world until a system ends the run. A
+            # cancellation is recorded, then raised, unless `aclose()` alone asked for it:
+            # then the run ends `cancelled`.
+            worlds = run.parts.worlds
+            world, entity = self._spawn(ready, worlds)
+            cancelled_by_close = False
+            try:
+                for _ in range(_MAX_TICKS):
+                    await world.process()
+                    if world.has_component(entity, TerminalComponent):
+                        break
+                else:
+                    world.add_component(
+                        entity,
+                        RunFailed("finalization", f"the run did not finish in {_MAX_TICKS} ticks"),
+                    )
+                    await world.process()
+            except asyncio.CancelledError:
+                cancelled_by_close = run.take_close_cancel()
+                await _record_cancelled(ready, by_close=cancelled_by_close)
+                if not cancelled_by_close:
+                    raise
+            finally:
+                components = self._despawn(world, entity, worlds)
+            run.result = _outcome(
+                ready, _Ended.of(components, cancelled_by_close=cancelled_by_close)
+            )
             return run.result
         finally:
             enclosing.__exit__(None, None, None)
@@ -699,7 +738,7 @@ class AgentCore(ClosedOnExit):
             return loaded  # it ended while loading
         settings, context = loaded.settings, loaded.context
         timings = RunTimings()
-        timings.phases.load_ms = (time.perf_counter() - started) * 1000
+        timings.load_ms = (time.perf_counter() - started) * 1000
         recorder = RunRecorder(parts.observations, props.thread_id, trace_id, effects)
         budget = _budget(settings.usage_limits, paused)
         llm = RunModelCaller(
@@ -833,43 +872,25 @@ class AgentCore(ClosedOnExit):
             history_limit=lambda config: resolve_history_limit(defaults, config, options),
         )
 
-    async def _drive(self, prepared: _Prepared, run: _InFlight) -> _Ended:
-        """Spawn the run entity and tick its world until a system ends the run; what the
-        entity was left with. A cancellation is recorded, then raised, unless `aclose()`
-        alone asked for it: then the run ends `cancelled`."""
-        worlds = run.parts.worlds
+    def _spawn(self, prepared: _Prepared, worlds: _Worlds) -> tuple[World, EntityId]:
+        """A world for the run and its entity in it, with the run's components and resources
+        (a resumed run's plan too: execution continues where it stopped)."""
         world = worlds.take()
         entity = world.create_entity(prepared.spec, prepared.timings)
         paused = prepared.paused
         if paused is not None:
-            # The plan was made before the pause: execution continues where it stopped.
             world.add_component(entity, Planned(output=paused.planning))
             world.add_component(entity, Resumed(calls=list(paused.calls)))
         self._resources.attach(world, entity, prepared.resources)
-        cancelled_by_close = False
-        try:
-            # Ticked here rather than in a coroutine of its own: one object fewer per run.
-            for _ in range(_MAX_TICKS):
-                await world.process()
-                if world.has_component(entity, TerminalComponent):
-                    break
-            else:
-                world.add_component(
-                    entity,
-                    RunFailed("finalization", f"the run did not finish in {_MAX_TICKS} ticks"),
-                )
-                await world.process()
-        except asyncio.CancelledError:
-            cancelled_by_close = run.take_close_cancel()
-            await _record_cancelled(prepared, by_close=cancelled_by_close)
-            if not cancelled_by_close:
-                raise
-        finally:
-            components = dict(world.components_of(entity))
-            self._resources.detach(world, entity)
-            world.delete_entity(entity)
-            worlds.give_back(world)
-        return _Ended.of(components, cancelled_by_close=cancelled_by_close)
+        return world, entity
+
+    def _despawn(self, world: World, entity: EntityId, worlds: _Worlds) -> dict[type[Any], Any]:
+        """What the run entity was left with; the entity is deleted and its world handed back."""
+        components = dict(world.components_of(entity))
+        self._resources.detach(world, entity)
+        world.delete_entity(entity)
+        worlds.give_back(world)
+        return components
 
     def _gate(
         self,
@@ -1200,7 +1221,7 @@ def _outcome(prepared: _Prepared, ended: _Ended) -> AgentFinalResponse:
         tool_calls=len(results),
         error=problem,
         usage=llm.usage,
-        phases=prepared.timings.phases,
+        phases=_durations(prepared.timings),
         pending_approvals=(
             ended.paused.pending if status == "awaiting_approval" and ended.paused else []
         ),
@@ -1214,6 +1235,18 @@ def _outcome(prepared: _Prepared, ended: _Ended) -> AgentFinalResponse:
             duration_ms=round(metadata.total_duration_ms, 2),
         )
     return AgentFinalResponse(response=response, metadata=metadata)
+
+
+def _durations(timings: RunTimings) -> PhaseDurations:
+    """The run's phase timings as the response's `metadata.phases` reports them."""
+    return PhaseDurations(
+        load_ms=timings.load_ms,
+        retrieval_ms=timings.retrieval_ms,
+        planning_ms=timings.planning_ms,
+        execution_ms=timings.execution_ms,
+        synthesis_ms=timings.synthesis_ms,
+        finalization_ms=timings.finalization_ms,
+    )
 
 
 def _conclusion(spec: RunSpec, ended: _Ended) -> _Conclusion:

@@ -136,8 +136,11 @@ class PhaseSystem(ABC, Generic[*Inputs]):
         # at 10,000 runs in flight is most of their memory and of the collector's work.
         # Nothing built here outlives the loop's checks: a run waiting inside its phase keeps
         # no list, mapping or closure cell of this frame alive, only the entity ids (a tuple
-        # of ints, which the collector stops tracking) and its `PhaseRun`.
-        for entity in self._resources.entities_in(world):
+        # of ints, which the collector stops tracking) and its `PhaseRun`. Walked by index:
+        # a tuple's iterator is an object the collector tracks, a range's is not.
+        entities = self._resources.entities_in(world)
+        for index in range(len(entities)):
+            entity = entities[index]
             run = self._ready_run(world, entity)
             if run is None:
                 continue
@@ -175,9 +178,9 @@ class PhaseSystem(ABC, Generic[*Inputs]):
                     # turns every exception into a result): the run stops all the same.
                     world.add_component(entity, _over_budget(self.phase, run.spec, budget.breach))
             finally:
-                phases, field = run.timings.phases, self._timing_field
-                if not getattr(phases, field):  # a phase that timed itself keeps it
-                    setattr(phases, field, (time.perf_counter() - started) * 1000)
+                timings, field = run.timings, self._timing_field
+                if not getattr(timings, field):  # a phase that timed itself keeps it
+                    setattr(timings, field, (time.perf_counter() - started) * 1000)
 
     def _ready_run(self, world: World, entity: EntityId) -> PhaseRun | None:
         """The run `entity` as this phase sees it, if it is ready for the phase (and still

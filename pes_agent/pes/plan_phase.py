@@ -72,8 +72,8 @@ class PlanPhaseSystem(PhaseSystem[()]):
                 await dispatch.close()  # failed or cancelled: stop what still runs
         if dispatched is not None:
             # The calls ran while the plan streamed: the two phases overlap.
-            run.timings.phases.planning_ms = planning_ms
-            run.timings.phases.execution_ms = (time.perf_counter() - started) * 1000 - planning_ms
+            run.timings.planning_ms = planning_ms
+            run.timings.execution_ms = (time.perf_counter() - started) * 1000 - planning_ms
             run.add(dispatched)
         run.add(planned)
 

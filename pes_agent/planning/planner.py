@@ -112,12 +112,16 @@ class LLMPlanner:
         if options is not None and options.planning_mode is not None:
             mode = options.planning_mode
         channel = self._channel(ctx, mode)
-        base = build_planning_messages(
-            system_prompt=ctx.system_prompt,
-            history=ctx.history,
-            query=ctx.props.query,
-            tools=ctx.tools,
-            passages=ctx.passages,
+        # A tuple, which the model caller's request takes as it is: no list besides it kept
+        # alive while the model answers.
+        base = tuple(
+            build_planning_messages(
+                system_prompt=ctx.system_prompt,
+                history=ctx.history,
+                query=ctx.props.query,
+                tools=ctx.tools,
+                passages=ctx.passages,
+            )
         )
         messages = channel.prompt(base)
         reader = _reader(ctx, self._parser)

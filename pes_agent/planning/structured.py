@@ -350,13 +350,13 @@ class PlanChannel:
         """Whether the calls carry a schema (anything but plain text)."""
         return self.kind != "text"
 
-    def prompt(self, messages: Sequence[PromptMessage]) -> list[PromptMessage]:
+    def prompt(self, messages: Sequence[PromptMessage]) -> Sequence[PromptMessage]:
         """The planning messages, the first system message told how to reply here (`messages`
-        itself when it is a list and the channel adds nothing: plain text)."""
+        itself when it is a list or tuple and the channel adds nothing: plain text)."""
         note = {"text": None, "response_format": _RESPONSE_FORMAT_NOTE}.get(
             self.kind, _FORCED_TOOL_NOTE
         )
-        if note is None and isinstance(messages, list):
+        if note is None and isinstance(messages, list | tuple):
             # Nothing to add: the same list (one fewer alive while the model answers).
             return messages
         result = list(messages)
