@@ -49,6 +49,9 @@ class PhaseRun:
     resources: RunResources
     timings: RunTimings
 
+    # The phases here read `resources.llm` and `resources.recorder` directly (a property is a
+    # Python call, and they are read several times a run); these are for systems elsewhere.
+
     @property
     def llm(self) -> RunModelCaller:
         """The run's model caller (what planners and synthesizers call)."""
@@ -94,9 +97,15 @@ def _ready(
     not done or moot, and holding the spec, the timings and what the phase `requires`."""
     if RunFailed in components or RunSpec not in components or RunTimings not in components:
         return False
-    return not any(kind in components for kind in done_when) and all(
-        kind in components for kind in requires
-    )
+    # Loops rather than any()/all() over generators: every system asks this of every run
+    # entity at each tick, and a generator costs a Python call per step.
+    for kind in done_when:
+        if kind in components:
+            return False
+    for kind in requires:  # noqa: SIM110 (all() over a generator: see above)
+        if kind not in components:
+            return False
+    return True
 
 
 class PhaseSystem(ABC, Generic[*Inputs]):
@@ -198,8 +207,8 @@ class PhaseSystem(ABC, Generic[*Inputs]):
         requires = self.requires
         if not requires:
             return ()
-        components = world.components_of(entity)
-        return tuple(components[kind] for kind in requires)
+        # map() over the mapping's own lookup: no Python call per component.
+        return tuple(map(world.components_of(entity).__getitem__, requires))
 
     @abstractmethod
     async def run(self, run: PhaseRun, *inputs: *Inputs) -> None:

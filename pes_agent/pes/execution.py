@@ -68,7 +68,7 @@ class Execution:
                 "use ConcurrentExecutor or SequentialExecutor, or make it honour "
                 "ExecutionContext.approvals"
             )
-        hooks = ObservingHooks(run.recorder)
+        hooks = ObservingHooks(run.resources.recorder)
         reevaluation = None
         if (
             planned is not None
@@ -77,7 +77,7 @@ class Execution:
             and spec.max_revisions > 0
         ):
             reviser = LLMPlanReviser(
-                llm=run.llm,
+                llm=run.resources.llm,
                 query=spec.props.query,
                 intent=planned.intent,
                 plan=planned.plan,
@@ -100,7 +100,7 @@ class Execution:
             session_id=spec.props.session_id,
             hooks=hooks,
             state=spec.thread.state,
-            llm=run.llm,
+            llm=run.resources.llm,
             reevaluation=reevaluation,
             approvals=gate,
             invoker=_invoker(run),
@@ -118,7 +118,7 @@ class Execution:
             return None  # on a durable engine the plan is a step: its calls start once it is
         if run.resources.approvals is not None and not _honours_approvals(executor):
             return None  # the execution phase refuses such a run, saying why
-        return RunDispatch(executor, self._streamed_context, run, run.recorder)
+        return RunDispatch(executor, self._streamed_context, run, run.resources.recorder)
 
     def streamed_context(self, run: PhaseRun) -> tuple[ExecutionContext, ObservingHooks]:
         """The executor's context for a plan of `run` that executes while it streams.

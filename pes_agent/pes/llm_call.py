@@ -140,9 +140,6 @@ class RunModelCaller:
             self._usage = Usage()
         return self._usage
 
-    async def _record(self, type: ObservationType, title: str, content: dict[str, Any]) -> None:
-        await self._recorder.record(type, title, content)
-
     @property
     def _streaming(self) -> bool:
         """Whether stream events go anywhere (a subscriber here, or the store's feed)."""
@@ -231,7 +228,9 @@ class RunModelCaller:
             "llmCall": number,
         }
         start = {**label, **_request_details(request, provider)}
-        await self._record(ObservationType.LLM_STREAM_START, f"{phase} call started", start)
+        await self._recorder.record(
+            ObservationType.LLM_STREAM_START, f"{phase} call started", start
+        )
         # Each list is made for its first piece (the text's too: fewer objects alive while
         # the model is still to answer; most answers have no thoughts or calls at all).
         text: list[str] | None = None
@@ -257,7 +256,7 @@ class RunModelCaller:
                     if thoughts is None:
                         thoughts = []
                     thoughts.append(event.text)
-                    await self._record(
+                    await self._recorder.record(
                         ObservationType.THOUGHTS, "Thinking", {"phase": phase, "text": event.text}
                     )
                 elif isinstance(event, StreamRestart):
@@ -265,7 +264,7 @@ class RunModelCaller:
                     text = thoughts = calls = None
                     if listener is not None:
                         listener.on_restart()
-                    await self._record(
+                    await self._recorder.record(
                         ObservationType.LLM_STREAM_ERROR,
                         f"{phase} stream interrupted; retrying",
                         {
@@ -275,7 +274,7 @@ class RunModelCaller:
                             "retrying": True,
                         },
                     )
-                    await self._record(
+                    await self._recorder.record(
                         ObservationType.LLM_STREAM_START, f"{phase} call restarted", start
                     )
                     await self._publish(phase, "restart", event.reason)
@@ -303,7 +302,7 @@ class RunModelCaller:
             ) from error
         usage = metadata.usage if metadata is not None else Usage(requests=1)
         answer = "" if text is None else "".join(text)
-        await self._record(
+        await self._recorder.record(
             ObservationType.LLM_STREAM_METADATA,
             f"{phase} call usage",
             {
@@ -317,8 +316,9 @@ class RunModelCaller:
                 "total_ms": metadata.total_ms if metadata else None,
             },
         )
-        await self._record(ObservationType.LLM_STREAM_END, f"{phase} call finished", label)
-        await self._publish(phase, "end")
+        await self._recorder.record(ObservationType.LLM_STREAM_END, f"{phase} call finished", label)
+        if self._streaming:  # asked here: no coroutine made for a stream nobody follows
+            await self._publish(phase, "end")
         if self._feed is not None:
             await self._feed.flush()  # the step ends once its tokens are in the store
         if enabled_for(_std_log, logging.DEBUG):
@@ -341,7 +341,7 @@ class RunModelCaller:
         )
 
     async def _fail(self, phase: LLMPhase, label: dict[str, Any], message: str) -> None:
-        await self._record(
+        await self._recorder.record(
             ObservationType.LLM_STREAM_ERROR,
             f"{phase} call failed",
             {**label, "error": message, "retrying": False},
