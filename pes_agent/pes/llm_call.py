@@ -62,6 +62,25 @@ def _calls_text(calls: Sequence[ToolCallEvent]) -> str:
 _NO_USAGE = Usage()
 
 
+def _label(phase: LLMPhase, name: str, model: str, number: int) -> dict[str, Any]:
+    """What each observation of a call names it by."""
+    return {
+        "phase": phase,
+        "provider": name,
+        "model": model,
+        # Language steps stream side by side in one phase: the number pairs each call's
+        # start with its end (the trace's LLM spans).
+        "llmCall": number,
+    }
+
+
+def _started(
+    request: LLMRequest, provider: LLMProvider, name: str, model: str, number: int
+) -> dict[str, Any]:
+    """What a call's start (or restart) records: its label and what was asked."""
+    return {**_label(request.phase, name, model, number), **_request_details(request, provider)}
+
+
 def _request_details(request: LLMRequest, provider: LLMProvider) -> dict[str, Any]:
     """What a call's start records besides its label: the parameters sent, whether the answer
     must be JSON (a schema, or one tool forced: structured planning), and the server."""
@@ -219,17 +238,14 @@ class RunModelCaller:
         phase = request.phase
         budget = self.budget
         provider = self.provider
-        label: dict[str, Any] = {
-            "phase": phase,
-            "provider": provider.name,
-            "model": provider.model,
-            # Language steps stream side by side in one phase: the number pairs each call's
-            # start with its end (the trace's LLM spans).
-            "llmCall": number,
-        }
-        start = {**label, **_request_details(request, provider)}
+        # Each observation's content is built when it is recorded: no dict of this call's
+        # stays alive in each run while the model answers (the names are read once, so
+        # every observation of the call says the same).
+        name, model = provider.name, provider.model
         await self._recorder.record(
-            ObservationType.LLM_STREAM_START, f"{phase} call started", start
+            ObservationType.LLM_STREAM_START,
+            f"{phase} call started",
+            _started(request, provider, name, model, number),
         )
         # Each list is made for its first piece (the text's too: fewer objects alive while
         # the model is still to answer; most answers have no thoughts or calls at all).
@@ -268,14 +284,16 @@ class RunModelCaller:
                         ObservationType.LLM_STREAM_ERROR,
                         f"{phase} stream interrupted; retrying",
                         {
-                            **label,
+                            **_label(phase, name, model, number),
                             "error": event.reason,
                             "attempt": event.attempt,
                             "retrying": True,
                         },
                     )
                     await self._recorder.record(
-                        ObservationType.LLM_STREAM_START, f"{phase} call restarted", start
+                        ObservationType.LLM_STREAM_START,
+                        f"{phase} call restarted",
+                        _started(request, provider, name, model, number),
                     )
                     await self._publish(phase, "restart", event.reason)
                 elif isinstance(event, ToolCallDelta):
@@ -292,16 +310,17 @@ class RunModelCaller:
         except (ProviderError, UsageLimitExceeded, UsageError) as error:
             # A usage error (a closed provider, a bad argument) stays one: the fix is the
             # caller's, and no fallback or retry may hide it.
-            await self._fail(phase, label, str(error))
+            await self._fail(phase, _label(phase, name, model, number), str(error))
             raise
         except Exception as error:
             message = f"{provider.name} stream failed: {type(error).__name__}: {error}"
-            await self._fail(phase, label, message)
+            await self._fail(phase, _label(phase, name, model, number), message)
             raise ProviderError(
                 message, provider=provider.name, thread_id=self.thread_id, trace_id=self.trace_id
             ) from error
         usage = metadata.usage if metadata is not None else Usage(requests=1)
         answer = "" if text is None else "".join(text)
+        label = _label(phase, name, model, number)
         await self._recorder.record(
             ObservationType.LLM_STREAM_METADATA,
             f"{phase} call usage",
