@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any, assert_never
 
 from pes_agent.config import LLMParams
@@ -173,7 +173,7 @@ class RunModelCaller:
         if self._stream.active:
             await self._stream.publish(event)
 
-    async def __call__(
+    def __call__(
         self,
         messages: Sequence[PromptMessage],
         *,
@@ -182,12 +182,15 @@ class RunModelCaller:
         tool_choice: ToolChoice | None = None,
         response_format: dict[str, Any] | None = None,
         listener: StreamListener | None = None,
-    ) -> LLMResponse:
+    ) -> Coroutine[Any, Any, LLMResponse]:
         """Stream one call to the run's provider and return its text, thoughts, native tool
-        calls and usage; the answer's text also goes to `listener` as it streams."""
-        budget = self.budget
-        if budget is not None:
-            budget.before_request(self.usage, self.calls)
+        calls and usage; the answer's text also goes to `listener` as it streams.
+
+        A plain method handing back the call's coroutine (await it, as any async call): a run
+        waiting on its model keeps one coroutine of this caller's rather than two. Nothing
+        happens before it is awaited but building the request, a frozen record of the
+        arguments.
+        """
         request = LLMRequest(
             messages=tuple(messages),
             phase=phase,
@@ -200,41 +203,53 @@ class RunModelCaller:
             tool_choice=tool_choice,
             response_format=response_format,
         )
-        self.calls += 1
         effects = self.effects
         if effects is None:
-            response = await self._call_provider(request, self.calls, listener)
-        else:
-            # A durable run: the call is a step, done once; replayed, it answers from the record
-            # (its observations and tokens were recorded when it ran). Nothing listens to the
-            # stream: streaming dispatch is an in-process optimisation.
-            response = await self._durable_call(effects, request, self.calls)
+            return self._call_provider(request, listener)
+        # A durable run: the call is a step, done once; replayed, it answers from the record
+        # (its observations and tokens were recorded when it ran). Nothing listens to the
+        # stream: streaming dispatch is an in-process optimisation.
+        return self._durable_call(effects, request)
+
+    def _begin(self) -> int:
+        """Count a call about to be made, once the budget has room for it; its number."""
+        if self.budget is not None:
+            self.budget.before_request(self.usage, self.calls)
+        self.calls += 1
+        return self.calls
+
+    def _took(self, phase: LLMPhase, response: LLMResponse) -> None:
+        """Add a call's answer to the run's usage and outputs; past a limit, raise."""
         self._usage = (_NO_USAGE if self._usage is None else self._usage) + response.usage
         answer = response.text
         # A turn that only calls tools (a plan sent through submit_plan) is kept as its calls,
         # so what the model sent still shows, e.g. as the PLAN observation's raw output.
         self.outputs = (*self.outputs, (phase, answer or _calls_text(response.tool_calls)))
-        if budget is not None:
-            budget.after_response(self.usage)
-        return response
+        if self.budget is not None:
+            self.budget.after_response(self.usage)
 
-    async def _durable_call(
-        self, effects: RunEffects, request: LLMRequest, number: int
-    ) -> LLMResponse:
-        """Call `number` as a durable engine's step (a method of its own, so that `__call__`
-        keeps no closure cells while the model answers)."""
+    async def _durable_call(self, effects: RunEffects, request: LLMRequest) -> LLMResponse:
+        """The call as a durable engine's step (a method of its own, so that no closure cell
+        is kept by the in-process call while the model answers)."""
+        number = self._begin()
 
         async def call() -> LLMResponse:
-            return await self._call_provider(request, number, None)
+            return await self._call_provider(request, None, step=number)
 
         response: LLMResponse = await effects.model_call(request.phase, call)
+        self._took(request.phase, response)
         return response
 
     async def _call_provider(
-        self, request: LLMRequest, number: int, listener: StreamListener | None
+        self, request: LLMRequest, listener: StreamListener | None, *, step: int | None = None
     ) -> LLMResponse:
         """Stream `request` from the provider, recording the call's observations and
-        publishing its tokens; the answer with its usage and metadata."""
+        publishing its tokens; the answer with its usage and metadata.
+
+        In process (`step` None) the call is counted, checked against the budget and added
+        up here, in the one coroutine a waiting run keeps; a durable engine's step passes the
+        call's number, `_durable_call` having done those outside the step."""
+        number = self._begin() if step is None else step
         phase = request.phase
         budget = self.budget
         provider = self.provider
@@ -351,13 +366,16 @@ class RunModelCaller:
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
             )
-        return LLMResponse(
+        response = LLMResponse(
             text=answer,
             thoughts=() if thoughts is None else tuple(thoughts),
             tool_calls=() if calls is None else tuple(calls),
             usage=usage,
             metadata=metadata,
         )
+        if step is None:
+            self._took(phase, response)
+        return response
 
     async def _fail(self, phase: LLMPhase, label: dict[str, Any], message: str) -> None:
         await self._recorder.record(
