@@ -1237,15 +1237,15 @@ def _outcome(prepared: _Prepared, ended: _Ended) -> AgentFinalResponse:
     return AgentFinalResponse(response=response, metadata=metadata)
 
 
+_PHASE_FIELDS = tuple(PhaseDurations.model_fields)
+
+
 def _durations(timings: RunTimings) -> PhaseDurations:
-    """The run's phase timings as the response's `metadata.phases` reports them."""
+    """The run's phase timings as the response's `metadata.phases` reports them: given only
+    the phases that took time, so its `model_fields_set` names the phases that ran, as when
+    the model itself was written to during the run."""
     return PhaseDurations(
-        load_ms=timings.load_ms,
-        retrieval_ms=timings.retrieval_ms,
-        planning_ms=timings.planning_ms,
-        execution_ms=timings.execution_ms,
-        synthesis_ms=timings.synthesis_ms,
-        finalization_ms=timings.finalization_ms,
+        **{name: value for name in _PHASE_FIELDS if (value := getattr(timings, name))}
     )
 
 
