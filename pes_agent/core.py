@@ -23,6 +23,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, Self
 
@@ -80,7 +81,7 @@ from pes_agent.run import (
 )
 from pes_agent.storage.base import Storage, StreamFeed, ThreadSnapshot, load_snapshot
 from pes_agent.storage.factory import open_storage
-from pes_agent.threads._running import enclosing_run, running
+from pes_agent.threads._running import EnclosingRun, enclosing_run, running
 from pes_agent.threads.conversation import ConversationManager
 from pes_agent.threads.ids import check_thread_id
 from pes_agent.threads.messages import ConversationMessage, MessageRole
@@ -554,7 +555,7 @@ class AgentCore(ClosedOnExit):
         started = time.perf_counter()
         run = self._in_flight("process", props.thread_id, trace_id, parts=self._now())
         try:
-            return await self._locked_run(props, trace_id, started, run)
+            return await self._run(props, trace_id, started, run, take=True)
         except asyncio.CancelledError:
             if not run.take_close_cancel():
                 raise
@@ -605,57 +606,68 @@ class AgentCore(ClosedOnExit):
         parts = self._parts  # an engine's agent takes no override (see `override`)
         run = self._in_flight("process", props.thread_id, trace_id, effects, parts=parts)
         try:
-            return await self._locked_run(props, trace_id, started, run, effects)
+            # An engine that takes the thread's turn itself (its workflow code may do no I/O)
+            # needs no lock, and checks for a paused run in its load step (`_load`).
+            take = not effects.serialises_turns
+            return await self._run(props, trace_id, started, run, effects=effects, take=take)
         finally:
             self._landed(run)
 
-    async def _locked_run(
+    async def _take_thread(
         self,
         props: AgentProps,
         trace_id: str,
         started: float,
         run: _InFlight,
-        effects: RunEffects | None = None,
-    ) -> AgentFinalResponse:
-        # An engine that takes the thread's turn itself (its workflow code may do no I/O)
-        # needs no lock, and checks for a paused run in its load step (`_load`).
-        if effects is not None and effects.serialises_turns:
-            return await self._run(props, trace_id, started, run, effects=effects)
+        effects: RunEffects | None,
+    ) -> tuple[AbstractAsyncContextManager[None], ThreadSnapshot | None] | AgentFinalResponse:
+        """Take the thread for a new turn: its lock, entered by hand (`_run` leaves it when
+        the run is over), and, under it, the check that no run waits for approval on it,
+        with the thread read in the same go (`snapshot`; on an engine the run reads it in a
+        step). Or the response of a turn that failed to load, the lock left.
+
+        By hand rather than `async with` around the run: that would keep a coroutine awaiting
+        the run, and the lock's bound `__aexit__`, alive in every run for its whole length.
+
+        Raises:
+            ThreadAwaitingApprovalError: A run waits for approval on the thread.
+        """
         thread_id = props.thread_id
         parts = run.parts
-        checked = False  # a RunError after the check is the run's own: it propagates
+        lock = parts.storage.lock_thread(thread_id)
         try:
-            async with parts.storage.lock_thread(thread_id):
-                snapshot = None
-                if effects is None:
-                    # The paused-run check and the thread's load in one read of the store.
-                    try:
-                        snapshot = await self._snapshot(parts, props)
-                    except UsageError as error:
-                        return await self._load_failure(
-                            parts, props, trace_id, started, str(error), effects
-                        )
-                    blocking = snapshot.paused[0].trace_id if snapshot.paused else None
-                else:
-                    # An engine's run loads its thread in a step (`_load`), which a replay
-                    # takes from the record: only the check is made here.
-                    blocking = await _paused_run(parts.storage, thread_id)
-                checked = True
-                if blocking is not None:
-                    raise _awaiting_approval(thread_id, blocking)
-                driven = self._run(
-                    props, trace_id, started, run, effects=effects, snapshot=snapshot
-                )
-                # The run keeps what it needs of the read (its history, config and state):
-                # the snapshot itself and its list of paused runs need not wait with it.
-                snapshot = None
-                return await driven
+            await lock.__aenter__()
         except RunError as error:
-            if checked:
+            return await self._load_failure(parts, props, trace_id, started, error.message, effects)
+        snapshot = None
+        try:
+            if effects is None:
+                # The paused-run check and the thread's load in one read of the store.
+                try:
+                    snapshot = await self._snapshot(parts, props)
+                except UsageError as error:
+                    failed = await self._load_failure(
+                        parts, props, trace_id, started, str(error), effects
+                    )
+                    await _leave(lock, None)
+                    return failed
+                blocking = snapshot.paused[0].trace_id if snapshot.paused else None
+            else:
+                # An engine's run loads its thread in a step (`_load`), which a replay takes
+                # from the record: only the check is made here.
+                blocking = await _paused_run(parts.storage, thread_id)
+        except BaseException as error:
+            await _leave(lock, error)
+            if not isinstance(error, RunError):
                 raise
             # The store is unreachable, or the thread's saved config or state is damaged: a
             # runtime failure like any other, not a raise.
             return await self._load_failure(parts, props, trace_id, started, error.message, effects)
+        if blocking is not None:
+            waiting = _awaiting_approval(thread_id, blocking)
+            await _leave(lock, waiting)
+            raise waiting
+        return lock, snapshot
 
     async def _run(
         self,
@@ -666,16 +678,28 @@ class AgentCore(ClosedOnExit):
         paused: PausedRun | None = None,
         decisions: dict[str, Decision] | None = None,
         effects: RunEffects | None = None,
-        snapshot: ThreadSnapshot | None = None,
+        *,
+        take: bool = False,
     ) -> AgentFinalResponse:
-        """Prepare, drive and conclude a run on a thread the caller holds locked (and may have
-        read: `snapshot`); its response is kept on `run` too, for an `aclose()` cancelling the
-        caller after it. With `effects`, the run is a durable engine's workflow: its side
-        effects are steps."""
-        # Entered and left by hand: a `with` block would keep its bound `__exit__` alive for
-        # the whole run (`EnclosingRun.__exit__` takes no notice of an exception).
-        enclosing = running(props.thread_id, trace_id).__enter__()
+        """Prepare, drive and conclude a run; its response is kept on `run` too, for an
+        `aclose()` cancelling the caller after it. With `take`, a new turn: the run takes
+        its thread first (`_take_thread`: the lock, held until the run is over, and the
+        thread's read); else the caller holds the thread. With `effects`, the run is a
+        durable engine's workflow: its side effects are steps."""
+        lock: AbstractAsyncContextManager[None] | None = None
+        snapshot: ThreadSnapshot | None = None
+        if take:
+            taken = await self._take_thread(props, trace_id, started, run, effects)
+            if not isinstance(taken, tuple):
+                return taken  # it failed to load
+            lock, snapshot = taken
+            del taken
+        failure: BaseException | None = None  # what the thread's lock is left with
+        enclosing: EnclosingRun | None = None
         try:
+            # Entered and left by hand: a `with` block would keep its bound `__exit__` alive
+            # for the whole run (`EnclosingRun.__exit__` takes no notice of an exception).
+            enclosing = running(props.thread_id, trace_id).__enter__()
             ready = await self._prepare(
                 run.parts, props, trace_id, started, paused, decisions, effects, snapshot
             )
@@ -712,8 +736,15 @@ class AgentCore(ClosedOnExit):
                 ready, _Ended.of(components, cancelled_by_close=cancelled_by_close)
             )
             return run.result
+        except BaseException as error:
+            failure = error
+            raise
         finally:
-            enclosing.__exit__(None, None, None)
+            if enclosing is not None:
+                enclosing.__exit__(None, None, None)
+            if lock is not None:
+                await _leave(lock, failure)
+            failure = None  # no cycle through this frame and the exception's traceback
 
     async def _prepare(
         self,
@@ -1293,6 +1324,15 @@ async def _record_cancelled(prepared: _Prepared, *, by_close: bool) -> None:
             },
         )
     )
+
+
+async def _leave(lock: AbstractAsyncContextManager[None], failure: BaseException | None) -> None:
+    """Leave a thread's lock entered by hand, as `async with` would on the way out of its
+    block (told of the exception leaving it, if one does)."""
+    if failure is None:
+        await lock.__aexit__(None, None, None)
+    else:
+        await lock.__aexit__(type(failure), failure, failure.__traceback__)
 
 
 def _budget(limits: UsageLimits | None, paused: PausedRun | None) -> RunBudget | None:
