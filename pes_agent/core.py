@@ -1,9 +1,10 @@
 """AgentCore: one `process()` call drives a run entity through the PES systems.
 
 A run goes `_prepare` (open the tool sources, load the thread, resolve its `RunSettings` once,
-build its components and `RunResources`; or end early) -> `_drive` (spawn the entity, tick
-its world until a system ends the run) -> `_outcome` (the response, from what the entity was
-left with). Each step's return type says where the run goes next.
+build its components and `RunResources`; or end early) -> `_run` drives it (`_spawn` the
+entity, tick its world until a system ends the run, `_despawn` it) -> `_outcome` (the
+response, from what the entity was left with). Each step's return type says where the run
+goes next.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, Self
 
-from ecs_core import TerminalComponent, World
+from ecs_core import EntityId, TerminalComponent, World
 from pes_agent._closing import AsyncCloseable, ClosedOnExit, close_all
 from pes_agent.approvals.gate import ApprovalGate, ask_always, decided_content
 from pes_agent.approvals.models import ApprovalContext, Approve, Decision, Deny, PausedRun
@@ -70,10 +72,16 @@ from pes_agent.protocols import Executor, ObservationRecorder, Planner, Synthesi
 from pes_agent.providers.base import LLMProvider
 from pes_agent.providers.fallback import resolve_provider
 from pes_agent.retrieval.retriever import Retriever
-from pes_agent.run import AgentFinalResponse, AgentProps, ExecutionMetadata, RunStatus
+from pes_agent.run import (
+    AgentFinalResponse,
+    AgentProps,
+    ExecutionMetadata,
+    PhaseDurations,
+    RunStatus,
+)
 from pes_agent.storage.base import Storage, StreamFeed, ThreadSnapshot, load_snapshot
 from pes_agent.storage.factory import open_storage
-from pes_agent.threads._running import enclosing_run, running
+from pes_agent.threads._running import EnclosingRun, enclosing_run, running
 from pes_agent.threads.conversation import ConversationManager
 from pes_agent.threads.ids import check_thread_id
 from pes_agent.threads.messages import ConversationMessage, MessageRole
@@ -547,7 +555,7 @@ class AgentCore(ClosedOnExit):
         started = time.perf_counter()
         run = self._in_flight("process", props.thread_id, trace_id, parts=self._now())
         try:
-            return await self._locked_run(props, trace_id, started, run)
+            return await self._run(props, trace_id, started, run, take=True)
         except asyncio.CancelledError:
             if not run.take_close_cancel():
                 raise
@@ -598,53 +606,68 @@ class AgentCore(ClosedOnExit):
         parts = self._parts  # an engine's agent takes no override (see `override`)
         run = self._in_flight("process", props.thread_id, trace_id, effects, parts=parts)
         try:
-            return await self._locked_run(props, trace_id, started, run, effects)
+            # An engine that takes the thread's turn itself (its workflow code may do no I/O)
+            # needs no lock, and checks for a paused run in its load step (`_load`).
+            take = not effects.serialises_turns
+            return await self._run(props, trace_id, started, run, effects=effects, take=take)
         finally:
             self._landed(run)
 
-    async def _locked_run(
+    async def _take_thread(
         self,
         props: AgentProps,
         trace_id: str,
         started: float,
         run: _InFlight,
-        effects: RunEffects | None = None,
-    ) -> AgentFinalResponse:
-        # An engine that takes the thread's turn itself (its workflow code may do no I/O)
-        # needs no lock, and checks for a paused run in its load step (`_load`).
-        if effects is not None and effects.serialises_turns:
-            return await self._run(props, trace_id, started, run, effects=effects)
+        effects: RunEffects | None,
+    ) -> tuple[AbstractAsyncContextManager[None], ThreadSnapshot | None] | AgentFinalResponse:
+        """Take the thread for a new turn: its lock, entered by hand (`_run` leaves it when
+        the run is over), and, under it, the check that no run waits for approval on it,
+        with the thread read in the same go (`snapshot`; on an engine the run reads it in a
+        step). Or the response of a turn that failed to load, the lock left.
+
+        By hand rather than `async with` around the run: that would keep a coroutine awaiting
+        the run, and the lock's bound `__aexit__`, alive in every run for its whole length.
+
+        Raises:
+            ThreadAwaitingApprovalError: A run waits for approval on the thread.
+        """
         thread_id = props.thread_id
         parts = run.parts
-        checked = False  # a RunError after the check is the run's own: it propagates
+        lock = parts.storage.lock_thread(thread_id)
         try:
-            async with parts.storage.lock_thread(thread_id):
-                snapshot = None
-                if effects is None:
-                    # The paused-run check and the thread's load in one read of the store.
-                    try:
-                        snapshot = await self._snapshot(parts, props)
-                    except UsageError as error:
-                        return await self._load_failure(
-                            parts, props, trace_id, started, str(error), effects
-                        )
-                    blocking = snapshot.paused[0].trace_id if snapshot.paused else None
-                else:
-                    # An engine's run loads its thread in a step (`_load`), which a replay
-                    # takes from the record: only the check is made here.
-                    blocking = await _paused_run(parts.storage, thread_id)
-                checked = True
-                if blocking is not None:
-                    raise _awaiting_approval(thread_id, blocking)
-                return await self._run(
-                    props, trace_id, started, run, effects=effects, snapshot=snapshot
-                )
+            await lock.__aenter__()
         except RunError as error:
-            if checked:
+            return await self._load_failure(parts, props, trace_id, started, error.message, effects)
+        snapshot = None
+        try:
+            if effects is None:
+                # The paused-run check and the thread's load in one read of the store.
+                try:
+                    snapshot = await self._snapshot(parts, props)
+                except UsageError as error:
+                    failed = await self._load_failure(
+                        parts, props, trace_id, started, str(error), effects
+                    )
+                    await _leave(lock, None)
+                    return failed
+                blocking = snapshot.paused[0].trace_id if snapshot.paused else None
+            else:
+                # An engine's run loads its thread in a step (`_load`), which a replay takes
+                # from the record: only the check is made here.
+                blocking = await _paused_run(parts.storage, thread_id)
+        except BaseException as error:
+            await _leave(lock, error)
+            if not isinstance(error, RunError):
                 raise
             # The store is unreachable, or the thread's saved config or state is damaged: a
             # runtime failure like any other, not a raise.
             return await self._load_failure(parts, props, trace_id, started, error.message, effects)
+        if blocking is not None:
+            waiting = _awaiting_approval(thread_id, blocking)
+            await _leave(lock, waiting)
+            raise waiting
+        return lock, snapshot
 
     async def _run(
         self,
@@ -655,26 +678,73 @@ class AgentCore(ClosedOnExit):
         paused: PausedRun | None = None,
         decisions: dict[str, Decision] | None = None,
         effects: RunEffects | None = None,
-        snapshot: ThreadSnapshot | None = None,
+        *,
+        take: bool = False,
     ) -> AgentFinalResponse:
-        """Prepare, drive and conclude a run on a thread the caller holds locked (and may have
-        read: `snapshot`); its response is kept on `run` too, for an `aclose()` cancelling the
-        caller after it. With `effects`, the run is a durable engine's workflow: its side
-        effects are steps."""
-        # Entered and left by hand: a `with` block would keep its bound `__exit__` alive for
-        # the whole run (`EnclosingRun.__exit__` takes no notice of an exception).
-        enclosing = running(props.thread_id, trace_id).__enter__()
+        """Prepare, drive and conclude a run; its response is kept on `run` too, for an
+        `aclose()` cancelling the caller after it. With `take`, a new turn: the run takes
+        its thread first (`_take_thread`: the lock, held until the run is over, and the
+        thread's read); else the caller holds the thread. With `effects`, the run is a
+        durable engine's workflow: its side effects are steps."""
+        lock: AbstractAsyncContextManager[None] | None = None
+        snapshot: ThreadSnapshot | None = None
+        if take:
+            taken = await self._take_thread(props, trace_id, started, run, effects)
+            if not isinstance(taken, tuple):
+                return taken  # it failed to load
+            lock, snapshot = taken
+            del taken
+        failure: BaseException | None = None  # what the thread's lock is left with
+        enclosing: EnclosingRun | None = None
         try:
+            # Entered and left by hand: a `with` block would keep its bound `__exit__` alive
+            # for the whole run (`EnclosingRun.__exit__` takes no notice of an exception).
+            enclosing = running(props.thread_id, trace_id).__enter__()
             ready = await self._prepare(
                 run.parts, props, trace_id, started, paused, decisions, effects, snapshot
             )
-            if isinstance(ready, _Prepared):
-                run.result = _outcome(ready, await self._drive(ready, run))
-            else:  # it ended before its entity was spawned
+            snapshot = None  # read into the run's components: not kept while it runs
+            if not isinstance(ready, _Prepared):  # it ended before its entity was spawned
                 run.result = ready
+                return ready
+            # Driven here rather than in a coroutine of its own: one object fewer per run in
+            # flight. Spawn the run entity and tick its world until a system ends the run. A
+            # cancellation is recorded, then raised, unless `aclose()` alone asked for it:
+            # then the run ends `cancelled`.
+            worlds = run.parts.worlds
+            world, entity = self._spawn(ready, worlds)
+            cancelled_by_close = False
+            try:
+                for _ in range(_MAX_TICKS):
+                    await world.process()
+                    if world.has_component(entity, TerminalComponent):
+                        break
+                else:
+                    world.add_component(
+                        entity,
+                        RunFailed("finalization", f"the run did not finish in {_MAX_TICKS} ticks"),
+                    )
+                    await world.process()
+            except asyncio.CancelledError:
+                cancelled_by_close = run.take_close_cancel()
+                await _record_cancelled(ready, by_close=cancelled_by_close)
+                if not cancelled_by_close:
+                    raise
+            finally:
+                components = self._despawn(world, entity, worlds)
+            run.result = _outcome(
+                ready, _Ended.of(components, cancelled_by_close=cancelled_by_close)
+            )
             return run.result
+        except BaseException as error:
+            failure = error
+            raise
         finally:
-            enclosing.__exit__(None, None, None)
+            if enclosing is not None:
+                enclosing.__exit__(None, None, None)
+            if lock is not None:
+                await _leave(lock, failure)
+            failure = None  # no cycle through this frame and the exception's traceback
 
     async def _prepare(
         self,
@@ -699,7 +769,7 @@ class AgentCore(ClosedOnExit):
             return loaded  # it ended while loading
         settings, context = loaded.settings, loaded.context
         timings = RunTimings()
-        timings.phases.load_ms = (time.perf_counter() - started) * 1000
+        timings.load_ms = (time.perf_counter() - started) * 1000
         recorder = RunRecorder(parts.observations, props.thread_id, trace_id, effects)
         budget = _budget(settings.usage_limits, paused)
         llm = RunModelCaller(
@@ -833,43 +903,25 @@ class AgentCore(ClosedOnExit):
             history_limit=lambda config: resolve_history_limit(defaults, config, options),
         )
 
-    async def _drive(self, prepared: _Prepared, run: _InFlight) -> _Ended:
-        """Spawn the run entity and tick its world until a system ends the run; what the
-        entity was left with. A cancellation is recorded, then raised, unless `aclose()`
-        alone asked for it: then the run ends `cancelled`."""
-        worlds = run.parts.worlds
+    def _spawn(self, prepared: _Prepared, worlds: _Worlds) -> tuple[World, EntityId]:
+        """A world for the run and its entity in it, with the run's components and resources
+        (a resumed run's plan too: execution continues where it stopped)."""
         world = worlds.take()
         entity = world.create_entity(prepared.spec, prepared.timings)
         paused = prepared.paused
         if paused is not None:
-            # The plan was made before the pause: execution continues where it stopped.
             world.add_component(entity, Planned(output=paused.planning))
             world.add_component(entity, Resumed(calls=list(paused.calls)))
         self._resources.attach(world, entity, prepared.resources)
-        cancelled_by_close = False
-        try:
-            # Ticked here rather than in a coroutine of its own: one object fewer per run.
-            for _ in range(_MAX_TICKS):
-                await world.process()
-                if world.has_component(entity, TerminalComponent):
-                    break
-            else:
-                world.add_component(
-                    entity,
-                    RunFailed("finalization", f"the run did not finish in {_MAX_TICKS} ticks"),
-                )
-                await world.process()
-        except asyncio.CancelledError:
-            cancelled_by_close = run.take_close_cancel()
-            await _record_cancelled(prepared, by_close=cancelled_by_close)
-            if not cancelled_by_close:
-                raise
-        finally:
-            components = dict(world.components_of(entity))
-            self._resources.detach(world, entity)
-            world.delete_entity(entity)
-            worlds.give_back(world)
-        return _Ended.of(components, cancelled_by_close=cancelled_by_close)
+        return world, entity
+
+    def _despawn(self, world: World, entity: EntityId, worlds: _Worlds) -> dict[type[Any], Any]:
+        """What the run entity was left with; the entity is deleted and its world handed back."""
+        components = dict(world.components_of(entity))
+        self._resources.detach(world, entity)
+        world.delete_entity(entity)
+        worlds.give_back(world)
+        return components
 
     def _gate(
         self,
@@ -1200,7 +1252,7 @@ def _outcome(prepared: _Prepared, ended: _Ended) -> AgentFinalResponse:
         tool_calls=len(results),
         error=problem,
         usage=llm.usage,
-        phases=prepared.timings.phases,
+        phases=_durations(prepared.timings),
         pending_approvals=(
             ended.paused.pending if status == "awaiting_approval" and ended.paused else []
         ),
@@ -1214,6 +1266,18 @@ def _outcome(prepared: _Prepared, ended: _Ended) -> AgentFinalResponse:
             duration_ms=round(metadata.total_duration_ms, 2),
         )
     return AgentFinalResponse(response=response, metadata=metadata)
+
+
+_PHASE_FIELDS = tuple(PhaseDurations.model_fields)
+
+
+def _durations(timings: RunTimings) -> PhaseDurations:
+    """The run's phase timings as the response's `metadata.phases` reports them: given only
+    the phases that took time, so its `model_fields_set` names the phases that ran, as when
+    the model itself was written to during the run."""
+    return PhaseDurations(
+        **{name: value for name in _PHASE_FIELDS if (value := getattr(timings, name))}
+    )
 
 
 def _conclusion(spec: RunSpec, ended: _Ended) -> _Conclusion:
@@ -1260,6 +1324,15 @@ async def _record_cancelled(prepared: _Prepared, *, by_close: bool) -> None:
             },
         )
     )
+
+
+async def _leave(lock: AbstractAsyncContextManager[None], failure: BaseException | None) -> None:
+    """Leave a thread's lock entered by hand, as `async with` would on the way out of its
+    block (told of the exception leaving it, if one does)."""
+    if failure is None:
+        await lock.__aexit__(None, None, None)
+    else:
+        await lock.__aexit__(type(failure), failure, failure.__traceback__)
 
 
 def _budget(limits: UsageLimits | None, paused: PausedRun | None) -> RunBudget | None:

@@ -49,6 +49,9 @@ class PhaseRun:
     resources: RunResources
     timings: RunTimings
 
+    # The phases here read `resources.llm` and `resources.recorder` directly (a property is a
+    # Python call, and they are read several times a run); these are for systems elsewhere.
+
     @property
     def llm(self) -> RunModelCaller:
         """The run's model caller (what planners and synthesizers call)."""
@@ -94,9 +97,15 @@ def _ready(
     not done or moot, and holding the spec, the timings and what the phase `requires`."""
     if RunFailed in components or RunSpec not in components or RunTimings not in components:
         return False
-    return not any(kind in components for kind in done_when) and all(
-        kind in components for kind in requires
-    )
+    # Loops rather than any()/all() over generators: every system asks this of every run
+    # entity at each tick, and a generator costs a Python call per step.
+    for kind in done_when:
+        if kind in components:
+            return False
+    for kind in requires:  # noqa: SIM110 (all() over a generator: see above)
+        if kind not in components:
+            return False
+    return True
 
 
 class PhaseSystem(ABC, Generic[*Inputs]):
@@ -136,8 +145,11 @@ class PhaseSystem(ABC, Generic[*Inputs]):
         # at 10,000 runs in flight is most of their memory and of the collector's work.
         # Nothing built here outlives the loop's checks: a run waiting inside its phase keeps
         # no list, mapping or closure cell of this frame alive, only the entity ids (a tuple
-        # of ints, which the collector stops tracking) and its `PhaseRun`.
-        for entity in self._resources.entities_in(world):
+        # of ints, which the collector stops tracking) and its `PhaseRun`. Walked by index:
+        # a tuple's iterator is an object the collector tracks, a range's is not.
+        entities = self._resources.entities_in(world)
+        for index in range(len(entities)):
+            entity = entities[index]
             run = self._ready_run(world, entity)
             if run is None:
                 continue
@@ -175,9 +187,9 @@ class PhaseSystem(ABC, Generic[*Inputs]):
                     # turns every exception into a result): the run stops all the same.
                     world.add_component(entity, _over_budget(self.phase, run.spec, budget.breach))
             finally:
-                phases, field = run.timings.phases, self._timing_field
-                if not getattr(phases, field):  # a phase that timed itself keeps it
-                    setattr(phases, field, (time.perf_counter() - started) * 1000)
+                timings, field = run.timings, self._timing_field
+                if not getattr(timings, field):  # a phase that timed itself keeps it
+                    setattr(timings, field, (time.perf_counter() - started) * 1000)
 
     def _ready_run(self, world: World, entity: EntityId) -> PhaseRun | None:
         """The run `entity` as this phase sees it, if it is ready for the phase (and still
@@ -195,8 +207,8 @@ class PhaseSystem(ABC, Generic[*Inputs]):
         requires = self.requires
         if not requires:
             return ()
-        components = world.components_of(entity)
-        return tuple(components[kind] for kind in requires)
+        # map() over the mapping's own lookup: no Python call per component.
+        return tuple(map(world.components_of(entity).__getitem__, requires))
 
     @abstractmethod
     async def run(self, run: PhaseRun, *inputs: *Inputs) -> None:

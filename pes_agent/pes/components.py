@@ -25,7 +25,7 @@ from pes_agent.config import LLMParams, Reevaluate
 from pes_agent.execution.hooks import ObservingHooks
 from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
 from pes_agent.retrieval.base import ScoredDocument
-from pes_agent.run import AgentProps, PhaseDurations
+from pes_agent.run import AgentProps
 from pes_agent.threads.messages import ConversationMessage
 from pes_agent.threads.state import ThreadContext
 from pes_agent.tools.base import ToolResult, ToolSchema
@@ -76,9 +76,20 @@ class RunSpec:
 
 @dataclass(slots=True)
 class RunTimings:
-    """How long each phase of the run took so far; each system writes its own phase."""
+    """How long each phase of the run took so far, in milliseconds; each system writes its
+    own phase.
 
-    phases: PhaseDurations = field(default_factory=PhaseDurations)
+    Plain slotted floats rather than a `PhaseDurations` model held for the whole run: a
+    pydantic instance carries a fields set too, two objects for the collector to scan per run
+    in flight; the model is built once, for the response.
+    """
+
+    load_ms: float = 0.0
+    retrieval_ms: float = 0.0
+    planning_ms: float = 0.0
+    execution_ms: float = 0.0
+    synthesis_ms: float = 0.0
+    finalization_ms: float = 0.0
 
 
 @dataclass(slots=True)

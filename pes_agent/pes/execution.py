@@ -33,11 +33,14 @@ __all__ = ["Execution"]
 class Execution:
     """The executor and tools of every run, and how a run hands its calls to them."""
 
-    __slots__ = ("executor", "tools")
+    __slots__ = ("_streamed_context", "executor", "tools")
 
     def __init__(self, executor: Executor, tools: Mapping[str, Tool]) -> None:
         self.executor = executor
         self.tools = tools
+        # Bound once and shared by every run's dispatch: binding it per run would keep one
+        # more object alive in each run while its plan streams.
+        self._streamed_context = self.streamed_context
 
     def context(
         self,
@@ -65,7 +68,7 @@ class Execution:
                 "use ConcurrentExecutor or SequentialExecutor, or make it honour "
                 "ExecutionContext.approvals"
             )
-        hooks = ObservingHooks(run.recorder)
+        hooks = ObservingHooks(run.resources.recorder)
         reevaluation = None
         if (
             planned is not None
@@ -74,7 +77,7 @@ class Execution:
             and spec.max_revisions > 0
         ):
             reviser = LLMPlanReviser(
-                llm=run.llm,
+                llm=run.resources.llm,
                 query=spec.props.query,
                 intent=planned.intent,
                 plan=planned.plan,
@@ -97,7 +100,7 @@ class Execution:
             session_id=spec.props.session_id,
             hooks=hooks,
             state=spec.thread.state,
-            llm=run.llm,
+            llm=run.resources.llm,
             reevaluation=reevaluation,
             approvals=gate,
             invoker=_invoker(run),
@@ -115,7 +118,7 @@ class Execution:
             return None  # on a durable engine the plan is a step: its calls start once it is
         if run.resources.approvals is not None and not _honours_approvals(executor):
             return None  # the execution phase refuses such a run, saying why
-        return RunDispatch(executor, self.streamed_context, run, run.recorder)
+        return RunDispatch(executor, self._streamed_context, run, run.resources.recorder)
 
     def streamed_context(self, run: PhaseRun) -> tuple[ExecutionContext, ObservingHooks]:
         """The executor's context for a plan of `run` that executes while it streams.

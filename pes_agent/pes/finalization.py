@@ -104,12 +104,12 @@ class FinalizationSystem(PhaseSystem[Executed, Synthesized]):
         async def commit_and_announce() -> None:
             saved = await commit()
             if saved is not None:
-                await run.recorder.record(
+                await run.resources.recorder.record(
                     ObservationType.STATE_UPDATE,
                     "State saved",
                     {"version": saved.version, "data": saved.data, "saving": "implicit"},
                 )
-            await run.recorder.record(
+            await run.resources.recorder.record(
                 ObservationType.FINAL_RESPONSE,
                 "Final response",
                 {"message": answer.model_dump(mode="json"), "status": status},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any, assert_never
 
 from pes_agent.config import LLMParams
@@ -60,6 +60,25 @@ def _calls_text(calls: Sequence[ToolCallEvent]) -> str:
 
 # Added to, never changed or handed out: a sum is a new Usage.
 _NO_USAGE = Usage()
+
+
+def _label(phase: LLMPhase, name: str, model: str, number: int) -> dict[str, Any]:
+    """What each observation of a call names it by."""
+    return {
+        "phase": phase,
+        "provider": name,
+        "model": model,
+        # Language steps stream side by side in one phase: the number pairs each call's
+        # start with its end (the trace's LLM spans).
+        "llmCall": number,
+    }
+
+
+def _started(
+    request: LLMRequest, provider: LLMProvider, name: str, model: str, number: int
+) -> dict[str, Any]:
+    """What a call's start (or restart) records: its label and what was asked."""
+    return {**_label(request.phase, name, model, number), **_request_details(request, provider)}
 
 
 def _request_details(request: LLMRequest, provider: LLMProvider) -> dict[str, Any]:
@@ -140,9 +159,6 @@ class RunModelCaller:
             self._usage = Usage()
         return self._usage
 
-    async def _record(self, type: ObservationType, title: str, content: dict[str, Any]) -> None:
-        await self._recorder.record(type, title, content)
-
     @property
     def _streaming(self) -> bool:
         """Whether stream events go anywhere (a subscriber here, or the store's feed)."""
@@ -157,7 +173,7 @@ class RunModelCaller:
         if self._stream.active:
             await self._stream.publish(event)
 
-    async def __call__(
+    def __call__(
         self,
         messages: Sequence[PromptMessage],
         *,
@@ -166,12 +182,15 @@ class RunModelCaller:
         tool_choice: ToolChoice | None = None,
         response_format: dict[str, Any] | None = None,
         listener: StreamListener | None = None,
-    ) -> LLMResponse:
+    ) -> Coroutine[Any, Any, LLMResponse]:
         """Stream one call to the run's provider and return its text, thoughts, native tool
-        calls and usage; the answer's text also goes to `listener` as it streams."""
-        budget = self.budget
-        if budget is not None:
-            budget.before_request(self.usage, self.calls)
+        calls and usage; the answer's text also goes to `listener` as it streams.
+
+        A plain method handing back the call's coroutine (await it, as any async call): a run
+        waiting on its model keeps one coroutine of this caller's rather than two. Nothing
+        happens before it is awaited but building the request, a frozen record of the
+        arguments.
+        """
         request = LLMRequest(
             messages=tuple(messages),
             phase=phase,
@@ -184,54 +203,65 @@ class RunModelCaller:
             tool_choice=tool_choice,
             response_format=response_format,
         )
-        self.calls += 1
         effects = self.effects
         if effects is None:
-            response = await self._call_provider(request, self.calls, listener)
-        else:
-            # A durable run: the call is a step, done once; replayed, it answers from the record
-            # (its observations and tokens were recorded when it ran). Nothing listens to the
-            # stream: streaming dispatch is an in-process optimisation.
-            response = await self._durable_call(effects, request, self.calls)
+            return self._call_provider(request, listener)
+        # A durable run: the call is a step, done once; replayed, it answers from the record
+        # (its observations and tokens were recorded when it ran). Nothing listens to the
+        # stream: streaming dispatch is an in-process optimisation.
+        return self._durable_call(effects, request)
+
+    def _begin(self) -> int:
+        """Count a call about to be made, once the budget has room for it; its number."""
+        if self.budget is not None:
+            self.budget.before_request(self.usage, self.calls)
+        self.calls += 1
+        return self.calls
+
+    def _took(self, phase: LLMPhase, response: LLMResponse) -> None:
+        """Add a call's answer to the run's usage and outputs; past a limit, raise."""
         self._usage = (_NO_USAGE if self._usage is None else self._usage) + response.usage
         answer = response.text
         # A turn that only calls tools (a plan sent through submit_plan) is kept as its calls,
         # so what the model sent still shows, e.g. as the PLAN observation's raw output.
         self.outputs = (*self.outputs, (phase, answer or _calls_text(response.tool_calls)))
-        if budget is not None:
-            budget.after_response(self.usage)
-        return response
+        if self.budget is not None:
+            self.budget.after_response(self.usage)
 
-    async def _durable_call(
-        self, effects: RunEffects, request: LLMRequest, number: int
-    ) -> LLMResponse:
-        """Call `number` as a durable engine's step (a method of its own, so that `__call__`
-        keeps no closure cells while the model answers)."""
+    async def _durable_call(self, effects: RunEffects, request: LLMRequest) -> LLMResponse:
+        """The call as a durable engine's step (a method of its own, so that no closure cell
+        is kept by the in-process call while the model answers)."""
+        number = self._begin()
 
         async def call() -> LLMResponse:
-            return await self._call_provider(request, number, None)
+            return await self._call_provider(request, None, step=number)
 
         response: LLMResponse = await effects.model_call(request.phase, call)
+        self._took(request.phase, response)
         return response
 
     async def _call_provider(
-        self, request: LLMRequest, number: int, listener: StreamListener | None
+        self, request: LLMRequest, listener: StreamListener | None, *, step: int | None = None
     ) -> LLMResponse:
         """Stream `request` from the provider, recording the call's observations and
-        publishing its tokens; the answer with its usage and metadata."""
+        publishing its tokens; the answer with its usage and metadata.
+
+        In process (`step` None) the call is counted, checked against the budget and added
+        up here, in the one coroutine a waiting run keeps; a durable engine's step passes the
+        call's number, `_durable_call` having done those outside the step."""
+        number = self._begin() if step is None else step
         phase = request.phase
         budget = self.budget
         provider = self.provider
-        label: dict[str, Any] = {
-            "phase": phase,
-            "provider": provider.name,
-            "model": provider.model,
-            # Language steps stream side by side in one phase: the number pairs each call's
-            # start with its end (the trace's LLM spans).
-            "llmCall": number,
-        }
-        start = {**label, **_request_details(request, provider)}
-        await self._record(ObservationType.LLM_STREAM_START, f"{phase} call started", start)
+        # Each observation's content is built when it is recorded: no dict of this call's
+        # stays alive in each run while the model answers (the names are read once, so
+        # every observation of the call says the same).
+        name, model = provider.name, provider.model
+        await self._recorder.record(
+            ObservationType.LLM_STREAM_START,
+            f"{phase} call started",
+            _started(request, provider, name, model, number),
+        )
         # Each list is made for its first piece (the text's too: fewer objects alive while
         # the model is still to answer; most answers have no thoughts or calls at all).
         text: list[str] | None = None
@@ -257,7 +287,7 @@ class RunModelCaller:
                     if thoughts is None:
                         thoughts = []
                     thoughts.append(event.text)
-                    await self._record(
+                    await self._recorder.record(
                         ObservationType.THOUGHTS, "Thinking", {"phase": phase, "text": event.text}
                     )
                 elif isinstance(event, StreamRestart):
@@ -265,18 +295,20 @@ class RunModelCaller:
                     text = thoughts = calls = None
                     if listener is not None:
                         listener.on_restart()
-                    await self._record(
+                    await self._recorder.record(
                         ObservationType.LLM_STREAM_ERROR,
                         f"{phase} stream interrupted; retrying",
                         {
-                            **label,
+                            **_label(phase, name, model, number),
                             "error": event.reason,
                             "attempt": event.attempt,
                             "retrying": True,
                         },
                     )
-                    await self._record(
-                        ObservationType.LLM_STREAM_START, f"{phase} call restarted", start
+                    await self._recorder.record(
+                        ObservationType.LLM_STREAM_START,
+                        f"{phase} call restarted",
+                        _started(request, provider, name, model, number),
                     )
                     await self._publish(phase, "restart", event.reason)
                 elif isinstance(event, ToolCallDelta):
@@ -293,17 +325,18 @@ class RunModelCaller:
         except (ProviderError, UsageLimitExceeded, UsageError) as error:
             # A usage error (a closed provider, a bad argument) stays one: the fix is the
             # caller's, and no fallback or retry may hide it.
-            await self._fail(phase, label, str(error))
+            await self._fail(phase, _label(phase, name, model, number), str(error))
             raise
         except Exception as error:
             message = f"{provider.name} stream failed: {type(error).__name__}: {error}"
-            await self._fail(phase, label, message)
+            await self._fail(phase, _label(phase, name, model, number), message)
             raise ProviderError(
                 message, provider=provider.name, thread_id=self.thread_id, trace_id=self.trace_id
             ) from error
         usage = metadata.usage if metadata is not None else Usage(requests=1)
         answer = "" if text is None else "".join(text)
-        await self._record(
+        label = _label(phase, name, model, number)
+        await self._recorder.record(
             ObservationType.LLM_STREAM_METADATA,
             f"{phase} call usage",
             {
@@ -317,8 +350,9 @@ class RunModelCaller:
                 "total_ms": metadata.total_ms if metadata else None,
             },
         )
-        await self._record(ObservationType.LLM_STREAM_END, f"{phase} call finished", label)
-        await self._publish(phase, "end")
+        await self._recorder.record(ObservationType.LLM_STREAM_END, f"{phase} call finished", label)
+        if self._streaming:  # asked here: no coroutine made for a stream nobody follows
+            await self._publish(phase, "end")
         if self._feed is not None:
             await self._feed.flush()  # the step ends once its tokens are in the store
         if enabled_for(_std_log, logging.DEBUG):
@@ -332,16 +366,19 @@ class RunModelCaller:
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
             )
-        return LLMResponse(
+        response = LLMResponse(
             text=answer,
             thoughts=() if thoughts is None else tuple(thoughts),
             tool_calls=() if calls is None else tuple(calls),
             usage=usage,
             metadata=metadata,
         )
+        if step is None:
+            self._took(phase, response)
+        return response
 
     async def _fail(self, phase: LLMPhase, label: dict[str, Any], message: str) -> None:
-        await self._record(
+        await self._recorder.record(
             ObservationType.LLM_STREAM_ERROR,
             f"{phase} call failed",
             {**label, "error": message, "retrying": False},

@@ -54,7 +54,11 @@ class PauseSystem(PhaseSystem[Planned, Paused]):
             created_at=now,
             deadline=deadline,
             usage_limits=budget.limits if budget is not None else None,
-            usage=budget.spent + run.llm.usage if budget is not None else run.llm.usage,
+            usage=(
+                budget.spent + run.resources.llm.usage
+                if budget is not None
+                else run.resources.llm.usage
+            ),
             tool_calls=budget.tool_calls if budget is not None else 0,
         )
 
@@ -64,7 +68,7 @@ class PauseSystem(PhaseSystem[Planned, Paused]):
         effects = run.resources.effects
         await (pause() if effects is None else effects.once("pes_agent.pause", pause))
         for pending in paused.pending:
-            await run.recorder.record(
+            await run.resources.recorder.record(
                 ObservationType.APPROVAL_REQUESTED,
                 f"Approval requested: {pending.tool_name}",
                 {

@@ -38,7 +38,7 @@ class PlanPhaseSystem(PhaseSystem[()]):
 
     async def run(self, run: PhaseRun) -> None:
         spec = run.spec
-        await run.recorder.record(
+        await run.resources.recorder.record(
             ObservationType.PLAN,
             "Preparing a plan",
             {"status": "preparing", "tools": [schema.name for schema in spec.tool_schemas]},
@@ -72,8 +72,8 @@ class PlanPhaseSystem(PhaseSystem[()]):
                 await dispatch.close()  # failed or cancelled: stop what still runs
         if dispatched is not None:
             # The calls ran while the plan streamed: the two phases overlap.
-            run.timings.phases.planning_ms = planning_ms
-            run.timings.phases.execution_ms = (time.perf_counter() - started) * 1000 - planning_ms
+            run.timings.planning_ms = planning_ms
+            run.timings.execution_ms = (time.perf_counter() - started) * 1000 - planning_ms
             run.add(dispatched)
         run.add(planned)
 
@@ -89,10 +89,10 @@ def _planning_context(run: PhaseRun, dispatch: RunDispatch | None) -> PlanningCo
         history=spec.history,
         tools=spec.tool_schemas,
         state=spec.thread.state,
-        llm=run.llm,
+        llm=run.resources.llm,
         llm_params=spec.llm_params,
-        provider=run.llm.provider,
-        record=run.recorder.record,
+        provider=run.resources.llm.provider,
+        record=run.resources.recorder.record,
         passages=passages_of(run),
         dispatch=dispatch,
     )
@@ -101,7 +101,7 @@ def _planning_context(run: PhaseRun, dispatch: RunDispatch | None) -> PlanningCo
 def _raw_output(run: PhaseRun) -> str | None:
     """The model's last planning (or repair) answer, as the PLAN observation shows it."""
     return next(
-        (text for phase, text in reversed(run.llm.outputs) if phase != "synthesis"),
+        (text for phase, text in reversed(run.resources.llm.outputs) if phase != "synthesis"),
         None,
     )
 
@@ -111,15 +111,17 @@ async def _record_plan(run: PhaseRun, planned: Planned) -> None:
     wrote one (the compact protocol's plan is its calls alone)."""
     output = planned.output
     if output.title:
-        await run.recorder.record(ObservationType.TITLE, "Title", {"title": output.title})
+        await run.resources.recorder.record(ObservationType.TITLE, "Title", {"title": output.title})
     if output.intent:
-        await run.recorder.record(ObservationType.INTENT, "Intent", {"intent": output.intent})
+        await run.resources.recorder.record(
+            ObservationType.INTENT, "Intent", {"intent": output.intent}
+        )
     for thought in output.thoughts or ():
-        await run.recorder.record(
+        await run.resources.recorder.record(
             ObservationType.THOUGHTS, "Thinking", {"phase": "planning", "text": thought}
         )
     calls = output.tool_calls or []
-    await run.recorder.record(
+    await run.resources.recorder.record(
         ObservationType.PLAN,
         "Plan ready",
         {

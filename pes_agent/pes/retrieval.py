@@ -50,12 +50,12 @@ class RetrievalSystem(PhaseSystem[()]):
                 error_type=type(error).__name__,
                 error=message,
             )
-            await run.recorder.record(
+            await run.resources.recorder.record(
                 ObservationType.RETRIEVAL,
                 "Retrieval failed",
                 {"status": "failed", "query": query, "error": message, "durationMs": elapsed_ms},
             )
-            await run.recorder.record(
+            await run.resources.recorder.record(
                 ObservationType.ERROR,
                 "Retrieval failed",
                 {"phase": "retrieval", "error": "retrieval failed: " + message},
@@ -63,7 +63,7 @@ class RetrievalSystem(PhaseSystem[()]):
             run.add(Retrieved(documents=[], error=message))
             return
         elapsed_ms = (time.perf_counter() - started) * 1000
-        await run.recorder.record(
+        await run.resources.recorder.record(
             ObservationType.RETRIEVAL,
             RETRIEVED_TITLE,
             retrieved_content(query, documents, elapsed_ms),

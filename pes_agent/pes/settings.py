@@ -8,6 +8,7 @@ and resources are built from the one frozen `RunSettings`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
@@ -143,9 +144,18 @@ def _tightest(*scopes: UsageLimits | None) -> UsageLimits | None:
     return merged
 
 
+@functools.lru_cache(maxsize=16)
+def _every_tool(registered: tuple[str, ...]) -> frozenset[str]:
+    """Every registered tool, as one frozenset shared by the runs that enable them all (most
+    runs): not one more set per run in flight."""
+    return frozenset(registered)
+
+
 def _enabled_tools(
     allowed: Sequence[str] | None, requested: Sequence[str] | None, registered: Sequence[str]
 ) -> frozenset[str]:
+    if allowed is None and requested is None:
+        return _every_tool(tuple(registered))
     # The thread decides what may run; a per-call list can only narrow that down.
     enabled = frozenset(registered if allowed is None else allowed)
     if requested is not None:

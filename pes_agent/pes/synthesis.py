@@ -34,14 +34,14 @@ class SynthesisSystem(PhaseSystem[Planned, Executed]):
                 history=spec.history,
                 planning=planned.output,
                 results=executed.results,
-                llm=run.llm,
+                llm=run.resources.llm,
                 steps=executed.steps,
                 calls=executed.calls,
                 passages=passages_of(run),
             )
         )
         text = returned(answer, str, self._synthesizer, "synthesize")
-        await run.recorder.record(
+        await run.resources.recorder.record(
             ObservationType.SYNTHESIS, "Answer written", {"status": "done", "length": len(text)}
         )
         run.add(Synthesized(text=text))

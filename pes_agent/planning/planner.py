@@ -26,6 +26,9 @@ __all__ = ["LLMPlanner"]
 
 _log = get_logger("pes_agent.planning")
 
+# The plain-text channel, frozen and so shared by every run: not one more object per run.
+_TEXT = PlanChannel()
+
 
 def _problems(output: PlanningOutput) -> list[str]:
     problems = list(output.errors)
@@ -75,15 +78,15 @@ class LLMPlanner:
 
     def _channel(self, ctx: PlanningContext, mode: PlanningMode) -> PlanChannel:
         if mode == "text":
-            return PlanChannel()
+            return _TEXT
         provider = ctx.provider
         output = structured_output_of(provider)
         if output is None:
             if mode == "structured":
                 raise structured_mode_error(provider)
-            return PlanChannel()
+            return _TEXT
         if mode == "auto" and self._refusals.refused(provider):
-            return PlanChannel()
+            return _TEXT
         names = tuple(schema.name for schema in ctx.tools)
         if output == "response_format":
             return PlanChannel("response_format", names)
@@ -112,27 +115,34 @@ class LLMPlanner:
         if options is not None and options.planning_mode is not None:
             mode = options.planning_mode
         channel = self._channel(ctx, mode)
-        base = build_planning_messages(
-            system_prompt=ctx.system_prompt,
-            history=ctx.history,
-            query=ctx.props.query,
-            tools=ctx.tools,
-            passages=ctx.passages,
+        # A tuple, which the model caller's request takes as it is: no list besides it kept
+        # alive while the model answers.
+        base = tuple(
+            build_planning_messages(
+                system_prompt=ctx.system_prompt,
+                history=ctx.history,
+                query=ctx.props.query,
+                tools=ctx.tools,
+                passages=ctx.passages,
+            )
         )
         messages = channel.prompt(base)
         reader = _reader(ctx, self._parser)
         try:
-            reply = await channel.ask(ctx.llm, messages, phase="planning", listener=reader)
+            # The channel's call awaited here, its answer read after: no coroutine of the
+            # channel's alive in each run while the model answers (as `channel.ask` would).
+            response = await channel.call(ctx.llm, messages, phase="planning", listener=reader)
         except ProviderError as error:
             if not (mode == "auto" and channel.structured and refused_structured_output(error)):
                 raise
             await self._fall_back(ctx, channel, error)
             if ctx.dispatch is not None:
                 await ctx.dispatch.discard("structured planning was refused")
-            channel = PlanChannel()
+            channel = _TEXT
             messages = base
             reader = _reader(ctx, self._parser)
-            reply = await channel.ask(ctx.llm, messages, phase="planning", listener=reader)
+            response = await channel.call(ctx.llm, messages, phase="planning", listener=reader)
+        reply = channel.reply(response)
         output = self._read(reply.text, reader)
         problems = _problems(output)
         if not problems:
@@ -142,7 +152,7 @@ class LLMPlanner:
             await ctx.dispatch.discard("the plan could not be used: " + "; ".join(problems))
         repair = channel.repair(messages, reply, problems)
         reader = _reader(ctx, self._parser)
-        reply = await channel.ask(ctx.llm, repair, phase="repair", listener=reader)
+        reply = channel.reply(await channel.call(ctx.llm, repair, phase="repair", listener=reader))
         output = self._read(reply.text, reader)
         problems = _problems(output)
         if problems:

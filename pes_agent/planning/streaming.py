@@ -74,8 +74,10 @@ class PlanStreamReader:
 
     def __init__(self, submit: Callable[[ParsedToolCall], None]) -> None:
         self._submit = submit
-        #: The calls submitted, in plan order (kept across restarts).
-        self.submitted: list[ParsedToolCall] = []
+        #: The calls submitted, in plan order (kept across restarts). A tuple grown by copy
+        #: (a plan has a handful of calls): an empty one is shared, where an empty list would
+        #: be one more object per run for the collector while the model is still to answer.
+        self.submitted: tuple[ParsedToolCall, ...] = ()
         #: Set at the first thing the reader cannot read: nothing more is submitted.
         self.stopped = False
         #: The calls read from lines, by (line, step), for the parser not to read them again.
@@ -286,7 +288,7 @@ class PlanStreamReader:
             if not same_call(self.submitted[index], call):
                 self.stopped = True  # the restarted answer differs from what runs
             return
-        self.submitted.append(call)
+        self.submitted = (*self.submitted, call)
         self._submit(call)
 
 

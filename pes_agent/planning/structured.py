@@ -48,7 +48,7 @@ import copy
 import json
 import re
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Final, Literal, get_args
@@ -350,13 +350,13 @@ class PlanChannel:
         """Whether the calls carry a schema (anything but plain text)."""
         return self.kind != "text"
 
-    def prompt(self, messages: Sequence[PromptMessage]) -> list[PromptMessage]:
+    def prompt(self, messages: Sequence[PromptMessage]) -> Sequence[PromptMessage]:
         """The planning messages, the first system message told how to reply here (`messages`
-        itself when it is a list and the channel adds nothing: plain text)."""
+        itself when it is a list or tuple and the channel adds nothing: plain text)."""
         note = {"text": None, "response_format": _RESPONSE_FORMAT_NOTE}.get(
             self.kind, _FORCED_TOOL_NOTE
         )
-        if note is None and isinstance(messages, list):
+        if note is None and isinstance(messages, list | tuple):
             # Nothing to add: the same list (one fewer alive while the model answers).
             return messages
         result = list(messages)
@@ -379,36 +379,49 @@ class PlanChannel:
         """Make one planning (or repair) call and take the plan out of its answer; the
         answer's text goes to `listener` as it streams (the JSON of a `response_format`
         plan too; a `submit_plan` call arrives whole)."""
+        return self.reply(await self.call(llm, messages, phase=phase, listener=listener))
+
+    def call(
+        self,
+        llm: ModelCaller,
+        messages: Sequence[PromptMessage],
+        *,
+        phase: LLMPhase,
+        listener: StreamListener | None = None,
+    ) -> Awaitable[LLMResponse]:
+        """The model call of `ask`, made through `llm` and not yet awaited; `reply` reads
+        its answer. `LLMPlanner` awaits it itself: no coroutine of this channel's stays
+        alive in each run while the model answers."""
         # Passed only when given, so a model caller written before listeners keeps working.
         if self.kind == "text":
             # Called without a `streaming` dict, which would stay alive while the model answers.
-            response = await (
-                llm(messages, phase=phase)
-                if listener is None
-                else llm(messages, phase=phase, listener=listener)
-            )
-            return PlanReply(response.text, response)
+            if listener is None:
+                return llm(messages, phase=phase)
+            return llm(messages, phase=phase, listener=listener)
         streaming: dict[str, Any] = {} if listener is None else {"listener": listener}
         if self.kind == "response_format":
-            response = await llm(
+            return llm(
                 messages,
                 phase=phase,
                 response_format=plan_schema(self.tool_names, strict=True),
                 **streaming,
             )
-            return PlanReply(response.text, response)
         if listener is not None:
             # The plan streams as submit_plan's arguments; text beside it is not the plan,
             # unless the tool is only offered (thinking on) and the model writes the plan.
-            listener = _SubmitPlanInput(listener, text_too=self.optional_tool)
-            streaming = {"listener": listener}
-        response = await llm(
+            streaming = {"listener": _SubmitPlanInput(listener, text_too=self.optional_tool)}
+        return llm(
             messages,
             phase=phase,
             tools=(submit_plan_tool(self.tool_names),),
             tool_choice="auto" if self.optional_tool else SUBMIT_PLAN,
             **streaming,
         )
+
+    def reply(self, response: LLMResponse) -> PlanReply:
+        """The plan in the answer to `call`: the text, or a `submit_plan` call's arguments."""
+        if self.kind != "forced_tool":
+            return PlanReply(response.text, response)
         for event in response.tool_calls:
             if event.call.name == SUBMIT_PLAN:
                 # Input that was not a JSON object goes to the parser as sent, which

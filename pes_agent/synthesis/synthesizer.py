@@ -32,15 +32,19 @@ class LLMSynthesizer:
         Raises:
             ProviderError: The model call failed.
         """
-        messages = build_synthesis_messages(
-            system_prompt=ctx.system_prompt,
-            history=ctx.history,
-            query=ctx.props.query,
-            planning=ctx.planning,
-            results=ctx.results,
-            steps=ctx.steps,
-            calls=ctx.calls,
-            passages=ctx.passages,
+        # A tuple, which the model caller's request takes as it is: no list besides it kept
+        # alive while the model answers.
+        messages = tuple(
+            build_synthesis_messages(
+                system_prompt=ctx.system_prompt,
+                history=ctx.history,
+                query=ctx.props.query,
+                planning=ctx.planning,
+                results=ctx.results,
+                steps=ctx.steps,
+                calls=ctx.calls,
+                passages=ctx.passages,
+            )
         )
         response = await ctx.llm(messages, phase="synthesis")
         return self._parser.parse_synthesis_output(response.text)
