@@ -238,6 +238,9 @@ class SQLiteStorage(StorageBase):
         self._stream_poll_s = float(stream_poll_s)
         self._streams: list[StreamDelivery] = []
         self._stream_seq = 0  # the last stream row read
+        # Subscribers that joined a reader already polling: the last row before each came (None:
+        # not known yet); rows up to it were published before it subscribed.
+        self._stream_starts: dict[StreamDelivery, int | None] = {}
         self._stream_reader: asyncio.Task[None] | None = None
         self._stream_read_lock = asyncio.Lock()
 
@@ -606,11 +609,17 @@ class SQLiteStorage(StorageBase):
         self._check_open()
         delivery = StreamDelivery(callback, sync=self._read_streams, on_close=self._unsubscribe)
         self._streams.append(delivery)
+        # Nothing for it until it knows where it starts: rows not yet read may have been
+        # written before it came.
+        self._stream_starts[delivery] = None
         try:
+            last = await self._call(_last_stream_row)
             if self._stream_reader is None:
                 # What was published before the first subscriber came is not delivered.
-                self._stream_seq = await self._call(_last_stream_row)
+                self._stream_seq = last
                 self._stream_reader = asyncio.get_running_loop().create_task(self._poll_streams())
+            if delivery in self._stream_starts:  # not closed meanwhile
+                self._stream_starts[delivery] = last
         except BaseException:
             delivery.close()
             raise
@@ -618,6 +627,7 @@ class SQLiteStorage(StorageBase):
 
     def _unsubscribe(self, delivery: StreamDelivery) -> None:
         self._streams.remove(delivery)
+        self._stream_starts.pop(delivery, None)
         if not self._streams and self._stream_reader is not None:
             self._stream_reader.cancel()
             self._stream_reader = None
@@ -634,6 +644,7 @@ class SQLiteStorage(StorageBase):
 
     async def _read_streams(self) -> None:
         """Hand the stream rows written since the last read to the subscribers, in order."""
+        starts = self._stream_starts
         async with self._stream_read_lock:
             while self._streams:
                 after = self._stream_seq
@@ -653,6 +664,11 @@ class SQLiteStorage(StorageBase):
                     except ValueError:
                         continue  # a damaged row: tokens only
                     for delivery in tuple(self._streams):
+                        if starts and delivery in starts:  # it joined a reader polling
+                            start = starts[delivery]
+                            if start is None or seq <= start:
+                                continue  # written before it subscribed
+                            del starts[delivery]
                         delivery.put(str(origin), events)
                 if len(rows) < _STREAM_READ:
                     return

@@ -8,6 +8,10 @@ and hands each payload's events to every subscriber's queue (`StreamDelivery`). 
 sends a marker of its own through the channel and waits for it to come back: everything
 committed before it has then arrived. A lost LISTEN connection is opened again by the next
 subscriber or `caught_up()` (tokens sent meanwhile are lost: they are only tokens).
+
+A subscriber that joins a connection already listening could otherwise get payloads that were
+committed before it subscribed and are still on their way to this process: it starts with a
+marker of its own, and gets only what arrives after it.
 """
 
 from __future__ import annotations
@@ -51,7 +55,10 @@ class StreamNotifier:
         self._channel = channel
         self._spawn = spawn
         self._deliveries: list[StreamDelivery] = []
+        # Subscribers whose first marker has not come back yet: they get nothing until it does.
+        self._joining: set[StreamDelivery] = set()
         self._markers: dict[str, asyncio.Future[None]] = {}
+        self._joins: dict[str, StreamDelivery] = {}  # a joining subscriber's marker
         self._conn: Any = None
         self._mutex = asyncio.Lock()
 
@@ -64,23 +71,34 @@ class StreamNotifier:
     async def subscribe(self, callback: StreamCallback) -> StreamDelivery:
         """A subscriber getting each event published from now on."""
         delivery = StreamDelivery(callback, sync=self._sync, on_close=self._remove)
+        # Listed at once (a release under way keeps the connection for it), but fed only from
+        # its marker on when the connection was listening already: what is still arriving
+        # was committed before it subscribed.
         self._deliveries.append(delivery)
+        self._joining.add(delivery)
         try:
-            await self._listen()
+            if await self._listen():
+                self._joining.discard(delivery)  # a new LISTEN hears nothing older
+            else:
+                await self._round_trip(joining=delivery)
         except BaseException:
             delivery.close()
             raise
+        finally:
+            self._joining.discard(delivery)
         return delivery
 
     def _remove(self, delivery: StreamDelivery) -> None:
         self._deliveries.remove(delivery)
+        self._joining.discard(delivery)
         if not self._deliveries:
             self._spawn(self._release_if_unused())
 
-    async def _listen(self) -> None:
+    async def _listen(self) -> bool:
+        """Make sure a connection LISTENs; whether it had to open one."""
         async with self._mutex:
             if self._conn is not None and not self._conn.is_closed():
-                return
+                return False
             conn = await self._connector.connect()
             try:
                 await conn.add_listener(self._channel, self._on_notify)
@@ -88,6 +106,7 @@ class StreamNotifier:
                 await conn.close()
                 raise
             self._conn = conn
+            return True
 
     async def _release_if_unused(self) -> None:
         async with self._mutex:
@@ -103,6 +122,9 @@ class StreamNotifier:
             message = json.loads(payload)
             marker = message.get("marker")
             if marker is not None:
+                joined = self._joins.pop(str(marker), None)
+                if joined is not None:  # fed from the next payload on, in arrival order
+                    self._joining.discard(joined)
                 reached = self._markers.pop(str(marker), None)
                 if reached is not None and not reached.done():
                     reached.set_result(None)
@@ -112,15 +134,24 @@ class StreamNotifier:
         except (ValueError, KeyError, TypeError, AttributeError):
             _log.warning("stream_feed_bad_payload", url=self._connector.safe_url)
             return
+        joining = self._joining
         for delivery in tuple(self._deliveries):
-            delivery.put(origin, events)
+            if delivery not in joining:
+                delivery.put(origin, events)
 
     async def _sync(self) -> None:
         """Wait until every payload committed before now has arrived."""
         await self._listen()  # a lost connection is opened again
+        await self._round_trip()
+
+    async def _round_trip(self, *, joining: StreamDelivery | None = None) -> None:
+        """Send a marker through the channel and wait for it to come back; `joining` is fed
+        from then on."""
         marker = uuid.uuid4().hex
         reached: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._markers[marker] = reached
+        if joining is not None:
+            self._joins[marker] = joining
         try:
             await self._connector.execute(
                 "SELECT pg_notify($1, $2)", self._channel, json.dumps({"marker": marker})
@@ -128,6 +159,7 @@ class StreamNotifier:
             await reached
         finally:
             self._markers.pop(marker, None)
+            self._joins.pop(marker, None)
 
     async def aclose(self) -> None:
         """Stop every subscriber and close the LISTEN connection."""
