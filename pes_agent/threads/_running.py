@@ -9,30 +9,37 @@ __all__ = ["EnclosingRun", "enclosing_run", "running"]
 
 class EnclosingRun:
     """A run under way that the current task belongs to (or was started from); as a context
-    manager (`running`), it marks the current task as inside the run for the block."""
+    manager (`running`), it marks the current task as inside the run for the block.
 
-    __slots__ = ("_token", "active", "thread_id", "trace_id")
+    The runs a task is inside of are a chain, innermost first (`outer`), held by one context
+    variable: no tuple and no `contextvars.Token` kept per run (the variable is set back to
+    `outer` on the way out), since every run in flight holds one for its whole length and the
+    garbage collector walks each of them on every full pass.
+    """
+
+    __slots__ = ("active", "outer", "thread_id", "trace_id")
 
     def __init__(self, thread_id: str, trace_id: str) -> None:
         self.thread_id = thread_id
         self.trace_id = trace_id
-        self.active = True
-        self._token: contextvars.Token[tuple[EnclosingRun, ...]] | None = None
+        self.active = False
+        self.outer: EnclosingRun | None = None
 
     def __enter__(self) -> EnclosingRun:
-        self._token = _ENCLOSING.set((*_ENCLOSING.get(), self))
+        self.outer = _ENCLOSING.get()
+        self.active = True
+        _ENCLOSING.set(self)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         # A task started during the run may outlive it; once over, it no longer encloses it.
-        self.active = False
-        if self._token is not None:
-            _ENCLOSING.reset(self._token)
-            self._token = None
+        if self.active:
+            self.active = False
+            _ENCLOSING.set(self.outer)
 
 
-_ENCLOSING: contextvars.ContextVar[tuple[EnclosingRun, ...]] = contextvars.ContextVar(
-    "pes_agent_enclosing_runs", default=()
+_ENCLOSING: contextvars.ContextVar[EnclosingRun | None] = contextvars.ContextVar(
+    "pes_agent_enclosing_runs", default=None
 )
 
 
@@ -44,7 +51,9 @@ def running(thread_id: str, trace_id: str) -> EnclosingRun:
 
 def enclosing_run(thread_id: str) -> EnclosingRun | None:
     """The run on `thread_id` still under way that the current task is inside of, if any."""
-    for run in _ENCLOSING.get():
+    run = _ENCLOSING.get()
+    while run is not None:
         if run.thread_id == thread_id and run.active:
             return run
+        run = run.outer
     return None
