@@ -60,6 +60,17 @@ def _calls_text(calls: Sequence[ToolCallEvent]) -> str:
 
 # Added to, never changed or handed out: a sum is a new Usage.
 _NO_USAGE = Usage()
+_USAGE_SERIALIZER = Usage.__pydantic_serializer__
+
+
+def _dumped(usage: Usage) -> dict[str, Any]:
+    """`usage.model_dump()`: for a plain `Usage`, its serializer called directly (0.85 µs
+    against 1.8 µs, twice a run, without `model_dump`'s keyword arguments to pass on); a
+    subclass, which may override `model_dump`, is asked the usual way."""
+    if type(usage) is Usage:
+        dumped: dict[str, Any] = _USAGE_SERIALIZER.to_python(usage)
+        return dumped
+    return usage.model_dump()
 
 
 def _label(phase: LLMPhase, name: str, model: str, number: int) -> dict[str, Any]:
@@ -341,7 +352,7 @@ class RunModelCaller:
             f"{phase} call usage",
             {
                 **label,
-                "usage": usage.model_dump(),
+                "usage": _dumped(usage),
                 "stop_reason": metadata.stop_reason if metadata else None,
                 "response_provider": (metadata.provider if metadata else None) or provider.name,
                 "response_model": metadata.model if metadata else None,
