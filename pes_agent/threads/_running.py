@@ -11,31 +11,39 @@ class EnclosingRun:
     """A run under way that the current task belongs to (or was started from); as a context
     manager (`running`), it marks the current task as inside the run for the block.
 
-    The runs a task is inside of are a chain, innermost first (`outer`), held by one context
-    variable: no tuple and no `contextvars.Token` kept per run (the variable is set back to
-    `outer` on the way out), since every run in flight holds one for its whole length and the
-    garbage collector walks each of them on every full pass.
+    The runs a task is inside of are a chain, innermost first, held by one context variable:
+    each run's `contextvars.Token` keeps the run it was set over (`outer`), so no tuple of
+    them is made per run, since every run in flight holds its own for its whole length and
+    the garbage collector walks each of them on every full pass. The token is kept, rather
+    than the variable set back by hand, so that the task's context is left as it was found
+    (a finished task held on to, e.g. by `asyncio.gather`, keeps no context entry of it).
     """
 
-    __slots__ = ("active", "outer", "thread_id", "trace_id")
+    __slots__ = ("_token", "active", "thread_id", "trace_id")
 
     def __init__(self, thread_id: str, trace_id: str) -> None:
         self.thread_id = thread_id
         self.trace_id = trace_id
-        self.active = False
-        self.outer: EnclosingRun | None = None
+        self.active = True
+        self._token: contextvars.Token[EnclosingRun | None] | None = None
+
+    @property
+    def outer(self) -> EnclosingRun | None:
+        """The run the current task was inside of when this one began, if any."""
+        token = self._token
+        outer = None if token is None else token.old_value
+        return outer if isinstance(outer, EnclosingRun) else None  # not `Token.MISSING`
 
     def __enter__(self) -> EnclosingRun:
-        self.outer = _ENCLOSING.get()
-        self.active = True
-        _ENCLOSING.set(self)
+        self._token = _ENCLOSING.set(self)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        # A task started during the run may outlive it; once over, it no longer encloses it.
-        if self.active:
-            self.active = False
-            _ENCLOSING.set(self.outer)
+        # A task started during the run may outlive it; once over, it no longer encloses it
+        # (the token is kept: such a task may still walk through this run to outer ones).
+        self.active = False
+        if self._token is not None and _ENCLOSING.get() is self:
+            _ENCLOSING.reset(self._token)
 
 
 _ENCLOSING: contextvars.ContextVar[EnclosingRun | None] = contextvars.ContextVar(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 from pes_agent.threads._running import enclosing_run, running
 
@@ -40,3 +41,15 @@ async def test_a_task_started_in_a_run_is_inside_it_until_the_run_ends() -> None
     over.set()
     await task
     assert seen == ["trace-a", None]
+
+
+def test_a_run_over_leaves_the_context_as_it_found_it() -> None:
+    """After a run, the context holds no entry of it (a finished task kept around keeps
+    nothing of the run in its context)."""
+
+    def inside() -> bool:
+        with running("a", "trace-a"):
+            pass
+        return any(var.name == "pes_agent_enclosing_runs" for var in contextvars.copy_context())
+
+    assert contextvars.Context().run(inside) is False
