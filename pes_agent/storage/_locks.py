@@ -79,7 +79,9 @@ class _ThreadLock(asyncio.Lock):
         entry.owner = task
 
     async def __aexit__(self, *exc_info: object) -> None:
-        entry = self.entries[self.thread_id]
+        entry = self.entries.get(self.thread_id)
+        if entry is None or entry.owner is not _current():
+            return  # left already: the lock is free, or another task's by now
         entry.owner = None
         entry.release()
         entry._leave()

@@ -73,3 +73,29 @@ async def test_a_held_thread_is_not_reentrant_through_an_old_hold() -> None:
             async with old:
                 pass
     assert len(table) == 0
+
+
+async def test_leaving_twice_does_not_release_the_next_holder() -> None:
+    """A block left a second time (by hand) leaves the thread to whoever holds it next."""
+    table = ThreadLockTable()
+    first = table.hold("t")
+    await first.__aenter__()
+    holding = asyncio.Event()
+    release = asyncio.Event()
+
+    async def next_holder() -> None:
+        async with table.hold("t"):
+            holding.set()
+            await release.wait()
+
+    waiting = asyncio.create_task(next_holder())
+    await asyncio.sleep(0)
+    await first.__aexit__(None, None, None)
+    await holding.wait()
+    await first.__aexit__(None, None, None)  # must not free the next holder's lock
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05), table.hold("t"):
+            pass
+    release.set()
+    await waiting
+    assert len(table) == 0
