@@ -846,7 +846,7 @@ class AgentCore(ClosedOnExit):
         def settled(
             snapshot: ThreadSnapshot,
         ) -> tuple[ThreadContext, list[ConversationMessage], RunSettings]:
-            context = ThreadContext.of(snapshot.config, snapshot.state)
+            context = ThreadContext.for_run(snapshot.config, snapshot.state)
             settings = RunSettings.resolve(
                 self._defaults, context.config, props.options, parts.tools.names
             )

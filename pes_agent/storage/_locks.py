@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from typing import Any
 
 from pes_agent.errors import UsageError
 
 __all__ = ["ThreadLockTable"]
-
-
-@dataclass(slots=True)
-class _Entry:
-    lock: asyncio.Lock
-    users: int = 0
-    owner: asyncio.Task[Any] | None = None
 
 
 class ThreadLockTable:
@@ -30,7 +22,7 @@ class ThreadLockTable:
     __slots__ = ("_entries",)
 
     def __init__(self) -> None:
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, _ThreadLock] = {}
 
     def __len__(self) -> int:
         """How many threads are currently held or waited for."""
@@ -43,26 +35,36 @@ class ThreadLockTable:
 
     def hold(self, thread_id: str) -> AbstractAsyncContextManager[None]:
         """Hold `thread_id` for the body of the `async with`."""
-        return _Hold(self._entries, thread_id)
+        entry = self._entries.get(thread_id)
+        return _ThreadLock(self._entries, thread_id) if entry is None else entry
 
 
-class _Hold:
-    """One `async with` of `ThreadLockTable.hold` (a class, not a generator: one object a
-    run, since every run holds its thread)."""
+class _ThreadLock(asyncio.Lock):
+    """A thread's lock, its table entry and the `async with` of `ThreadLockTable.hold` in one
+    object: every run holds its thread for its whole length, and one object a run instead of
+    three (lock, entry, hold) is less for the garbage collector to walk at 10,000 runs at once.
 
-    __slots__ = ("_entries", "_entry", "_thread_id")
+    Being its own context manager needs no state per `async with`: a block enters whichever
+    lock its table has for the thread when it starts (this one, unless another was registered
+    since `hold`), and leaves the one the table has then, which is the one it entered, since
+    a held lock is never dropped from its table.
+    """
 
-    def __init__(self, entries: dict[str, _Entry], thread_id: str) -> None:
-        self._entries = entries
-        self._thread_id = thread_id
-        self._entry: _Entry | None = None
+    __slots__ = ("entries", "owner", "thread_id", "users")
+
+    def __init__(self, entries: dict[str, _ThreadLock], thread_id: str) -> None:
+        super().__init__()
+        self.entries = entries
+        self.thread_id = thread_id
+        self.users = 0  # holding or waiting: dropped from the table at 0
+        self.owner: asyncio.Task[Any] | None = None
 
     async def __aenter__(self) -> None:
-        thread_id = self._thread_id
+        thread_id = self.thread_id
         task = _current()
-        entry = self._entries.get(thread_id)
+        entry = self.entries.get(thread_id)
         if entry is None:
-            entry = self._entries[thread_id] = _Entry(asyncio.Lock())
+            entry = self.entries[thread_id] = self
         elif task is not None and entry.owner is task:
             raise UsageError(
                 f"lock_thread({thread_id!r}) is not reentrant: this task already holds it; "
@@ -70,26 +72,24 @@ class _Hold:
             )
         entry.users += 1
         try:
-            await entry.lock.acquire()
+            await entry.acquire()
         except BaseException:
-            self._leave(entry)
+            entry._leave()
             raise
         entry.owner = task
-        self._entry = entry
 
     async def __aexit__(self, *exc_info: object) -> None:
-        entry = self._entry
-        if entry is None:
-            return
-        self._entry = None
+        entry = self.entries.get(self.thread_id)
+        if entry is None or entry.owner is not _current():
+            return  # left already: the lock is free, or another task's by now
         entry.owner = None
-        entry.lock.release()
-        self._leave(entry)
+        entry.release()
+        entry._leave()
 
-    def _leave(self, entry: _Entry) -> None:
-        entry.users -= 1
-        if entry.users == 0:
-            del self._entries[self._thread_id]
+    def _leave(self) -> None:
+        self.users -= 1
+        if self.users == 0:
+            del self.entries[self.thread_id]
 
 
 def _current() -> asyncio.Task[Any] | None:

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ConfigDict
+
 from pes_agent.config import AgentState, ThreadConfig
 from pes_agent.errors import StateConflictError, UsageError
 from pes_agent.observing.types import ObservationType
@@ -53,6 +55,38 @@ class ThreadContext:
             state=state.model_copy(deep=True) if state is not None else AgentState(),
             configured=config is not None,
         )
+
+    @classmethod
+    def for_run(cls, config: ThreadConfig | None, state: AgentState | None) -> ThreadContext:
+        """The context a run sees of its thread: as `of`, but a thread never configured gets
+        one shared, frozen empty config (the run only reads it, to resolve its settings).
+
+        Args:
+            config: The thread's stored config; None when it was never configured.
+            state: The thread's stored state; None when none was saved.
+
+        Returns:
+            The context: the shared empty config when there is none, and a private copy of
+            the state.
+        """
+        return cls(
+            config=config if config is not None else _UNCONFIGURED,
+            state=state.model_copy(deep=True) if state is not None else AgentState(),
+            configured=config is not None,
+        )
+
+
+class _Unconfigured(ThreadConfig):
+    """The config every run on a thread never configured sees: an empty `ThreadConfig`
+    (agent defaults apply), shared rather than made per run, since a fresh one is two
+    objects (the model and its fields set) that the garbage collector walks in every run in
+    flight. Frozen, so that nothing can change what the other runs see: a run never changes
+    its config, and one that tried would get a `ValidationError`."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+_UNCONFIGURED = _Unconfigured()
 
 
 class StateManager:
