@@ -109,72 +109,93 @@ class ConcurrentExecutor:
         # a call tried in place waited, the plan's tools likely wait too: such calls get their
         # tasks at once, as before (in one turn of the loop, and no call then pays for being
         # driven through the drainer's wrapper).
-        ready: deque[int] = deque()
-        draining = False  # a drainer is running or about to
+        ready: deque[int] = deque(index for index in range(ledger.size) if waiting[index] == 0)
+        draining = True  # a drainer is running or about to: first, this very task
         waited = False  # a call tried in place waited: the tools wait, so each gets a task
+        # Opened only once a call waits (below): a plan whose calls all finish without waiting
+        # needs no task group, no task and no turn of the loop (two fifths of the executor's
+        # cost on a plan of 3 no-op calls).
+        group: asyncio.TaskGroup
         # `start` and `drain` reach `drain` through this list, emptied once the group is done:
         # the functions below call one another, a reference cycle that would keep the run's
         # calls and results alive until the garbage collector came by.
         drainer: list[Callable[[], Coroutine[Any, Any, None]]] = []
 
-        async with asyncio.TaskGroup() as group:
+        def start(index: int) -> None:
+            nonlocal draining
+            ready.append(index)
+            if not draining:  # only once the group is open: until then this task drains
+                draining = True
+                group.create_task(drainer[0](), name="pes-tool-calls")
 
-            def start(index: int) -> None:
-                nonlocal draining
-                ready.append(index)
-                if not draining:
-                    draining = True
-                    group.create_task(drainer[0](), name="pes-tool-calls")
+        async def drain() -> None:
+            nonlocal draining, waited
+            while ready:
+                index = ready.popleft()
+                if waited or limiter.full:  # it would wait: a task of its own at once
+                    call_id = graph.calls[index].call_id
+                    group.create_task(step(index), name=f"pes-tool-call:{call_id}")
+                    continue
+                rest = run_eagerly(step(index), copy_context())
+                if rest is not None:  # the call waits: the others go on without it
+                    waited = True
+                    if ready:
+                        group.create_task(drainer[0](), name="pes-tool-calls")
+                    else:
+                        draining = False
+                    await rest
+                    return
+            draining = False
 
-            async def drain() -> None:
-                nonlocal draining, waited
-                while ready:
-                    index = ready.popleft()
-                    if waited or limiter.full:  # it would wait: a task of its own at once
-                        call_id = graph.calls[index].call_id
-                        group.create_task(step(index), name=f"pes-tool-call:{call_id}")
-                        continue
-                    rest = run_eagerly(step(index), copy_context())
-                    if rest is not None:  # the call waits: the others go on without it
-                        waited = True
-                        if ready:
-                            group.create_task(drainer[0](), name="pes-tool-calls")
-                        else:
-                            draining = False
-                        await rest
-                        return
-                draining = False
-
-            async def step(index: int) -> None:
-                while True:
-                    result = refusals[index] or await runner.run_call(index, limiter)
-                    ledger.set_result(index, result)
-                    follow = -1
-                    for dependent in graph.dependents[index]:
-                        waiting[dependent] -= 1
-                        if waiting[dependent] == 0:
-                            if follow < 0:
-                                follow = dependent
-                            else:
-                                start(dependent)
-                    if hooked:
+        async def step(index: int) -> None:
+            while True:
+                result = refusals[index] or await runner.run_call(index, limiter)
+                ledger.set_result(index, result)
+                follow = -1
+                for dependent in graph.dependents[index]:
+                    waiting[dependent] -= 1
+                    if waiting[dependent] == 0:
                         if follow < 0:
-                            await runner.report_end(index, result)
+                            follow = dependent
                         else:
-                            rest = run_eagerly(runner.report_end(index, result))
-                            if rest is not None:  # the hook waits: the dependent goes on
-                                start(follow)
-                                follow = -1
-                                await rest
+                            start(dependent)
+                if hooked:
                     if follow < 0:
-                        return
-                    index = follow
+                        await runner.report_end(index, result)
+                    else:
+                        rest = run_eagerly(runner.report_end(index, result))
+                        if rest is not None:  # the hook waits: the dependent goes on
+                            start(follow)
+                            follow = -1
+                            await rest
+                if follow < 0:
+                    return
+                index = follow
 
-            drainer.append(drain)
-            for index in range(ledger.size):
-                if waiting[index] == 0:
-                    start(index)
-        drainer.clear()
+        # This task is the first drainer, without a group: every call it runs finishes
+        # before the next starts, so nothing runs beside it yet. The first call that waits
+        # keeps this task (awaited in the group's body, so its deadline cancels this task, the
+        # one running it), and the group opens for the calls after it, in a new drainer.
+        while ready:
+            index = ready.popleft()
+            try:
+                rest = run_eagerly(step(index), copy_context())
+            except Exception as exc:
+                # What escapes a call stops the run (a spent budget): raised as the task
+                # group's would have raised it, had the call run in one.
+                raise ExceptionGroup("unhandled errors in a TaskGroup", [exc]) from None
+            if rest is None:
+                continue
+            waited = True
+            async with asyncio.TaskGroup() as group:
+                drainer.append(drain)
+                if ready:
+                    group.create_task(drain(), name="pes-tool-calls")
+                else:
+                    draining = False
+                await rest
+            drainer.clear()
+            break
         return runner.final_results()
 
     async def execute_stream(self, feed: PlanFeed, ctx: ExecutionContext) -> list[ToolResult]:
