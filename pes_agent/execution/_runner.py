@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import CoroutineType
 from typing import Any
 
 from pes_agent.approvals.gate import ApprovalGate, denial_message
 from pes_agent.approvals.models import Deny
 from pes_agent.durable.effects import CURRENT_STEP
 from pes_agent.errors import RunError, ToolExecutionError, UsageLimitExceeded
-from pes_agent.execution._deadlines import Deadlines
+from pes_agent.execution._deadlines import UNTIMED, Deadline, Deadlines, Untimed
+from pes_agent.execution._eager import rest_of
 from pes_agent.execution._trusted import context_of, success
 from pes_agent.execution.dag import CallGraph
 from pes_agent.execution.feed import PlanFeed
@@ -32,6 +34,7 @@ from pes_agent.protocols import ExecutionContext, ModelCaller, PlanRevisionHooks
 from pes_agent.tools.base import PooledTools, TimedTool, Tool, ToolContext, ToolResult
 from pes_agent.tools.decorator import FunctionTool
 from pes_agent.tools.invoker import IN_PROCESS
+from pes_agent.tools.registry import ToolsView
 from pes_agent.tools.threads import ToolThreadPool
 from pes_agent.tools.validation import validate_arguments
 
@@ -228,6 +231,7 @@ class CallRunner:
 
     __slots__ = (
         "_allowed",
+        "_by_name",
         "_context",
         "_tools",
         "ctx",
@@ -248,8 +252,18 @@ class CallRunner:
         self.feed = feed
         # A `ToolRegistry.as_mapping()` view names the registry's pool for sync tools; with
         # another mapping they run on asyncio's default executor.
-        pool = ctx.tools.thread_pool if isinstance(ctx.tools, PooledTools) else None
-        self.thread_pool = pool if isinstance(pool, ToolThreadPool) else None
+        tools = ctx.tools
+        self.thread_pool: ToolThreadPool | None
+        if type(tools) is ToolsView:
+            # The registry's own view (every agent run): its dict read directly, and its pool
+            # known without a protocol isinstance check, which alone costs more Python calls
+            # than the rest of setting up a run's execution.
+            self._by_name: Mapping[str, Tool] = tools.by_name
+            self.thread_pool = tools.thread_pool
+        else:
+            self._by_name = tools
+            pool = tools.thread_pool if isinstance(tools, PooledTools) else None
+            self.thread_pool = pool if isinstance(pool, ToolThreadPool) else None
         self._tools: dict[str, tuple[Tool, float, bool, bool]] = {}
         self._context: ToolContext | None = None
         self._allowed: set[str] = set()  # tool names registered and enabled
@@ -286,7 +300,7 @@ class CallRunner:
             return None
         if call.tool_name in self._allowed:
             return None  # an earlier call of this execution passed the same checks
-        if call.tool_name not in ctx.tools:
+        if call.tool_name not in self._by_name:
             return error_result(call, f'Tool "{call.tool_name}" is not registered.')
         if call.tool_name not in ctx.enabled_tools:
             return error_result(
@@ -443,8 +457,12 @@ class CallRunner:
         lookup)."""
         known = self._tools.get(name)
         if known is None:
-            tool = self.ctx.tools[name]
-            own_timeout = tool.timeout_s if isinstance(tool, TimedTool) else None
+            tool = self._by_name[name]
+            # A @tool function has its own timeout by type: no protocol isinstance check.
+            if type(tool) is FunctionTool or isinstance(tool, TimedTool):
+                own_timeout = tool.timeout_s
+            else:
+                own_timeout = None
             timeout_s = own_timeout if own_timeout is not None else self.ctx.tool_timeout_s
             # A @tool function without a ToolContext parameter, run in process, never shows
             # its context to anyone (`FunctionTool.takes_context`), so its calls are given the
@@ -513,14 +531,31 @@ class CallRunner:
                 thread_pool=self.thread_pool,
             )
         context = template if shares_context else context_of(template, call.call_id)
-        deadline = self.deadlines.start(timeout_s)
-        started = time.perf_counter()
         invoker = ctx.invoker
+        deadline: Deadline | Untimed = UNTIMED
+        started = time.perf_counter()
         try:
-            if invoker is IN_PROCESS:  # the invoker's own path, a coroutine less
-                output = await tool.execute(arguments, context)
-            else:
+            if invoker is not IN_PROCESS:
+                deadline = self.deadlines.start(timeout_s)
                 output = await invoker.invoke(tool, arguments, context)
+            else:  # the invoker's own path, a coroutine less
+                running = tool.execute(arguments, context)
+                if type(running) is not CoroutineType:  # another kind of awaitable: awaited
+                    deadline = self.deadlines.start(timeout_s)
+                    output = await running
+                else:
+                    # The tool's first step is taken here: a tool that returns without
+                    # waiting could never have been cancelled, so it gets no deadline (one
+                    # costs more than running a no-op tool). One that waits gets it from when
+                    # the call began, as `asyncio.timeout` would have set it.
+                    try:
+                        waited = running.send(None)
+                    except StopIteration as done:
+                        output = done.value
+                    else:
+                        begun = self.deadlines.now() - (time.perf_counter() - started)
+                        deadline = self.deadlines.start(timeout_s, begun)
+                        output = await rest_of(running, waited)
         except ToolExecutionError as exc:
             # Raised on purpose by the tool (or by @tool's argument check): a clean message.
             deadline.settle()
