@@ -233,9 +233,9 @@ class CallRunner:
         "_allowed",
         "_by_name",
         "_context",
+        "_deadlines",
         "_tools",
         "ctx",
-        "deadlines",
         "feed",
         "ledger",
         "thread_pool",
@@ -246,8 +246,8 @@ class CallRunner:
     ) -> None:
         self.ctx = ctx
         self.ledger = ledger
-        #: The calls' timeouts, on one timer; `close()` it when the execution ends.
-        self.deadlines = Deadlines()
+        # The calls' timeouts, on one timer (`deadlines()`); `close()` stops it.
+        self._deadlines: Deadlines | None = None
         #: The feed of a plan still streaming (calls needing approval wait for it to close).
         self.feed = feed
         # A `ToolRegistry.as_mapping()` view names the registry's pool for sync tools; with
@@ -267,6 +267,19 @@ class CallRunner:
         self._tools: dict[str, tuple[Tool, float, bool, bool]] = {}
         self._context: ToolContext | None = None
         self._allowed: set[str] = set()  # tool names registered and enabled
+
+    def deadlines(self) -> Deadlines:
+        """The calls' timeouts, made when the first call waits: a call that returns without
+        waiting needs none (`_invoke`), and on a plan of such calls nothing is allocated."""
+        deadlines = self._deadlines
+        if deadlines is None:
+            deadlines = self._deadlines = Deadlines()
+        return deadlines
+
+    def close(self) -> None:
+        """The execution is over: stop the calls' timer."""
+        if self._deadlines is not None:
+            self._deadlines.close()
 
     def logger(self) -> Any:
         """The log, bound to the run's thread and trace."""
@@ -536,12 +549,12 @@ class CallRunner:
         started = time.perf_counter()
         try:
             if invoker is not IN_PROCESS:
-                deadline = self.deadlines.start(timeout_s)
+                deadline = self.deadlines().start(timeout_s)
                 output = await invoker.invoke(tool, arguments, context)
             else:  # the invoker's own path, a coroutine less
                 running = tool.execute(arguments, context)
                 if type(running) is not CoroutineType:  # another kind of awaitable: awaited
-                    deadline = self.deadlines.start(timeout_s)
+                    deadline = self.deadlines().start(timeout_s)
                     output = await running
                 else:
                     # The tool's first step is taken here: a tool that returns without
@@ -553,8 +566,9 @@ class CallRunner:
                     except StopIteration as done:
                         output = done.value
                     else:
-                        begun = self.deadlines.now() - (time.perf_counter() - started)
-                        deadline = self.deadlines.start(timeout_s, begun)
+                        deadlines = self.deadlines()
+                        begun = deadlines.now() - (time.perf_counter() - started)
+                        deadline = deadlines.start(timeout_s, begun)
                         output = await rest_of(running, waited)
         except ToolExecutionError as exc:
             # Raised on purpose by the tool (or by @tool's argument check): a clean message.
@@ -583,8 +597,10 @@ class CallRunner:
         except BaseException:
             deadline.settle()
             raise
-        deadline.settle()
-        return success(call.call_id, call.tool_name, output, _elapsed_ms(started))
+        if deadline is not UNTIMED:  # most calls never waited: nothing to settle
+            deadline.settle()
+        duration_ms = (time.perf_counter() - started) * 1000.0
+        return success(call.call_id, call.tool_name, output, duration_ms)
 
     async def _run_language_step(self, call: ParsedToolCall, instruction: str) -> ToolResult:
         """Do a language step: one model call on the filled instruction; its text is the result."""
