@@ -20,8 +20,8 @@ The deadlines are absolute, so arming late does not move them.
 
 A call whose tool returns without ever waiting needs no deadline at all: nothing could have
 cancelled it. The runner takes the tool's first step itself and starts the deadline only if
-the tool waits (`start(timeout_s, begun)`, `begun` being the loop's time before that step, so
-the deadline is where `asyncio.timeout` would have put it); a call that did not wait settles
+the tool waits (`start(timeout_s, ran_s)`, `ran_s` being how long that step took, so the
+deadline is where `asyncio.timeout` would have put it); a call that did not wait settles
 `UNTIMED`.
 
 The outcome is `asyncio.timeout`'s: the call's task is cancelled at its deadline, and the call
@@ -93,19 +93,13 @@ class Deadlines:
         self._arming = False  # `_arm` is due on the loop's next turn
         self._running = 0  # deadlines started and not settled
 
-    def now(self) -> float:
-        """The loop's time, which deadlines count from."""
-        return self._loop.time()
-
-    def start(self, timeout_s: float, begun: float | None = None) -> Deadline:
-        """The deadline of a call of the current task, `timeout_s` after `begun` (the loop's
-        time when the call began; now if None)."""
+    def start(self, timeout_s: float, ran_s: float = 0.0) -> Deadline:
+        """The deadline of a call of the current task that began `ran_s` seconds ago,
+        `timeout_s` after it began."""
         task = asyncio.current_task(self._loop)  # the loop given: one call less
         if task is None:  # pragma: no cover - executors always run in a task
             raise RuntimeError("a call's deadline needs a task to cancel")
-        if begun is None:
-            begun = self._loop.time()
-        deadline = Deadline(begun + timeout_s, task, self)
+        deadline = Deadline(self._loop.time() - ran_s + timeout_s, task, self)
         self._running += 1
         line = self._lines.get(timeout_s)
         if line is None:

@@ -566,9 +566,8 @@ class CallRunner:
                     except StopIteration as done:
                         output = done.value
                     else:
-                        deadlines = self.deadlines()
-                        begun = deadlines.now() - (time.perf_counter() - started)
-                        deadline = deadlines.start(timeout_s, begun)
+                        ran_s = time.perf_counter() - started
+                        deadline = self.deadlines().start(timeout_s, ran_s)
                         output = await rest_of(running, waited)
         except ToolExecutionError as exc:
             # Raised on purpose by the tool (or by @tool's argument check): a clean message.
