@@ -235,6 +235,7 @@ class CallRunner:
         "_context",
         "_deadlines",
         "_tools",
+        "_tools_wait",
         "ctx",
         "feed",
         "ledger",
@@ -248,6 +249,10 @@ class CallRunner:
         self.ledger = ledger
         # The calls' timeouts, on one timer (`deadlines()`); `close()` stops it.
         self._deadlines: Deadlines | None = None
+        # A call's tool waited: the plan's tools likely wait, so the calls after it are
+        # timed from the start and awaited directly (`_invoke`), as the drainer gives each
+        # its own task once one waited.
+        self._tools_wait = False
         #: The feed of a plan still streaming (calls needing approval wait for it to close).
         self.feed = feed
         # A `ToolRegistry.as_mapping()` view names the registry's pool for sync tools; with
@@ -553,19 +558,22 @@ class CallRunner:
                 output = await invoker.invoke(tool, arguments, context)
             else:  # the invoker's own path, a coroutine less
                 running = tool.execute(arguments, context)
-                if type(running) is not CoroutineType:  # another kind of awaitable: awaited
+                if self._tools_wait or type(running) is not CoroutineType:
                     deadline = self.deadlines().start(timeout_s)
                     output = await running
                 else:
                     # The tool's first step is taken here: a tool that returns without
                     # waiting could never have been cancelled, so it gets no deadline (one
                     # costs more than running a no-op tool). One that waits gets it from when
-                    # the call began, as `asyncio.timeout` would have set it.
+                    # the call began, as `asyncio.timeout` would have set it, and is driven on
+                    # through `rest_of` (a step more each time it resumes, which the calls
+                    # after it are spared).
                     try:
                         waited = running.send(None)
                     except StopIteration as done:
                         output = done.value
                     else:
+                        self._tools_wait = True
                         ran_s = time.perf_counter() - started
                         deadline = self.deadlines().start(timeout_s, ran_s)
                         output = await rest_of(running, waited)
