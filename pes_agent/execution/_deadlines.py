@@ -18,6 +18,12 @@ cancelled at once, yet stay on the loop's heap for the whole timeout with a copy
 run's context (at 10,000 runs at once, tens of thousands of objects the collector scans).
 The deadlines are absolute, so arming late does not move them.
 
+A call whose tool returns without ever waiting needs no deadline at all: nothing could have
+cancelled it. The runner takes the tool's first step itself and starts the deadline only if
+the tool waits (`start(timeout_s, ran_s)`, `ran_s` being how long that step took, so the
+deadline is where `asyncio.timeout` would have put it); a call that did not wait settles
+`UNTIMED`.
+
 The outcome is `asyncio.timeout`'s: the call's task is cancelled at its deadline, and the call
 tells its own expiry from a cancellation that came from elsewhere by `Deadline.expired` and
 the task's `cancelling()` count, which it restores (`Deadline.settle`).
@@ -29,7 +35,7 @@ import asyncio
 import contextvars
 from collections import deque
 
-__all__ = ["Deadline", "Deadlines"]
+__all__ = ["UNTIMED", "Deadline", "Deadlines", "Untimed"]
 
 
 class Deadline:
@@ -60,6 +66,19 @@ class Deadline:
         return self.task.uncancel() <= self.cancelling
 
 
+class Untimed:
+    """The deadline of a call that never waited: nothing to settle, it never expired."""
+
+    __slots__ = ()
+
+    def settle(self) -> bool:
+        """Never expired."""
+        return False
+
+
+UNTIMED = Untimed()
+
+
 class Deadlines:
     """The deadlines of the calls of one execution, on one loop timer."""
 
@@ -74,12 +93,13 @@ class Deadlines:
         self._arming = False  # `_arm` is due on the loop's next turn
         self._running = 0  # deadlines started and not settled
 
-    def start(self, timeout_s: float) -> Deadline:
-        """The deadline of a call starting now in the current task, `timeout_s` from now."""
+    def start(self, timeout_s: float, ran_s: float = 0.0) -> Deadline:
+        """The deadline of a call of the current task that began `ran_s` seconds ago,
+        `timeout_s` after it began."""
         task = asyncio.current_task(self._loop)  # the loop given: one call less
         if task is None:  # pragma: no cover - executors always run in a task
             raise RuntimeError("a call's deadline needs a task to cancel")
-        deadline = Deadline(self._loop.time() + timeout_s, task, self)
+        deadline = Deadline(self._loop.time() - ran_s + timeout_s, task, self)
         self._running += 1
         line = self._lines.get(timeout_s)
         if line is None:

@@ -13,9 +13,11 @@ from __future__ import annotations
 import types
 from collections.abc import Coroutine, Generator
 from contextvars import Context
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["run_eagerly"]
+__all__ = ["rest_of", "run_eagerly"]
+
+T = TypeVar("T")
 
 
 def run_eagerly(
@@ -39,13 +41,15 @@ def run_eagerly(
     except StopIteration:
         return None
     if context is None:
-        return _rest(coro, waited)
+        return rest_of(coro, waited)
     return _rest_in(context, coro, waited)
 
 
 @types.coroutine
-def _rest(coro: Coroutine[Any, Any, None], waited: Any) -> Generator[Any, Any, None]:
-    """Drive `coro` on from where it yielded `waited` (PEP 380's `yield from`, written out)."""
+def rest_of(coro: Coroutine[Any, Any, T], waited: Any) -> Generator[Any, Any, T]:
+    """Drive `coro` on from where its first step yielded `waited`, to what it returns (PEP
+    380's `yield from`, written out): for a caller that took that step itself, with
+    `coro.send(None)`, to see whether it waits."""
     while True:
         try:
             sent = yield waited
@@ -55,13 +59,13 @@ def _rest(coro: Coroutine[Any, Any, None], waited: Any) -> Generator[Any, Any, N
         except BaseException as exc:  # a cancellation, thrown in by the task: pass it on
             try:
                 waited = coro.throw(exc)
-            except StopIteration:
-                return
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
         else:
             try:
                 waited = coro.send(sent)
-            except StopIteration:
-                return
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
 
 
 @types.coroutine

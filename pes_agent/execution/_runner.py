@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import CoroutineType
 from typing import Any
 
 from pes_agent.approvals.gate import ApprovalGate, denial_message
 from pes_agent.approvals.models import Deny
 from pes_agent.durable.effects import CURRENT_STEP
 from pes_agent.errors import RunError, ToolExecutionError, UsageLimitExceeded
-from pes_agent.execution._deadlines import Deadlines
+from pes_agent.execution._deadlines import UNTIMED, Deadline, Deadlines, Untimed
+from pes_agent.execution._eager import rest_of
 from pes_agent.execution._trusted import context_of, success
 from pes_agent.execution.dag import CallGraph
 from pes_agent.execution.feed import PlanFeed
@@ -32,6 +34,7 @@ from pes_agent.protocols import ExecutionContext, ModelCaller, PlanRevisionHooks
 from pes_agent.tools.base import PooledTools, TimedTool, Tool, ToolContext, ToolResult
 from pes_agent.tools.decorator import FunctionTool
 from pes_agent.tools.invoker import IN_PROCESS
+from pes_agent.tools.registry import ToolsView
 from pes_agent.tools.threads import ToolThreadPool
 from pes_agent.tools.validation import validate_arguments
 
@@ -228,10 +231,12 @@ class CallRunner:
 
     __slots__ = (
         "_allowed",
+        "_by_name",
         "_context",
+        "_deadlines",
         "_tools",
+        "_tools_wait",
         "ctx",
-        "deadlines",
         "feed",
         "ledger",
         "thread_pool",
@@ -242,17 +247,44 @@ class CallRunner:
     ) -> None:
         self.ctx = ctx
         self.ledger = ledger
-        #: The calls' timeouts, on one timer; `close()` it when the execution ends.
-        self.deadlines = Deadlines()
+        # The calls' timeouts, on one timer (`deadlines()`); `close()` stops it.
+        self._deadlines: Deadlines | None = None
+        # A call's tool waited: the plan's tools likely wait, so the calls after it are
+        # timed from the start and awaited directly (`_invoke`), as the drainer gives each
+        # its own task once one waited.
+        self._tools_wait = False
         #: The feed of a plan still streaming (calls needing approval wait for it to close).
         self.feed = feed
         # A `ToolRegistry.as_mapping()` view names the registry's pool for sync tools; with
         # another mapping they run on asyncio's default executor.
-        pool = ctx.tools.thread_pool if isinstance(ctx.tools, PooledTools) else None
-        self.thread_pool = pool if isinstance(pool, ToolThreadPool) else None
+        tools = ctx.tools
+        self.thread_pool: ToolThreadPool | None
+        if type(tools) is ToolsView:
+            # The registry's own view (every agent run): its dict read directly, and its pool
+            # known without a protocol isinstance check, which alone costs more Python calls
+            # than the rest of setting up a run's execution.
+            self._by_name: Mapping[str, Tool] = tools.by_name
+            self.thread_pool = tools.thread_pool
+        else:
+            self._by_name = tools
+            pool = tools.thread_pool if isinstance(tools, PooledTools) else None
+            self.thread_pool = pool if isinstance(pool, ToolThreadPool) else None
         self._tools: dict[str, tuple[Tool, float, bool, bool]] = {}
         self._context: ToolContext | None = None
         self._allowed: set[str] = set()  # tool names registered and enabled
+
+    def deadlines(self) -> Deadlines:
+        """The calls' timeouts, made when the first call waits: a call that returns without
+        waiting needs none (`_invoke`), and on a plan of such calls nothing is allocated."""
+        deadlines = self._deadlines
+        if deadlines is None:
+            deadlines = self._deadlines = Deadlines()
+        return deadlines
+
+    def close(self) -> None:
+        """The execution is over: stop the calls' timer."""
+        if self._deadlines is not None:
+            self._deadlines.close()
 
     def logger(self) -> Any:
         """The log, bound to the run's thread and trace."""
@@ -286,7 +318,7 @@ class CallRunner:
             return None
         if call.tool_name in self._allowed:
             return None  # an earlier call of this execution passed the same checks
-        if call.tool_name not in ctx.tools:
+        if call.tool_name not in self._by_name:
             return error_result(call, f'Tool "{call.tool_name}" is not registered.')
         if call.tool_name not in ctx.enabled_tools:
             return error_result(
@@ -443,8 +475,12 @@ class CallRunner:
         lookup)."""
         known = self._tools.get(name)
         if known is None:
-            tool = self.ctx.tools[name]
-            own_timeout = tool.timeout_s if isinstance(tool, TimedTool) else None
+            tool = self._by_name[name]
+            # A @tool function has its own timeout by type: no protocol isinstance check.
+            if type(tool) is FunctionTool or isinstance(tool, TimedTool):
+                own_timeout = tool.timeout_s
+            else:
+                own_timeout = None
             timeout_s = own_timeout if own_timeout is not None else self.ctx.tool_timeout_s
             # A @tool function without a ToolContext parameter, run in process, never shows
             # its context to anyone (`FunctionTool.takes_context`), so its calls are given the
@@ -513,14 +549,34 @@ class CallRunner:
                 thread_pool=self.thread_pool,
             )
         context = template if shares_context else context_of(template, call.call_id)
-        deadline = self.deadlines.start(timeout_s)
-        started = time.perf_counter()
         invoker = ctx.invoker
+        deadline: Deadline | Untimed = UNTIMED
+        started = time.perf_counter()
         try:
-            if invoker is IN_PROCESS:  # the invoker's own path, a coroutine less
-                output = await tool.execute(arguments, context)
-            else:
+            if invoker is not IN_PROCESS:
+                deadline = self.deadlines().start(timeout_s)
                 output = await invoker.invoke(tool, arguments, context)
+            else:  # the invoker's own path, a coroutine less
+                running = tool.execute(arguments, context)
+                if self._tools_wait or type(running) is not CoroutineType:
+                    deadline = self.deadlines().start(timeout_s)
+                    output = await running
+                else:
+                    # The tool's first step is taken here: a tool that returns without
+                    # waiting could never have been cancelled, so it gets no deadline (one
+                    # costs more than running a no-op tool). One that waits gets it from when
+                    # the call began, as `asyncio.timeout` would have set it, and is driven on
+                    # through `rest_of` (a step more each time it resumes, which the calls
+                    # after it are spared).
+                    try:
+                        waited = running.send(None)
+                    except StopIteration as done:
+                        output = done.value
+                    else:
+                        self._tools_wait = True
+                        ran_s = time.perf_counter() - started
+                        deadline = self.deadlines().start(timeout_s, ran_s)
+                        output = await rest_of(running, waited)
         except ToolExecutionError as exc:
             # Raised on purpose by the tool (or by @tool's argument check): a clean message.
             deadline.settle()
@@ -548,8 +604,10 @@ class CallRunner:
         except BaseException:
             deadline.settle()
             raise
-        deadline.settle()
-        return success(call.call_id, call.tool_name, output, _elapsed_ms(started))
+        if deadline is not UNTIMED:  # most calls never waited: nothing to settle
+            deadline.settle()
+        duration_ms = (time.perf_counter() - started) * 1000.0
+        return success(call.call_id, call.tool_name, output, duration_ms)
 
     async def _run_language_step(self, call: ParsedToolCall, instruction: str) -> ToolResult:
         """Do a language step: one model call on the filled instruction; its text is the result."""

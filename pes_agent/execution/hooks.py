@@ -103,6 +103,9 @@ class ObservingHooks:
         self, call: ParsedToolCall, result: ToolResult, parent_id: str | None
     ) -> None:
         status = result.status
+        output = result.output
+        if type(output) not in _PLAIN:  # most outputs are plain: no call for them
+            output = observable(output)
         await self._sink.record(
             ObservationType.TOOL_EXECUTION,
             call.tool_name + " " + status,
@@ -111,7 +114,7 @@ class ObservingHooks:
                 "toolName": result.tool_name,
                 "kind": "tool" if call.instruction is None else "language",
                 "status": status,
-                "output": observable(result.output),
+                "output": output,
                 "error": result.error,
                 "durationMs": result.duration_ms,
             },

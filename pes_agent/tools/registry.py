@@ -62,7 +62,7 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self._owns_pool = thread_pool is None
         self._pool = ToolThreadPool(sync_threads) if thread_pool is None else thread_pool
-        self._view = _ToolsView(self._tools, self._pool)
+        self._view = ToolsView(self._tools, self._pool)
         self._pending: list[ToolSource] = []
         self._opened: list[OpenedTools] = []
         self._source_names: set[str] = set()
@@ -244,29 +244,33 @@ class ToolRegistry:
         return f"ToolRegistry({list(self._tools)!r})"
 
 
-class _ToolsView(Mapping[str, Tool]):
-    """A read-only, live view of a registry's tools that also names its thread pool."""
+class ToolsView(Mapping[str, Tool]):
+    """A read-only, live view of a registry's tools that also names its thread pool.
 
-    __slots__ = ("_tools", "thread_pool")
+    `by_name` is the registry's own dict, for the executor to read without a Python call per
+    lookup (it never writes to it).
+    """
+
+    __slots__ = ("by_name", "thread_pool")
 
     def __init__(self, tools: dict[str, Tool], thread_pool: ToolThreadPool) -> None:
-        self._tools = tools
+        self.by_name = tools
         self.thread_pool = thread_pool
 
     def __getitem__(self, name: str) -> Tool:
-        return self._tools[name]
+        return self.by_name[name]
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return name in self.by_name
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._tools)
+        return iter(self.by_name)
 
     def __len__(self) -> int:
-        return len(self._tools)
+        return len(self.by_name)
 
     def __repr__(self) -> str:
-        return f"ToolsView({list(self._tools)!r})"
+        return f"ToolsView({list(self.by_name)!r})"
 
 
 async def _open_all(sources: list[ToolSource]) -> list[OpenedTools]:

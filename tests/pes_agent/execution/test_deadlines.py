@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from pes_agent.execution.hooks import ObservingHooks
 from pes_agent.observing.types import Observation, ObservationType
 from pes_agent.planning.plan import ParsedToolCall
 from pes_agent.protocols import ExecutionContext
-from pes_agent.tools import ToolRegistry, tool
+from pes_agent.tools import ToolContext, ToolRegistry, ToolSchema, tool
 
 
 @tool
@@ -368,3 +369,93 @@ async def test_a_finished_calls_deadline_lets_its_task_go_once_the_next_call_sta
     assert await long is True  # timed out at its deadline
     assert await later is True
     deadlines.close()
+
+
+@tool
+async def instant(tag: str) -> str:
+    """Return at once, without ever waiting."""
+    return tag
+
+
+async def test_calls_that_never_wait_schedule_nothing_on_the_loop() -> None:
+    """Tools that return without waiting get no deadline: executing them leaves no callback
+    on the loop (no timer, nothing armed for the next turn)."""
+    loop = asyncio.get_running_loop()
+    tools = ToolRegistry([instant])
+    ctx = ExecutionContext(
+        thread_id="t",
+        trace_id="r",
+        tools=tools.as_mapping(),
+        enabled_tools=frozenset(tools.names),
+    )
+    calls = [
+        ParsedToolCall(call_id=f"c{n}", tool_name="instant", arguments={"tag": str(n)})
+        for n in range(3)
+    ]
+    for calls_run in (calls[:1], calls):
+        ready = len(loop._ready)  # type: ignore[attr-defined]
+        scheduled = len(loop._scheduled)  # type: ignore[attr-defined]
+        results = await ConcurrentExecutor().execute(calls_run, ctx)
+        assert [r.output for r in results] == [str(n) for n in range(len(calls_run))]
+        assert len(loop._ready) == ready  # type: ignore[attr-defined]
+        assert len(loop._scheduled) == scheduled  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("executor", [ConcurrentExecutor(), SequentialExecutor()])
+async def test_a_deadline_counts_from_when_the_call_began_not_from_its_first_wait(
+    executor: Any,
+) -> None:
+    """A tool that works past its timeout before it first waits is cancelled at once after,
+    as under `asyncio.timeout` (counted from its first wait, it would get 20 more turns)."""
+    turns: list[int] = []
+
+    @tool(timeout_s=0.02)
+    async def busy() -> None:
+        """Work synchronously past the timeout, then wait."""
+        time.sleep(0.05)  # noqa: ASYNC251 - the synchronous work under test
+        for turn in range(20):
+            await asyncio.sleep(0)
+            turns.append(turn)
+        await asyncio.Event().wait()
+
+    tools = ToolRegistry([busy])
+    ctx = ExecutionContext(
+        thread_id="t", trace_id="r", tools=tools.as_mapping(), enabled_tools=frozenset({"busy"})
+    )
+    results = await executor.execute([ParsedToolCall(call_id="b", tool_name="busy")], ctx)
+    assert results[0].error == 'Tool "busy" timed out after 0.02s.'
+    assert len(turns) < 20
+
+
+class FutureTool:
+    """A class-based tool whose `execute` is a plain function returning a future."""
+
+    schema = ToolSchema(name="future", description="Answer through a future.", input_schema={})
+    timeout_s = 0.02
+
+    def execute(self, arguments: dict[str, Any], context: ToolContext) -> asyncio.Future[str]:
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        if arguments.get("answer"):
+            future.get_loop().call_soon(future.set_result, "answered")
+        return future
+
+
+@pytest.mark.parametrize("executor", [ConcurrentExecutor(), SequentialExecutor()])
+async def test_a_tool_returning_another_kind_of_awaitable_is_awaited_and_timed(
+    executor: Any,
+) -> None:
+    """A tool whose `execute` returns an awaitable that is not a coroutine is awaited as
+    before, under its timeout (a registry refuses such a tool; a plain mapping does not)."""
+    ctx = ExecutionContext(
+        thread_id="t",
+        trace_id="r",
+        tools={"future": FutureTool()},  # type: ignore[dict-item]
+        enabled_tools=frozenset({"future"}),
+    )
+    calls = [
+        ParsedToolCall(call_id="yes", tool_name="future", arguments={"answer": True}),
+        ParsedToolCall(call_id="never", tool_name="future"),
+    ]
+    results = await executor.execute(calls, ctx)
+    assert results[0].output == "answered"
+    assert results[1].error == 'Tool "future" timed out after 0.02s.'

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pes_agent.errors import ToolExecutionError, UsageError
+from pes_agent.errors import ToolExecutionError, UsageError, UsageLimitExceeded
 from pes_agent.execution.executors import ConcurrentExecutor, SequentialExecutor
 from pes_agent.planning.plan import ParsedToolCall
 from pes_agent.protocols import ExecutionContext, Executor
@@ -631,6 +631,108 @@ async def test_raising_hooks_are_ignored(executor: Executor, lab: Lab) -> None:
     """Hooks that raise do not change the results."""
     results = await executor.execute([work("a")], context(lab.work, hooks=RaisingHooks()))
     assert results[0].status == "success"
+
+
+# --- calls that finish without waiting (ConcurrentExecutor runs them in its own task) ------
+
+
+@tool
+async def quick(name: str) -> str:
+    """Return at once, without waiting."""
+    return name
+
+
+def quick_call(call_id: str, *, after: Iterable[str] = ()) -> ParsedToolCall:
+    return ParsedToolCall(
+        call_id=call_id, tool_name="quick", arguments={"name": call_id}, depends_on=list(after)
+    )
+
+
+async def test_calls_that_do_not_wait_run_beside_a_call_that_waits(lab: Lab) -> None:
+    """A waiting call does not hold up the independent calls after it: the later call that
+    releases it runs while it waits (run one after the other, the plan would never end)."""
+
+    @tool
+    async def release(name: str) -> str:
+        """Let the held call go on, without waiting."""
+        lab.gates[name].set()
+        return name
+
+    calls = [
+        quick_call("first"),
+        work("held", hold=True),
+        quick_call("beside"),
+        ParsedToolCall(call_id="opener", tool_name="release", arguments={"name": "held"}),
+        quick_call("after", after=["held"]),
+    ]
+    async with asyncio.timeout(DEADLINE_S):
+        results = await ConcurrentExecutor().execute(calls, context(lab.work, quick, release))
+    assert [r.status for r in results] == ["success"] * 5
+    assert [r.output for r in results] == [
+        "first",
+        {"name": "held", "value": None},
+        "beside",
+        "held",
+        "after",
+    ]
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+async def test_a_call_after_calls_that_did_not_wait_still_times_out(lab: Lab) -> None:
+    """A call that waits past its timeout after calls that finished at once gets its timeout
+    error, the calls beside it their results, and the caller's task is left uncancelled."""
+    calls = [quick_call("a"), work("stuck", hold=True), quick_call("b"), work("slow", hold=True)]
+    results = await ConcurrentExecutor().execute(
+        calls, context(lab.work, quick, tool_timeout_s=0.05)
+    )
+    assert [r.status for r in results] == ["success", "error", "success", "error"]
+    assert results[1].error == results[3].error == 'Tool "work" timed out after 0.05s.'
+    assert ("cancelled", "stuck") in lab.events
+    assert ("cancelled", "slow") in lab.events
+    current = asyncio.current_task()
+    assert current is not None
+    assert current.cancelling() == 0
+
+
+async def test_cancelling_execute_cancels_the_call_in_its_own_task_and_the_rest(lab: Lab) -> None:
+    """Cancelled after calls that finished at once, while two calls wait: both see the
+    cancellation, the finished results were reported, no task is left behind."""
+    hooks = RecordingHooks()
+    calls = [quick_call("done"), work("one", hold=True), work("two", hold=True)]
+    task = asyncio.create_task(
+        ConcurrentExecutor().execute(calls, context(lab.work, quick, hooks=hooks))
+    )
+    await lab.wait_started("one")
+    await lab.wait_started("two")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ("cancelled", "one") in lab.events
+    assert ("cancelled", "two") in lab.events
+    assert [r.call_id for r in hooks.ends] == ["done"]
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+async def test_a_spent_budget_in_a_call_that_does_not_wait_stops_the_plan(lab: Lab) -> None:
+    """A call finding the run's budget spent stops the plan as from a task group: the error
+    comes in an ExceptionGroup and the calls after it never start."""
+
+    @tool
+    async def over_budget() -> None:
+        """Find the budget spent."""
+        raise UsageLimitExceeded(
+            "tool_calls: 1 used, limit 1", limit="tool_calls", used=1, allowed=1
+        )
+
+    calls = [
+        quick_call("a"),
+        ParsedToolCall(call_id="spent", tool_name="over_budget"),
+        work("never"),
+    ]
+    with pytest.raises(ExceptionGroup) as raised:
+        await ConcurrentExecutor().execute(calls, context(lab.work, quick, over_budget))
+    assert [type(e) for e in raised.value.exceptions] == [UsageLimitExceeded]
+    assert lab.events == []
 
 
 # --- cancellation -------------------------------------------------------------------------
