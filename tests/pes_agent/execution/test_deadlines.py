@@ -42,13 +42,17 @@ TOOLS = ToolRegistry([nap, quick, own_timeout])
 
 
 def _context(timeout_s: float = 30.0, hooks: Any = None) -> ExecutionContext:
+    return _context_of(TOOLS, tool_timeout_s=timeout_s, hooks=hooks)
+
+
+def _context_of(registry: ToolRegistry, **settings: Any) -> ExecutionContext:
+    """An execution context with every tool of `registry` enabled."""
     return ExecutionContext(
         thread_id="t",
         trace_id="r",
-        tools=TOOLS.as_mapping(),
-        enabled_tools=frozenset(TOOLS.names),
-        tool_timeout_s=timeout_s,
-        hooks=hooks,
+        tools=registry.as_mapping(),
+        enabled_tools=frozenset(registry.names),
+        **settings,
     )
 
 
@@ -151,13 +155,7 @@ async def test_a_chain_runs_its_calls_in_order_in_one_task_unless_a_hook_waits()
     calls = _chain_of_five()
 
     def context(hooks: Any) -> ExecutionContext:
-        return ExecutionContext(
-            thread_id="t",
-            trace_id="r",
-            tools=registry.as_mapping(),
-            enabled_tools=frozenset(registry.names),
-            hooks=hooks,
-        )
+        return _context_of(registry, hooks=hooks)
 
     results = await ConcurrentExecutor().execute(calls, context(None))
     assert [r.output for r in results] == [1, 2, 3, 4, 5]
@@ -229,13 +227,7 @@ async def test_a_streamed_chain_runs_in_one_task_unless_a_hook_waits() -> None:
         sink = _EndSink(waits=bool(hooks), delay_s=0.01)
         seen = sink.seen
         feed = PlanFeed()
-        context = ExecutionContext(
-            thread_id="t",
-            trace_id="r",
-            tools=registry.as_mapping(),
-            enabled_tools=frozenset(registry.names),
-            hooks=None if hooks is None else ObservingHooks(sink),
-        )
+        context = _context_of(registry, hooks=None if hooks is None else ObservingHooks(sink))
         running = asyncio.create_task(ConcurrentExecutor().execute_stream(feed, context))
         for call in calls:
             feed.submit(call)
@@ -269,13 +261,7 @@ async def test_independent_calls_share_a_task_until_one_waits_each_in_its_own_co
         return tag
 
     registry = ToolRegistry([visit])
-    context = ExecutionContext(
-        thread_id="t",
-        trace_id="r",
-        tools=registry.as_mapping(),
-        enabled_tools=frozenset(registry.names),
-        tool_timeout_s=0.05,
-    )
+    context = _context_of(registry, tool_timeout_s=0.05)
     calls = [
         ParsedToolCall(call_id="a", tool_name="visit", arguments={"tag": "a"}),
         ParsedToolCall(call_id="b", tool_name="visit", arguments={"tag": "b", "seconds": 5.0}),
@@ -382,12 +368,7 @@ async def test_calls_that_never_wait_schedule_nothing_on_the_loop() -> None:
     on the loop (no timer, nothing armed for the next turn)."""
     loop = asyncio.get_running_loop()
     tools = ToolRegistry([instant])
-    ctx = ExecutionContext(
-        thread_id="t",
-        trace_id="r",
-        tools=tools.as_mapping(),
-        enabled_tools=frozenset(tools.names),
-    )
+    ctx = _context_of(tools)
     calls = [
         ParsedToolCall(call_id=f"c{n}", tool_name="instant", arguments={"tag": str(n)})
         for n in range(3)
@@ -419,9 +400,7 @@ async def test_a_deadline_counts_from_when_the_call_began_not_from_its_first_wai
         await asyncio.Event().wait()
 
     tools = ToolRegistry([busy])
-    ctx = ExecutionContext(
-        thread_id="t", trace_id="r", tools=tools.as_mapping(), enabled_tools=frozenset({"busy"})
-    )
+    ctx = _context_of(tools)
     results = await executor.execute([ParsedToolCall(call_id="b", tool_name="busy")], ctx)
     assert results[0].error == 'Tool "busy" timed out after 0.02s.'
     assert len(turns) < 20
