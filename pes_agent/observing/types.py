@@ -45,7 +45,8 @@ def new_id() -> str:
         return _ids.pop()
     except IndexError:
         digits = os.urandom(16 * _BATCH).hex()
-        _ids.extend(digits[start : start + 32] for start in range(32, len(digits), 32))
+        # A list, not a generator: one call per batch rather than one resumption per id.
+        _ids.extend([digits[start : start + 32] for start in range(32, len(digits), 32)])
         return digits[:32]
 
 
@@ -62,10 +63,10 @@ def _now() -> datetime:
 class _WrittenAsItsText:
     """Marks a `StrEnum` field to be written to JSON as the member's own text, which for a
     `StrEnum` is its value: the JSON is the same, without pydantic's enum serializer reading
-    `.value` (a Python-level property in Python 3.11, a tenth of the cost of dumping an
-    observation, and a run dumps one per step). Validation, `model_dump()` (which keeps the
-    member) and the JSON schema (both modes) are those of the plain enum field; tests check all
-    of them."""
+    `.value` (a Python-level property in Python 3.11: 0.2 of the 1.4 us an observation's JSON
+    took, and a run writes one per step). Validation, `model_dump()` (which keeps the member)
+    and the JSON schema (both modes) are those of the plain enum field; tests check all of
+    them."""
 
     def __get_pydantic_core_schema__(
         self, source: type[Any], handler: GetCoreSchemaHandler
