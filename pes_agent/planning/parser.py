@@ -149,7 +149,13 @@ def _parse_planning(text: str, read: Mapping[tuple[str, int], ParsedToolCall]) -
             if broken is not None:
                 errors.append(broken)
     all_thoughts = thoughts + (output.thoughts or [])
-    return output.model_copy(update={"thoughts": all_thoughts or None, "errors": errors})
+    # `output` was built above for this answer alone: updated in place as
+    # `model_copy(update=...)` updates its copy (values as given, the fields marked set),
+    # without the copy (a plan a run).
+    update = {"thoughts": all_thoughts or None, "errors": errors}
+    output.__dict__.update(update)
+    output.__pydantic_fields_set__.update(update)
+    return output
 
 
 # --------------------------------------------------------------------------------------------

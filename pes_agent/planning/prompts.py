@@ -46,7 +46,7 @@ Intent: <the user's goal, in a few words>
 
 def render_tools(tools: Sequence[ToolSchema]) -> str:
     """The "# Tools" section of a prompt: one signature per tool (`pes_agent.tools.signatures`)."""
-    return _tools_section(tuple(_signature(schema) for schema in tools))
+    return _tools_section(tuple(map(_signature, tools)))
 
 
 def _tools_section(signatures: tuple[str, ...]) -> str:
@@ -96,7 +96,7 @@ def build_planning_messages(
     Retrieved `passages` go into the last (user) message as a delimited data block before
     the query, never into the system message (see `pes_agent.retrieval.passages`).
     """
-    system = _system_message(system_prompt, tuple(_signature(schema) for schema in tools))
+    system = _system_message(system_prompt, tuple(map(_signature, tools)))
     data = render_passages(passages, max_chars=PROMPT_MAX_CHARS)
     request = data + "\n\n# User query\n" + query if data else query
     return [
