@@ -214,17 +214,19 @@ def _from_call_lines(
     texts: dict[str, str] = {}
     step = 0
     for line in body.split("\n"):
+        # A line the stream reader read is a call (it reads no label line): looked up first,
+        # it is not matched again.
+        known = read.get((line, step + 1)) if read else None
+        if known is not None:
+            step += 1
+            calls.append(known)
+            continue
         label = _LINE_LABEL.match(line)
         if label is not None:
             texts.setdefault(label.group(1).lower(), line[label.end() :].strip())
             continue
         if CALL_LINE_START.match(line) is None:
             continue  # prose around the calls
-        known = read.get((line, step + 1))
-        if known is not None:
-            step += 1
-            calls.append(known)
-            continue
         found = read_call_line(line)
         if found is None:
             continue

@@ -142,7 +142,9 @@ class PlanStreamReader:
             if position >= len(text):
                 return
             rest = text[position:]
-            think = _THINK_OPEN.match(rest)
+            # Each pattern is tried only where its first character is (most answers open
+            # with a call or a brace).
+            think = _THINK_OPEN.match(rest) if rest[0] == "<" else None
             if think is not None:
                 close = re.search(rf"</{think.group(1)}[ \t]*>", rest, re.IGNORECASE)
                 if close is None:
@@ -150,7 +152,7 @@ class PlanStreamReader:
                 self._cursor = position + close.end()
                 continue
             line_end = text.find("\n", position)
-            if _FENCE.match(rest):
+            if rest[0] == "`" and _FENCE.match(rest):
                 if line_end < 0:
                     return
                 self._cursor = line_end + 1
