@@ -97,13 +97,13 @@ def build_planning_messages(
     the query, never into the system message (see `pes_agent.retrieval.passages`).
     """
     system = _system_message(system_prompt, tuple(map(_signature, tools)))
-    data = render_passages(passages, max_chars=PROMPT_MAX_CHARS)
+    # Asked first: most runs retrieve nothing, and a new thread has no history.
+    data = render_passages(passages, max_chars=PROMPT_MAX_CHARS) if passages else ""
     request = data + "\n\n# User query\n" + query if data else query
-    return [
-        system,
-        *history_prompt(history),
-        PromptMessage(role="user", content=request),
-    ]
+    user = PromptMessage(role="user", content=request)
+    if not history:
+        return [system, user]
+    return [system, *history_prompt(history), user]
 
 
 def build_repair_messages(
