@@ -181,11 +181,12 @@ class PlanStreamReader:
             line = text[self._cursor : line_end]
             self._cursor = line_end + 1
             early, self._early = self._early, None
-            if _LABEL.match(line):
-                self._mode = "done"  # the intent: the calls are over
-                continue
+            # A call first: no label line starts like a call (a label's word is followed by
+            # `:`, a call's name by `(`), so a call line is matched once.
             found = read_call_line(line)
             if found is None:
+                if _LABEL.match(line):
+                    self._mode = "done"  # the intent: the calls are over
                 continue  # not a call (read_call_line looks for CALL_LINE_START first)
             if not isinstance(found, CallLine):
                 self.stopped = True  # the parser reports it; the plan will be repaired
