@@ -287,6 +287,8 @@ class RunModelCaller:
         thoughts: list[str] | None = None
         calls: list[ToolCallEvent] | None = None
         metadata: StreamMetadata | None = None
+        stream = self._stream
+        feed = self._feed
         try:
             async for event in provider.stream(request):
                 if budget is not None and budget.breach is not None:
@@ -298,10 +300,14 @@ class RunModelCaller:
                         text.append(event.text)
                         if listener is not None:
                             listener.on_text(event.text)
-                        if self._streaming:  # asked first: a long answer has many tokens
+                        # Asked first (`_streaming` written out): a long answer has many tokens.
+                        if stream.active or feed is not None:
                             await self._publish(phase, "token", event.text)
-                    elif self._streaming:
+                    elif stream.active or feed is not None:
                         await self._publish(phase, "thinking", event.text)
+                elif isinstance(event, StreamMetadata):
+                    # Second: every answer ends with one, and the types are disjoint.
+                    metadata = event
                 elif isinstance(event, ThinkingBlock):
                     if thoughts is None:
                         thoughts = []
@@ -337,8 +343,6 @@ class RunModelCaller:
                     if calls is None:
                         calls = []
                     calls.append(event)
-                elif isinstance(event, StreamMetadata):
-                    metadata = event
                 else:
                     assert_never(event)
         except (ProviderError, UsageLimitExceeded, UsageError) as error:
@@ -370,10 +374,10 @@ class RunModelCaller:
             },
         )
         await self._recorder.record(ObservationType.LLM_STREAM_END, f"{phase} call finished", label)
-        if self._streaming:  # asked here: no coroutine made for a stream nobody follows
+        if stream.active or feed is not None:  # asked here: no coroutine for a stream unfollowed
             await self._publish(phase, "end")
-        if self._feed is not None:
-            await self._feed.flush()  # the step ends once its tokens are in the store
+        if feed is not None:
+            await feed.flush()  # the step ends once its tokens are in the store
         if enabled_for(_std_log, logging.DEBUG):
             _log.debug(
                 "llm_call",

@@ -19,10 +19,15 @@ from pes_agent.pes.components import Phase, Planned
 from pes_agent.pes.dispatch import RunDispatch
 from pes_agent.pes.execution import Execution
 from pes_agent.pes.resources import ResourceTable
-from pes_agent.planning.plan import PlanningOutput
+from pes_agent.planning.plan import ParsedToolCall, PlanningOutput
 from pes_agent.protocols import Planner, PlanningContext
 
 __all__ = ["PlanPhaseSystem"]
+
+# `call.model_dump()` of a plain `ParsedToolCall` is its serializer's `to_python(call)`: called
+# directly for each call of the PLAN observation (a subclass, which may override
+# `model_dump`, is asked the usual way).
+_CALL_SERIALIZER = ParsedToolCall.__pydantic_serializer__
 
 
 class PlanPhaseSystem(PhaseSystem[()]):
@@ -100,10 +105,10 @@ def _planning_context(run: PhaseRun, dispatch: RunDispatch | None) -> PlanningCo
 
 def _raw_output(run: PhaseRun) -> str | None:
     """The model's last planning (or repair) answer, as the PLAN observation shows it."""
-    return next(
-        (text for phase, text in reversed(run.resources.llm.outputs) if phase != "synthesis"),
-        None,
-    )
+    for phase, text in reversed(run.resources.llm.outputs):
+        if phase != "synthesis":
+            return text
+    return None
 
 
 async def _record_plan(run: PhaseRun, planned: Planned) -> None:
@@ -127,7 +132,12 @@ async def _record_plan(run: PhaseRun, planned: Planned) -> None:
         {
             "status": "ready",
             "plan": output.plan,
-            "toolCalls": [call.model_dump() for call in calls],
+            "toolCalls": [
+                _CALL_SERIALIZER.to_python(call)
+                if type(call) is ParsedToolCall
+                else call.model_dump()
+                for call in calls
+            ],
             "raw": planned.raw,
         },
     )

@@ -74,6 +74,9 @@ def split_thoughts(text: str, *, plan_aware: bool) -> tuple[list[str], str]:
     `</think>` from swallowing section labels; for a final answer the usual convention holds
     (an unclosed block runs to the end).
     """
+    if "<" not in text:
+        # No tag can be there: most answers (a plan's call lines, a synthesis) skip the scan.
+        return [], text
     thoughts: list[str] = []
     kept: list[str] = []
     position = 0

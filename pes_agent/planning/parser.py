@@ -149,7 +149,13 @@ def _parse_planning(text: str, read: Mapping[tuple[str, int], ParsedToolCall]) -
             if broken is not None:
                 errors.append(broken)
     all_thoughts = thoughts + (output.thoughts or [])
-    return output.model_copy(update={"thoughts": all_thoughts or None, "errors": errors})
+    # `output` was built above for this answer alone: updated in place as
+    # `model_copy(update=...)` updates its copy (values as given, the fields marked set),
+    # without the copy (a plan a run).
+    update = {"thoughts": all_thoughts or None, "errors": errors}
+    output.__dict__.update(update)
+    output.__pydantic_fields_set__.update(update)
+    return output
 
 
 # --------------------------------------------------------------------------------------------
@@ -208,17 +214,19 @@ def _from_call_lines(
     texts: dict[str, str] = {}
     step = 0
     for line in body.split("\n"):
+        # A line the stream reader read is a call (it reads no label line): looked up first,
+        # it is not matched again.
+        known = read.get((line, step + 1)) if read else None
+        if known is not None:
+            step += 1
+            calls.append(known)
+            continue
         label = _LINE_LABEL.match(line)
         if label is not None:
             texts.setdefault(label.group(1).lower(), line[label.end() :].strip())
             continue
         if CALL_LINE_START.match(line) is None:
             continue  # prose around the calls
-        known = read.get((line, step + 1))
-        if known is not None:
-            step += 1
-            calls.append(known)
-            continue
         found = read_call_line(line)
         if found is None:
             continue

@@ -46,7 +46,7 @@ Intent: <the user's goal, in a few words>
 
 def render_tools(tools: Sequence[ToolSchema]) -> str:
     """The "# Tools" section of a prompt: one signature per tool (`pes_agent.tools.signatures`)."""
-    return _tools_section(tuple(_signature(schema) for schema in tools))
+    return _tools_section(tuple(map(_signature, tools)))
 
 
 def _tools_section(signatures: tuple[str, ...]) -> str:
@@ -96,14 +96,14 @@ def build_planning_messages(
     Retrieved `passages` go into the last (user) message as a delimited data block before
     the query, never into the system message (see `pes_agent.retrieval.passages`).
     """
-    system = _system_message(system_prompt, tuple(_signature(schema) for schema in tools))
-    data = render_passages(passages, max_chars=PROMPT_MAX_CHARS)
+    system = _system_message(system_prompt, tuple(map(_signature, tools)))
+    # Asked first: most runs retrieve nothing, and a new thread has no history.
+    data = render_passages(passages, max_chars=PROMPT_MAX_CHARS) if passages else ""
     request = data + "\n\n# User query\n" + query if data else query
-    return [
-        system,
-        *history_prompt(history),
-        PromptMessage(role="user", content=request),
-    ]
+    user = PromptMessage(role="user", content=request)
+    if not history:
+        return [system, user]
+    return [system, *history_prompt(history), user]
 
 
 def build_repair_messages(

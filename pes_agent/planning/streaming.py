@@ -142,7 +142,9 @@ class PlanStreamReader:
             if position >= len(text):
                 return
             rest = text[position:]
-            think = _THINK_OPEN.match(rest)
+            # Each pattern is tried only where its first character is (most answers open
+            # with a call or a brace).
+            think = _THINK_OPEN.match(rest) if rest[0] == "<" else None
             if think is not None:
                 close = re.search(rf"</{think.group(1)}[ \t]*>", rest, re.IGNORECASE)
                 if close is None:
@@ -150,7 +152,7 @@ class PlanStreamReader:
                 self._cursor = position + close.end()
                 continue
             line_end = text.find("\n", position)
-            if _FENCE.match(rest):
+            if rest[0] == "`" and _FENCE.match(rest):
                 if line_end < 0:
                     return
                 self._cursor = line_end + 1
@@ -179,11 +181,12 @@ class PlanStreamReader:
             line = text[self._cursor : line_end]
             self._cursor = line_end + 1
             early, self._early = self._early, None
-            if _LABEL.match(line):
-                self._mode = "done"  # the intent: the calls are over
-                continue
+            # A call first: no label line starts like a call (a label's word is followed by
+            # `:`, a call's name by `(`), so a call line is matched once.
             found = read_call_line(line)
             if found is None:
+                if _LABEL.match(line):
+                    self._mode = "done"  # the intent: the calls are over
                 continue  # not a call (read_call_line looks for CALL_LINE_START first)
             if not isinstance(found, CallLine):
                 self.stopped = True  # the parser reports it; the plan will be repaired

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
@@ -154,8 +153,9 @@ def _wake(woken: asyncio.Future[None]) -> None:
 
 
 def _estimate_tokens(text: str) -> int:
-    # Roughly four characters a token, as the common tokenizers average on English text.
-    return math.ceil(len(text) / 4) if text else 0
+    # Roughly four characters a token, as the common tokenizers average on English text
+    # (rounded up: ceil(n / 4), 0 for no text; `stream` writes it out for the prompt).
+    return -(-len(text) // 4)
 
 
 @dataclass(slots=True)
@@ -322,10 +322,11 @@ class ScriptedProvider:
             # A copy: the consumer may keep or change the call it gets.
             yield ToolCallEvent(ToolCall(call.id, call.name, copy.deepcopy(call.arguments)))
         if usage is None:
-            # A loop rather than a sum over a generator: a Python call fewer per message.
+            # A loop rather than a sum over a generator, with `_estimate_tokens` written out
+            # (ceil(n / 4) as -(-n // 4), 0 for no text): no Python call per message.
             prompt_tokens = 0
             for message in request.messages:
-                prompt_tokens += _estimate_tokens(message.content)
+                prompt_tokens -= -len(message.content) // 4
             reasoning = sum(map(_estimate_tokens, thinking)) if thinking else 0
             output_tokens = _estimate_tokens(text) + reasoning
             if tool_calls:

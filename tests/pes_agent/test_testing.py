@@ -70,6 +70,22 @@ async def test_text_streams_in_chunks_then_metadata_with_usage() -> None:
     assert meta.time_to_first_token_ms is not None
 
 
+async def test_estimated_usage_rounds_each_message_up_to_whole_tokens() -> None:
+    """Each prompt message counts ceil(characters / 4) tokens (an empty one none), and so
+    does the answer: 0, 1, 4 and 5 characters are 0 + 1 + 1 + 2 tokens in."""
+    request = LLMRequest(
+        messages=tuple(PromptMessage("user", "x" * size) for size in (0, 1, 4, 5)),
+        phase="planning",
+        thread_id="t",
+        trace_id="r",
+    )
+    for answer, output_tokens in (("", 0), ("abcde", 2), ("abcdefgh", 2)):
+        meta = (await _collect(ScriptedProvider([answer]), request))[-1]
+        assert isinstance(meta, StreamMetadata)
+        assert (meta.usage.input_tokens, meta.usage.output_tokens) == (4, output_tokens)
+        assert meta.usage.total_tokens == 4 + output_tokens
+
+
 async def test_thinking_blocks_stream_before_the_text_and_count_as_reasoning() -> None:
     """Each thinking block streams as thinking tokens and ends with one ThinkingBlock event."""
     response = ScriptedResponse("answer", thinking=["hmm", "aha"])

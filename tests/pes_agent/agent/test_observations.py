@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pes_agent import AgentProps, Observation, ObservationType
+from pes_agent import AgentProps, Observation, ObservationType, ParsedToolCall
 from pes_agent.testing import ScriptedProvider
 
 from ...helpers import AgentBuilder
@@ -42,7 +42,10 @@ async def test_successful_run_records_each_phase_in_order(
     assert recorder.of(T.PLAN)[0].content["status"] == "preparing"
     ready = recorder.of(T.PLAN)[1].content
     assert ready["raw"].startswith("{")
-    assert len(ready["toolCalls"]) == 2
+    assert ready["toolCalls"] == [
+        ParsedToolCall(call_id=f"call_{n}", tool_name="add", arguments=arguments).model_dump()
+        for n, arguments in ((1, {"a": 1, "b": 2}), (2, {"a": 3, "b": 4}))
+    ]
     assert len(recorder.of(T.TOOL_CALL)) == 2
     assert len(recorder.of(T.TOOL_EXECUTION)) == 2
     for execution in recorder.of(T.TOOL_EXECUTION):

@@ -485,6 +485,26 @@ def test_think_blocks_become_one_thought_each_and_leave_the_text() -> None:
     assert output.errors == []
 
 
+def test_a_plan_without_a_tag_has_no_thoughts_and_marks_both_fields_set() -> None:
+    """An answer with no `<` at all has no thoughts; like every parse, its output marks
+    `thoughts` and `errors` as set fields, as a model built with them would."""
+    for text in ('1. get_weather(city="Paris")\nIntent: weather', json.dumps(PLAN_OBJECT)):
+        output = parse(text)
+        assert output.thoughts is None
+        assert output.errors == []
+        assert {"thoughts", "errors"} <= output.model_fields_set
+    problem = parse("1. get_weather(city=)\nIntent: weather")
+    assert problem.errors
+    assert {"thoughts", "errors"} <= problem.model_fields_set
+
+
+def test_a_less_than_sign_that_is_not_a_tag_keeps_the_text() -> None:
+    """A `<` in a call's argument is text, not the start of a thought."""
+    output = parse('1. compare(expression="a < b")\nIntent: x')
+    assert output.thoughts is None
+    assert calls(output) == [("call_1", "compare", {"expression": "a < b"}, [])]
+
+
 def test_thinking_tags_in_any_case_are_thoughts_too() -> None:
     """`<thinking>` and `<THINK>` blocks are thoughts like `<think>`."""
     output = parse("<Thinking>first</Thinking>Intent: x<THINK>second</THINK>\nPlan: y")

@@ -7,8 +7,11 @@ from pes_agent import AgentProps, create_agent, tool
 from pes_agent.planning.plan import PlanningOutput
 from pes_agent.planning.prompts import build_planning_messages, render_tools
 from pes_agent.providers.base import PromptMessage
+from pes_agent.retrieval.base import ScoredDocument
+from pes_agent.retrieval.passages import PROMPT_MAX_CHARS, render_passages
 from pes_agent.synthesis.prompts import build_synthesis_messages
 from pes_agent.testing import ScriptedProvider, plan_call, plan_lines
+from pes_agent.threads.messages import ConversationMessage, MessageRole
 from pes_agent.tools.base import Tool
 
 
@@ -91,3 +94,25 @@ async def test_the_runs_of_an_agent_send_the_same_system_messages() -> None:
     assert planning[0].content.startswith("Be brief.")
     # Each run's query is its own.
     assert [r.messages[-1].content for r in model.requests if r.phase == "planning"] == ["go", "go"]
+
+
+def test_planning_messages_are_system_then_history_then_the_query_with_its_passages() -> None:
+    """The history comes between the system message and the query, oldest first; retrieved
+    passages go into the query's message, before it; with neither, two messages."""
+    history = [
+        ConversationMessage(thread_id="t", role=MessageRole.USER, content="hi"),
+        ConversationMessage(thread_id="t", role=MessageRole.AI, content="hello"),
+    ]
+    passages = [ScoredDocument(id="d1", text="Paris is in France.", score=0.9)]
+    messages = build_planning_messages(
+        system_prompt="s", history=history, query="q", tools=[], passages=passages
+    )
+    assert [(m.role, m.content) for m in messages[1:3]] == [("user", "hi"), ("assistant", "hello")]
+    assert [m.role for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[3].content == (
+        render_passages(passages, max_chars=PROMPT_MAX_CHARS) + "\n\n# User query\nq"
+    )
+    assert "Paris is in France." in messages[3].content
+    bare = build_planning_messages(system_prompt="s", history=[], query="q", tools=[])
+    assert [(m.role, m.content) for m in bare[1:]] == [("user", "q")]
+    assert bare[0] is messages[0]

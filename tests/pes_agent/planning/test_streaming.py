@@ -189,3 +189,20 @@ def test_how_the_text_is_cut_changes_nothing(size: int, text: str) -> None:
     assert PARSER.parse_planning_output(text, read=fed.reader.read).tool_calls == (
         PARSER.parse_planning_output(text).tool_calls
     )
+
+
+@pytest.mark.parametrize("label", ["Intent: x", "**Intent:** x", "* Title: x", "## Plan: a(1)"])
+def test_a_label_line_ends_the_calls(label: str) -> None:
+    """Once a label line streams, the calls are over: a call line after it is not submitted."""
+    fed = Fed().feed(f"1. a(x=1)\n{label}\n2. b(x=2)\n")
+    assert [call.tool_name for call in fed.calls] == ["a"]
+    assert not fed.reader.stopped
+
+
+def test_a_tool_named_like_a_label_is_a_call() -> None:
+    """A call to a tool named `intent` or `plan` is a call, not the intent line."""
+    fed = Fed().feed("1. intent(x=1)\n2. plan (x=2)\n* title(x=3)\nIntent: x\n")
+    assert [call.tool_name for call in fed.calls] == ["intent", "plan", "title"]
+    assert PARSER.parse_planning_output(
+        "1. intent(x=1)\n2. plan (x=2)\n* title(x=3)\nIntent: x\n", read=fed.reader.read
+    ) == PARSER.parse_planning_output("1. intent(x=1)\n2. plan (x=2)\n* title(x=3)\nIntent: x\n")
