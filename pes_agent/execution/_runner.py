@@ -327,14 +327,74 @@ class CallRunner:
         return None
 
     async def run_call(self, index: int, limiter: Slots | None) -> ToolResult:
-        """Run a call whose dependencies have all finished; every failure becomes a result,
-        except the run's budget being spent (`UsageLimitExceeded`), which stops the run."""
-        call = self.ledger.calls[index]
+        """Run a call whose dependencies have all finished: check its dependencies,
+        arguments and approval, then invoke it under `limiter`. Every failure becomes a
+        result, except the run's budget being spent (`UsageLimitExceeded`), which stops the
+        run."""
+        ledger = self.ledger
+        call = ledger.calls[index]
         # A durable engine keys the call's step by its number (the call's task has its own
         # context; a call run in the caller's task resets it after).
         step = CURRENT_STEP.set(index + 1)
+        # The checks are written out in this coroutine rather than in one of their own that
+        # it awaits: a coroutine less a call.
         try:
-            return await self._run_checked(index, call, limiter)
+            needed = ledger.dependencies[index]
+            if needed:
+                unmet = self._unmet(index, call, needed)
+                if unmet is not None:
+                    return unmet
+            if call.instruction is not None:
+                try:
+                    instruction = resolve_text(call.instruction, ledger.outputs)
+                except ToolExecutionError as exc:
+                    return error_result(call, exc.message)
+                if limiter is None:
+                    return await self._run_language_step(call, instruction)
+                if not limiter.take_now():
+                    await limiter.take()
+                try:
+                    return await self._run_language_step(call, instruction)
+                finally:
+                    limiter.give()
+            if not isinstance(call.arguments, dict):
+                return error_result(
+                    call,
+                    f'Invalid arguments for tool "{call.tool_name}": arguments must be a JSON '
+                    'object of named parameters, e.g. {"name": value}, not an array.',
+                )
+            try:
+                arguments = resolve_placeholders(call.arguments, ledger.outputs)
+            except ToolExecutionError as exc:
+                return error_result(call, exc.message)
+            tool, timeout_s, checked, shares_context = self._tool(call.tool_name)
+            # A @tool function validates its own arguments with its pydantic model, which, like
+            # pydantic everywhere, accepts "12" for a float (weak models often quote numbers);
+            # other tools are checked against the JSON Schema they publish.
+            problems = [] if checked else validate_arguments(tool.schema.input_schema, arguments)
+            if problems:
+                return error_result(
+                    call, f'Invalid arguments for tool "{call.tool_name}": ' + "; ".join(problems)
+                )
+            gate = self.ctx.approvals
+            if gate is not None and gate.requires(call.model_copy(update={"arguments": arguments})):
+                if self.feed is not None:
+                    # A person (or the handler) is asked only about the final plan: a streaming
+                    # plan may still turn out unusable, and then none of its calls runs.
+                    await self.feed.final()
+                decision = await gate.decide(call, arguments, index + 1)
+                if decision is None:
+                    return self._hold(index, call, [])
+                if isinstance(decision, Deny):
+                    return error_result(call, denial_message(decision))
+            if limiter is None:
+                return await self._invoke(call, tool, timeout_s, arguments, shares_context)
+            if not limiter.take_now():
+                await limiter.take()
+            try:
+                return await self._invoke(call, tool, timeout_s, arguments, shares_context)
+            finally:
+                limiter.give()
         except UsageLimitExceeded:
             raise  # the run's budget is spent: the whole execution stops
         except Exception as exc:
@@ -392,80 +452,28 @@ class CallRunner:
             finished.append(result)
         return finished
 
-    async def _run_checked(
-        self, index: int, call: ParsedToolCall, limiter: Slots | None
-    ) -> ToolResult:
-        """Check a call's dependencies, arguments and approval, then run it under `limiter`."""
+    def _unmet(self, index: int, call: ParsedToolCall, needed: frozenset[int]) -> ToolResult | None:
+        """The result of a call whose dependencies at `needed` did not all succeed (skipped,
+        or held while one waits for approval); None when they all did."""
         ledger = self.ledger
-        needed = ledger.dependencies[index]
-        if needed and not ledger.held:  # the common case: no call waits for approval
-            if not ledger.succeeded(needed):
-                failed = [dep for dep in needed if not ledger.succeeded((dep,))]
-                return self._skip(index, call, sorted(failed))
-        elif needed:
-            dependencies = sorted(needed)
-            waiting = [dep for dep in dependencies if dep in ledger.held]
-            failed = [
-                dep
-                for dep in dependencies
-                if dep not in ledger.held
-                and ((done := ledger.result_of(dep)) is None or done.status != "success")
-            ]
-            if not failed and waiting:
-                return self._hold(index, call, waiting)
-            if failed:
-                return self._skip(index, call, failed)
-        if call.instruction is not None:
-            try:
-                instruction = resolve_text(call.instruction, ledger.outputs)
-            except ToolExecutionError as exc:
-                return error_result(call, exc.message)
-            if limiter is None:
-                return await self._run_language_step(call, instruction)
-            if not limiter.take_now():
-                await limiter.take()
-            try:
-                return await self._run_language_step(call, instruction)
-            finally:
-                limiter.give()
-        if not isinstance(call.arguments, dict):
-            return error_result(
-                call,
-                f'Invalid arguments for tool "{call.tool_name}": arguments must be a JSON object '
-                'of named parameters, e.g. {"name": value}, not an array.',
-            )
-        try:
-            arguments = resolve_placeholders(call.arguments, ledger.outputs)
-        except ToolExecutionError as exc:
-            return error_result(call, exc.message)
-        tool, timeout_s, checked, shares_context = self._tool(call.tool_name)
-        # A @tool function validates its own arguments with its pydantic model, which, like
-        # pydantic everywhere, accepts "12" for a float (weak models often quote numbers);
-        # other tools are checked against the JSON Schema they publish.
-        problems = [] if checked else validate_arguments(tool.schema.input_schema, arguments)
-        if problems:
-            return error_result(
-                call, f'Invalid arguments for tool "{call.tool_name}": ' + "; ".join(problems)
-            )
-        gate = self.ctx.approvals
-        if gate is not None and gate.requires(call.model_copy(update={"arguments": arguments})):
-            if self.feed is not None:
-                # A person (or the handler) is asked only about the final plan: a streaming
-                # plan may still turn out unusable, and then none of its calls runs.
-                await self.feed.final()
-            decision = await gate.decide(call, arguments, index + 1)
-            if decision is None:
-                return self._hold(index, call, [])
-            if isinstance(decision, Deny):
-                return error_result(call, denial_message(decision))
-        if limiter is None:
-            return await self._invoke(call, tool, timeout_s, arguments, shares_context)
-        if not limiter.take_now():
-            await limiter.take()
-        try:
-            return await self._invoke(call, tool, timeout_s, arguments, shares_context)
-        finally:
-            limiter.give()
+        if not ledger.held:  # the common case: no call waits for approval
+            if ledger.succeeded(needed):
+                return None
+            failed = [dep for dep in needed if not ledger.succeeded((dep,))]
+            return self._skip(index, call, sorted(failed))
+        dependencies = sorted(needed)
+        waiting = [dep for dep in dependencies if dep in ledger.held]
+        failed = [
+            dep
+            for dep in dependencies
+            if dep not in ledger.held
+            and ((done := ledger.result_of(dep)) is None or done.status != "success")
+        ]
+        if failed:
+            return self._skip(index, call, failed)
+        if waiting:
+            return self._hold(index, call, waiting)
+        return None
 
     def _tool(self, name: str) -> tuple[Tool, float, bool, bool]:
         """The tool called `name`, its timeout, whether it checks its own arguments (a
