@@ -97,31 +97,36 @@ class PlanLedger:
     """
 
     __slots__ = (
-        "_outputs",
-        "_provisional",
         "_results",
         "calls",
+        "dependencies",
         "graph",
         "held",
+        "outputs",
         "planned",
         "prior",
+        "problems",
         "replaced",
         "skipped",
     )
 
     def __init__(self, calls: Sequence[ParsedToolCall], gate: ApprovalGate | None) -> None:
-        self.graph = CallGraph.build(calls)
-        self.calls = list(self.graph.calls)
+        graph = self.graph = CallGraph.build(calls)
+        self.calls = list(graph.calls)
         self.planned = len(self.calls)  # the calls of the plan itself, before any revision
-        # A streaming plan's calls before it is final (`add`), each with the earlier steps it
-        # needs; `settle` replaces them with the final plan's graph.
-        self._provisional: list[frozenset[int]] = []
+        # By index: the calls each call waits for, and why it cannot run. The graph's, read
+        # here as lists a call indexes without a method call (two a call); a streaming plan's
+        # calls before it is final (`add`) have the earlier steps they were added with and no
+        # known problems, until `settle` sets the final plan's graph.
+        self.dependencies: list[frozenset[int]] = list(graph.dependencies)
+        self.problems: list[tuple[str, ...]] = list(graph.problems)
         self.replaced: set[int] = set()  # indices of calls a revision replaced: never run
         self.skipped: set[int] = set()  # indices not run because a dependency failed
         self.held: set[int] = set()  # indices waiting for approval, or for a call that does
         self.prior: set[int] = set()  # indices finished before a pause (a resume)
         self._results: list[ToolResult | None] = [None] * self.planned
-        self._outputs: dict[int, Any] = {}  # step number (1-based) → output, successes only
+        #: The output of each successful call by step number (1-based), for placeholders.
+        self.outputs: dict[int, Any] = {}
         if gate is not None:
             self.replaced.update(step - 1 for step in gate.replaced if 0 < step <= self.planned)
             for step, result in gate.prior.items():
@@ -135,46 +140,36 @@ class PlanLedger:
         are given their dependencies; the others wait for `settle`."""
         self.calls.append(call)
         self._results.append(None)
-        self._provisional.append(dependencies)
+        self.dependencies.append(dependencies)
+        self.problems.append(())
         return len(self.calls) - 1
 
     def settle(self, calls: Sequence[ParsedToolCall]) -> CallGraph:
         """The streamed plan is final: `calls`, starting with those added. Returns its graph,
         which from now on says what each call needs and why one cannot run."""
-        self.graph = CallGraph.build(calls)
-        self.calls = list(self.graph.calls)
+        graph = self._follow(CallGraph.build(calls))
+        self.calls = list(graph.calls)
         self.planned = len(self.calls)
         self._results.extend([None] * (self.planned - len(self._results)))
-        self._provisional = []
-        return self.graph
+        return graph
 
-    def dependencies_of(self, index: int) -> frozenset[int]:
-        """The calls `index` waits for (before a streamed plan is final: those it was added
-        with)."""
-        if index < len(self.graph.dependencies):
-            return self.graph.dependencies[index]
-        return self._provisional[index]
-
-    def problems_of(self, index: int) -> tuple[str, ...]:
-        """Why call `index` cannot run (none known before a streamed plan is final)."""
-        problems = self.graph.problems
-        return problems[index] if index < len(problems) else ()
+    def _follow(self, graph: CallGraph) -> CallGraph:
+        """Go by `graph` from now on: its dependencies and problems."""
+        self.graph = graph
+        self.dependencies = list(graph.dependencies)
+        self.problems = list(graph.problems)
+        return graph
 
     @property
     def size(self) -> int:
         """How many calls there are, replaced ones and revisions' included."""
         return len(self.calls)
 
-    @property
-    def outputs(self) -> dict[int, Any]:
-        """The output of each successful call by step number, for placeholders."""
-        return self._outputs
-
     def set_result(self, index: int, result: ToolResult) -> None:
         """Keep a finished call's result (and its output, for later placeholders)."""
         self._results[index] = result
         if result.status == "success":
-            self._outputs[index + 1] = result.output
+            self.outputs[index + 1] = result.output
 
     def succeeded(self, indices: Iterable[int]) -> bool:
         """Whether the calls at `indices` all finished with a success."""
@@ -184,6 +179,10 @@ class PlanLedger:
             if done is None or done.status != "success":
                 return False
         return True
+
+    def results(self) -> list[ToolResult | None]:
+        """Each call's result by index, None for a call not finished (a copy)."""
+        return list(self._results)
 
     def result_of(self, index: int) -> ToolResult | None:
         """The result of the call at `index`, once it finished."""
@@ -220,7 +219,7 @@ class PlanLedger:
         first = self.size
         self.replaced.update(pending)
         self.calls.extend(calls)
-        self.graph = CallGraph.build(self.calls)
+        self._follow(CallGraph.build(self.calls))
         self._results.extend([None] * len(calls))
         return range(first, self.size)
 
@@ -305,7 +304,7 @@ class CallRunner:
                 f"Not run: the plan has {ledger.planned} tool calls, more than the limit of "
                 f"{ctx.max_tool_calls} per plan.",
             )
-        problems = ledger.problems_of(index)
+        problems = ledger.problems[index]
         if problems:
             return error_result(call, "Not run: " + " ".join(problems))
         if call.instruction is not None:
@@ -328,14 +327,74 @@ class CallRunner:
         return None
 
     async def run_call(self, index: int, limiter: Slots | None) -> ToolResult:
-        """Run a call whose dependencies have all finished; every failure becomes a result,
-        except the run's budget being spent (`UsageLimitExceeded`), which stops the run."""
-        call = self.ledger.calls[index]
+        """Run a call whose dependencies have all finished: check its dependencies,
+        arguments and approval, then invoke it under `limiter`. Every failure becomes a
+        result, except the run's budget being spent (`UsageLimitExceeded`), which stops the
+        run."""
+        ledger = self.ledger
+        call = ledger.calls[index]
         # A durable engine keys the call's step by its number (the call's task has its own
         # context; a call run in the caller's task resets it after).
         step = CURRENT_STEP.set(index + 1)
+        # The checks are written out in this coroutine rather than in one of their own that
+        # it awaits: a coroutine less a call.
         try:
-            return await self._run_checked(index, call, limiter)
+            needed = ledger.dependencies[index]
+            if needed:
+                unmet = self._unmet(index, call, needed)
+                if unmet is not None:
+                    return unmet
+            if call.instruction is not None:
+                try:
+                    instruction = resolve_text(call.instruction, ledger.outputs)
+                except ToolExecutionError as exc:
+                    return error_result(call, exc.message)
+                if limiter is None:
+                    return await self._run_language_step(call, instruction)
+                if not limiter.take_now():
+                    await limiter.take()
+                try:
+                    return await self._run_language_step(call, instruction)
+                finally:
+                    limiter.give()
+            if not isinstance(call.arguments, dict):
+                return error_result(
+                    call,
+                    f'Invalid arguments for tool "{call.tool_name}": arguments must be a JSON '
+                    'object of named parameters, e.g. {"name": value}, not an array.',
+                )
+            try:
+                arguments = resolve_placeholders(call.arguments, ledger.outputs)
+            except ToolExecutionError as exc:
+                return error_result(call, exc.message)
+            tool, timeout_s, checked, shares_context = self._tool(call.tool_name)
+            # A @tool function validates its own arguments with its pydantic model, which, like
+            # pydantic everywhere, accepts "12" for a float (weak models often quote numbers);
+            # other tools are checked against the JSON Schema they publish.
+            problems = [] if checked else validate_arguments(tool.schema.input_schema, arguments)
+            if problems:
+                return error_result(
+                    call, f'Invalid arguments for tool "{call.tool_name}": ' + "; ".join(problems)
+                )
+            gate = self.ctx.approvals
+            if gate is not None and gate.requires(call.model_copy(update={"arguments": arguments})):
+                if self.feed is not None:
+                    # A person (or the handler) is asked only about the final plan: a streaming
+                    # plan may still turn out unusable, and then none of its calls runs.
+                    await self.feed.final()
+                decision = await gate.decide(call, arguments, index + 1)
+                if decision is None:
+                    return self._hold(index, call, [])
+                if isinstance(decision, Deny):
+                    return error_result(call, denial_message(decision))
+            if limiter is None:
+                return await self._invoke(call, tool, timeout_s, arguments, shares_context)
+            if not limiter.take_now():
+                await limiter.take()
+            try:
+                return await self._invoke(call, tool, timeout_s, arguments, shares_context)
+            finally:
+                limiter.give()
         except UsageLimitExceeded:
             raise  # the run's budget is spent: the whole execution stops
         except Exception as exc:
@@ -380,11 +439,11 @@ class CallRunner:
         silently shortening the list, which would pair later results with the wrong calls.
         """
         ledger = self.ledger
+        replaced = ledger.replaced
         finished: list[ToolResult] = []
-        for index, call in enumerate(ledger.calls):
-            if index in ledger.replaced:
+        for index, (call, result) in enumerate(zip(ledger.calls, ledger.results(), strict=True)):
+            if index in replaced:
                 continue  # replaced by a revision: never run, no result
-            result = ledger.result_of(index)
             if result is None:
                 self.logger().error("tool_call_never_scheduled", call_id=call.call_id)
                 result = error_result(
@@ -393,80 +452,28 @@ class CallRunner:
             finished.append(result)
         return finished
 
-    async def _run_checked(
-        self, index: int, call: ParsedToolCall, limiter: Slots | None
-    ) -> ToolResult:
-        """Check a call's dependencies, arguments and approval, then run it under `limiter`."""
+    def _unmet(self, index: int, call: ParsedToolCall, needed: frozenset[int]) -> ToolResult | None:
+        """The result of a call whose dependencies at `needed` did not all succeed (skipped,
+        or held while one waits for approval); None when they all did."""
         ledger = self.ledger
-        needed = ledger.dependencies_of(index)
-        if needed and not ledger.held:  # the common case: no call waits for approval
-            if not ledger.succeeded(needed):
-                failed = [dep for dep in needed if not ledger.succeeded((dep,))]
-                return self._skip(index, call, sorted(failed))
-        elif needed:
-            dependencies = sorted(needed)
-            waiting = [dep for dep in dependencies if dep in ledger.held]
-            failed = [
-                dep
-                for dep in dependencies
-                if dep not in ledger.held
-                and ((done := ledger.result_of(dep)) is None or done.status != "success")
-            ]
-            if not failed and waiting:
-                return self._hold(index, call, waiting)
-            if failed:
-                return self._skip(index, call, failed)
-        if call.instruction is not None:
-            try:
-                instruction = resolve_text(call.instruction, ledger.outputs)
-            except ToolExecutionError as exc:
-                return error_result(call, exc.message)
-            if limiter is None:
-                return await self._run_language_step(call, instruction)
-            if not limiter.take_now():
-                await limiter.take()
-            try:
-                return await self._run_language_step(call, instruction)
-            finally:
-                limiter.give()
-        if not isinstance(call.arguments, dict):
-            return error_result(
-                call,
-                f'Invalid arguments for tool "{call.tool_name}": arguments must be a JSON object '
-                'of named parameters, e.g. {"name": value}, not an array.',
-            )
-        try:
-            arguments = resolve_placeholders(call.arguments, ledger.outputs)
-        except ToolExecutionError as exc:
-            return error_result(call, exc.message)
-        tool, timeout_s, checked, shares_context = self._tool(call.tool_name)
-        # A @tool function validates its own arguments with its pydantic model, which, like
-        # pydantic everywhere, accepts "12" for a float (weak models often quote numbers);
-        # other tools are checked against the JSON Schema they publish.
-        problems = [] if checked else validate_arguments(tool.schema.input_schema, arguments)
-        if problems:
-            return error_result(
-                call, f'Invalid arguments for tool "{call.tool_name}": ' + "; ".join(problems)
-            )
-        gate = self.ctx.approvals
-        if gate is not None and gate.requires(call.model_copy(update={"arguments": arguments})):
-            if self.feed is not None:
-                # A person (or the handler) is asked only about the final plan: a streaming
-                # plan may still turn out unusable, and then none of its calls runs.
-                await self.feed.final()
-            decision = await gate.decide(call, arguments, index + 1)
-            if decision is None:
-                return self._hold(index, call, [])
-            if isinstance(decision, Deny):
-                return error_result(call, denial_message(decision))
-        if limiter is None:
-            return await self._invoke(call, tool, timeout_s, arguments, shares_context)
-        if not limiter.take_now():
-            await limiter.take()
-        try:
-            return await self._invoke(call, tool, timeout_s, arguments, shares_context)
-        finally:
-            limiter.give()
+        if not ledger.held:  # the common case: no call waits for approval
+            if ledger.succeeded(needed):
+                return None
+            failed = [dep for dep in needed if not ledger.succeeded((dep,))]
+            return self._skip(index, call, sorted(failed))
+        dependencies = sorted(needed)
+        waiting = [dep for dep in dependencies if dep in ledger.held]
+        failed = [
+            dep
+            for dep in dependencies
+            if dep not in ledger.held
+            and ((done := ledger.result_of(dep)) is None or done.status != "success")
+        ]
+        if failed:
+            return self._skip(index, call, failed)
+        if waiting:
+            return self._hold(index, call, waiting)
+        return None
 
     def _tool(self, name: str) -> tuple[Tool, float, bool, bool]:
         """The tool called `name`, its timeout, whether it checks its own arguments (a

@@ -97,9 +97,10 @@ class CallGraph:
         repeated: dict[str, list[int]] = {}  # a call id used more than once: all its indices
         for index, call in enumerate(calls):
             call_id = call.call_id
-            earlier = first.setdefault(call_id, index)
-            if earlier == index:
+            if call_id not in first:  # the common call: no method call for it
+                first[call_id] = index
                 continue
+            earlier = first[call_id]
             same = repeated.get(call_id)
             if same is None:
                 same = repeated[call_id] = [earlier]

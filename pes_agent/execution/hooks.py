@@ -79,7 +79,15 @@ class ObservingHooks:
         key = id(call)
         self.finished[key] = result
         started = self._started.get(key)
-        await self._record_end(call, result, started[1] if started is not None else None)
+        # Recorded here rather than through a coroutine shared with `on_discard`: a
+        # coroutine less a call.
+        title, content = _ended(call, result)
+        await self._sink.record(
+            ObservationType.TOOL_EXECUTION,
+            title,
+            content,
+            parent_id=started[1] if started is not None else None,
+        )
 
     async def on_discard(self, reason: str) -> list[str]:
         """The calls were cancelled before they ended (their plan was discarded): record a
@@ -96,30 +104,11 @@ class ObservingHooks:
                 error="Cancelled: " + reason,
             )
             self.finished[key] = result
-            await self._record_end(call, result, parent_id)
+            title, content = _ended(call, result)
+            await self._sink.record(
+                ObservationType.TOOL_EXECUTION, title, content, parent_id=parent_id
+            )
         return cancelled
-
-    async def _record_end(
-        self, call: ParsedToolCall, result: ToolResult, parent_id: str | None
-    ) -> None:
-        status = result.status
-        output = result.output
-        if type(output) not in _PLAIN:  # most outputs are plain: no call for them
-            output = observable(output)
-        await self._sink.record(
-            ObservationType.TOOL_EXECUTION,
-            call.tool_name + " " + status,
-            {
-                "callId": result.call_id,
-                "toolName": result.tool_name,
-                "kind": "tool" if call.instruction is None else "language",
-                "status": status,
-                "output": output,
-                "error": result.error,
-                "durationMs": result.duration_ms,
-            },
-            parent_id=parent_id,
-        )
 
     async def on_plan_revision(self, outcome: PlanRevision) -> None:
         self.revisions.append(outcome)
@@ -144,6 +133,24 @@ class ObservingHooks:
                 title = "Plan kept: re-evaluation failed"
             content.update({"reason": outcome.reason, "problems": outcome.problems})
         await self._sink.record(ObservationType.PLAN, title, content)
+
+
+def _ended(call: ParsedToolCall, result: ToolResult) -> tuple[str, dict[str, Any]]:
+    """The title and content of the TOOL_EXECUTION observation of `call` ending in `result`."""
+    status = result.status
+    output = result.output
+    if type(output) not in _PLAIN:  # most outputs are plain: no call for them
+        output = observable(output)
+    content = {
+        "callId": result.call_id,
+        "toolName": result.tool_name,
+        "kind": "tool" if call.instruction is None else "language",
+        "status": status,
+        "output": output,
+        "error": result.error,
+        "durationMs": result.duration_ms,
+    }
+    return call.tool_name + " " + status, content
 
 
 def observable(output: Any) -> Any:

@@ -9,6 +9,7 @@ or `Paused` when calls wait for approval).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 
 from pes_agent.errors import ToolExecutionError, UsageError
 from pes_agent.execution.hooks import ObservingHooks
@@ -156,7 +157,8 @@ class Execution:
         gate = run.resources.approvals
         replaced = gate.replaced if gate is not None else frozenset()
         every, steps, final = _final_plan(calls, hooks, replaced)
-        if len(results) != len(final) or not all(isinstance(r, ToolResult) for r in results):
+        # map() rather than a generator: no Python frame resumed per result.
+        if len(results) != len(final) or not all(map(isinstance, results, repeat(ToolResult))):
             raise ToolExecutionError(
                 f"the executor {type(self.executor).__name__} returned {len(results)} "
                 f"result(s) for {len(final)} call(s); it must return one ToolResult per call "
@@ -202,6 +204,8 @@ def _final_plan(
     planned ones, then each revision's, less the replaced ones (by step number, which never
     changes; `replaced_before`: replaced before a pause)."""
     every = list(calls)
+    if not replaced_before and not hooks.revisions:  # most runs: the plan as it was given
+        return every, list(range(1, len(every) + 1)), list(every)
     replaced: set[int] = set(replaced_before)
     for outcome in hooks.revisions:
         if outcome.status == "revised":

@@ -203,6 +203,23 @@ async def test_executor_returning_too_few_results_is_an_error(
     assert "must return one ToolResult per call" in result.metadata.error
 
 
+class _DictExecutor:
+    async def execute(self, calls: Any, ctx: Any) -> list[Any]:
+        return [{"call_id": call.call_id, "status": "success"} for call in calls]
+
+
+async def test_executor_returning_something_other_than_tool_results_is_an_error(
+    build_agent: AgentBuilder, tools: list[Any]
+) -> None:
+    """An executor returning one dict per call, not ToolResults, fails the run saying why."""
+    model = ScriptedProvider([plan_json(call(1, "add", a=1, b=2)), "3"])
+    agent = build_agent(provider=model, tools=tools, executor=_DictExecutor())
+    result = await agent.process(AgentProps("q", "t"))
+    assert result.metadata.status == "error"
+    assert result.metadata.error is not None
+    assert "must return one ToolResult per call" in result.metadata.error
+
+
 def test_a_provider_object_without_name_and_model_is_refused() -> None:
     """An object with stream() and aclose() but no name/model is not a provider."""
 

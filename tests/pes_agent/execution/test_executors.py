@@ -547,6 +547,36 @@ async def test_failed_dependency_skips_dependents_naming_the_failed_step(
     assert lab.events == [("start", "e"), ("end", "e")]
 
 
+class _BrokenTools(dict[str, Any]):
+    """A tools mapping that names "broken" but fails to hand it over (a bug of the mapping)."""
+
+    def __getitem__(self, name: str) -> Any:
+        if name == "broken":
+            raise RuntimeError("lookup failed")
+        return super().__getitem__(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name == "broken" or super().__contains__(name)
+
+
+async def test_an_internal_error_is_a_result_and_the_other_calls_finish(
+    executor: Executor, lab: Lab
+) -> None:
+    """A failure of the executor's own machinery fails that call only, saying what broke."""
+    tools = _BrokenTools(work=lab.work)
+    ctx = ExecutionContext(
+        thread_id="t1",
+        trace_id="tr1",
+        tools=tools,
+        enabled_tools=frozenset({"work", "broken"}),
+    )
+    calls = [ParsedToolCall(call_id="a", tool_name="broken"), work("b")]
+    results = await executor.execute(calls, ctx)
+    assert [r.status for r in results] == ["error", "success"]
+    assert results[0].error == "Internal error while running the call: RuntimeError: lookup failed"
+    assert lab.events == [("start", "b"), ("end", "b")]
+
+
 async def test_unresolvable_placeholder_is_an_error_result(executor: Executor, lab: Lab) -> None:
     """A missing field in a placeholder fails that call with the placeholder's message."""
     calls = [work("a"), work("b", value="{step_1_result.missing}")]
