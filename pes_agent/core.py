@@ -27,7 +27,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, Self
 
-from ecs_core import EntityId, TerminalComponent, World
+from ecs_core import EntityId, EntityIdGenerator, EventBus, TerminalComponent, World
 from pes_agent._closing import AsyncCloseable, ClosedOnExit, close_all
 from pes_agent.approvals.gate import ApprovalGate, ask_always, decided_content
 from pes_agent.approvals.models import ApprovalContext, Approve, Decision, Deny, PausedRun
@@ -142,14 +142,24 @@ class _InFlight:
 
 class _Worlds:
     """The worlds runs tick in, each with the PES systems registered: a finished run hands
-    its world back for the next, so the world's cached queries are built only once."""
+    its world back for the next, so the world's cached queries are built only once.
 
-    __slots__ = ("_spare", "_template")
+    The worlds share one event bus and one entity id generator: at 10,000 runs in flight each
+    has a world of its own, and a bus and a counter each would be two more objects per run for
+    the collector to walk. Sharing them is safe: no PES system publishes or subscribes on a
+    world's bus (only the executor publishes a system's failure there, which a phase system
+    never lets out, and nothing listens), and ids issued once across all the worlds are still
+    unique within each.
+    """
+
+    __slots__ = ("_events", "_ids", "_spare", "_template")
 
     def __init__(self, systems: Sequence[tuple[Any, int]]) -> None:
+        self._events = EventBus()
+        self._ids = EntityIdGenerator()
         # Every world copies the template's systems: they share its registrations, so the
         # thousands of worlds of as many runs at once cost one dict each for their systems.
-        self._template = World()
+        self._template = World(events=self._events, ids=self._ids)
         for system, priority in systems:
             self._template.register_system(system, priority)
         self._spare: list[World] = []
@@ -158,7 +168,7 @@ class _Worlds:
         """A world with no entity, for one run."""
         if self._spare:
             return self._spare.pop()
-        world = World()
+        world = World(events=self._events, ids=self._ids)
         world.copy_systems_from(self._template)
         return world
 
