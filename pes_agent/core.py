@@ -81,7 +81,7 @@ from pes_agent.run import (
 )
 from pes_agent.storage.base import Storage, StreamFeed, ThreadSnapshot, load_snapshot
 from pes_agent.storage.factory import open_storage
-from pes_agent.threads._running import EnclosingRun, enclosing_run, running
+from pes_agent.threads._running import EnclosingRun, enclosing_run
 from pes_agent.threads.conversation import ConversationManager
 from pes_agent.threads.ids import check_thread_id
 from pes_agent.threads.messages import ConversationMessage, MessageRole
@@ -112,17 +112,24 @@ class ProviderSource(Protocol):
     def get(self, spec: ProviderConfig) -> LLMProvider: ...
 
 
-@dataclass(slots=True, eq=False)
-class _InFlight:
-    """A `process()` or `resume()` call under way, which `aclose()` waits for and may cancel."""
+class _InFlight(EnclosingRun):
+    """A `process()` or `resume()` call under way, which `aclose()` waits for and may cancel.
 
-    task: asyncio.Task[Any]
-    thread_id: str
-    trace_id: str
-    #: The agent's parts the run uses (`AgentCore.override` may have swapped them).
-    parts: _Parts
-    result: AgentFinalResponse | None = None
-    cancelled_by_close: bool = False
+    It is also the run's `EnclosingRun`, entered while the run goes (`_run`): the tasks the
+    run starts (tools, subscribers) find it there, and one object does for both.
+    """
+
+    __slots__ = ("cancelled_by_close", "parts", "result", "task")
+
+    def __init__(
+        self, task: asyncio.Task[Any], thread_id: str, trace_id: str, parts: _Parts
+    ) -> None:
+        super().__init__(thread_id, trace_id)
+        self.task = task
+        #: The agent's parts the run uses (`AgentCore.override` may have swapped them).
+        self.parts = parts
+        self.result: AgentFinalResponse | None = None
+        self.cancelled_by_close = False
 
     def cancel_for_close(self) -> None:
         if not self.cancelled_by_close:
@@ -705,11 +712,13 @@ class AgentCore(ClosedOnExit):
             lock, snapshot = taken
             del taken
         failure: BaseException | None = None  # what the thread's lock is left with
-        enclosing: EnclosingRun | None = None
+        entered = False
         try:
-            # Entered and left by hand: a `with` block would keep its bound `__exit__` alive
-            # for the whole run (`EnclosingRun.__exit__` takes no notice of an exception).
-            enclosing = running(props.thread_id, trace_id).__enter__()
+            # The run marks its task as inside it (`enclosing_run`). Entered and left by hand:
+            # a `with` block would keep its bound `__exit__` alive for the whole run
+            # (`EnclosingRun.__exit__` takes no notice of an exception).
+            run.__enter__()
+            entered = True
             ready = await self._prepare(
                 run.parts, props, trace_id, started, paused, decisions, effects, snapshot
             )
@@ -723,6 +732,10 @@ class AgentCore(ClosedOnExit):
             # then the run ends `cancelled`.
             worlds = run.parts.worlds
             world, entity = self._spawn(ready, worlds)
+            # What the run's end needs of `ready`, which is not kept while the run goes:
+            # the entity and the resource table hold these anyway.
+            spec, timings, resources = ready.spec, ready.timings, ready.resources
+            del ready
             cancelled_by_close = False
             try:
                 for _ in range(_MAX_TICKS):
@@ -737,21 +750,20 @@ class AgentCore(ClosedOnExit):
                     await world.process()
             except asyncio.CancelledError:
                 cancelled_by_close = run.take_close_cancel()
-                await _record_cancelled(ready, by_close=cancelled_by_close)
+                await _record_cancelled(spec, resources.recorder, by_close=cancelled_by_close)
                 if not cancelled_by_close:
                     raise
             finally:
                 components = self._despawn(world, entity, worlds)
-            run.result = _outcome(
-                ready, _Ended.of(components, cancelled_by_close=cancelled_by_close)
-            )
+            ended = _Ended.of(components, cancelled_by_close=cancelled_by_close)
+            run.result = _outcome(spec, timings, resources.llm, started, ended)
             return run.result
         except BaseException as error:
             failure = error
             raise
         finally:
-            if enclosing is not None:
-                enclosing.__exit__(None, None, None)
+            if entered:
+                run.__exit__(None, None, None)
             if lock is not None:
                 await _leave(lock, failure)
             failure = None  # no cycle through this frame and the exception's traceback
@@ -1248,21 +1260,22 @@ def _phase_systems(
     ]
 
 
-def _outcome(prepared: _Prepared, ended: _Ended) -> AgentFinalResponse:
+def _outcome(
+    spec: RunSpec, timings: RunTimings, llm: RunModelCaller, started: float, ended: _Ended
+) -> AgentFinalResponse:
     """The response to a run its systems are done with: its answer, status and metadata."""
-    spec, llm = prepared.spec, prepared.resources.llm
     status, response, problem, results = _conclusion(spec, ended)
     metadata = ExecutionMetadata(
         thread_id=spec.thread_id,
         trace_id=spec.trace_id,
         user_id=spec.props.user_id,
         status=status,
-        total_duration_ms=(time.perf_counter() - prepared.started) * 1000,
+        total_duration_ms=(time.perf_counter() - started) * 1000,
         llm_calls=llm.calls,
         tool_calls=len(results),
         error=problem,
         usage=llm.usage,
-        phases=_durations(prepared.timings),
+        phases=_durations(timings),
         pending_approvals=(
             ended.paused.pending if status == "awaiting_approval" and ended.paused else []
         ),
@@ -1317,15 +1330,14 @@ def _conclusion(spec: RunSpec, ended: _Ended) -> _Conclusion:
     return _Conclusion(status, ended.finalized.message, None, results)
 
 
-async def _record_cancelled(prepared: _Prepared, *, by_close: bool) -> None:
+async def _record_cancelled(spec: RunSpec, recorder: RunRecorder, *, by_close: bool) -> None:
     """Log the run's cancellation and record its ERROR, shielded: the cancellation under
     way must not stop the record that says so."""
-    spec = prepared.spec
     _log.bind(thread_id=spec.thread_id, trace_id=spec.trace_id).info(
         "run_cancelled", by_aclose=by_close
     )
     await asyncio.shield(
-        prepared.resources.recorder.record(
+        recorder.record(
             ObservationType.ERROR,
             "Run cancelled",
             {
