@@ -961,10 +961,14 @@ class AgentCore(ClosedOnExit):
         names = settings.require_approval.union(
             paused.require_approval if paused is not None else ()
         )
-        flagged = any(needs_approval(t) for t in tools)
         predicate = self._defaults.approval_predicate
-        if not (names or flagged or predicate or paused is not None):
-            return None
+        if not (names or predicate or paused is not None):
+            # A loop rather than any() over a generator (a Python call per tool, every run).
+            for tool in tools:
+                if needs_approval(tool):
+                    break
+            else:
+                return None
         if predicate is None and paused is not None and paused.approval_predicate:
             # The pausing agent's predicate is not here to ask: a person decides instead.
             predicate = ask_always
