@@ -224,10 +224,9 @@ class _Loaded:
 
 @dataclass(slots=True)
 class _Prepared:
-    """A run ready to spawn: its components (spec, timings) and its resources."""
+    """A run ready to spawn: its component (the spec, with its timings) and its resources."""
 
     spec: RunSpec
-    timings: RunTimings
     resources: RunResources
     started: float
     paused: PausedRun | None
@@ -734,7 +733,7 @@ class AgentCore(ClosedOnExit):
             world, entity = self._spawn(ready, worlds)
             # What the run's end needs of `ready`, which is not kept while the run goes:
             # the entity and the resource table hold these anyway.
-            spec, timings, resources = ready.spec, ready.timings, ready.resources
+            spec, resources = ready.spec, ready.resources
             del ready
             cancelled_by_close = False
             try:
@@ -756,7 +755,7 @@ class AgentCore(ClosedOnExit):
             finally:
                 components = self._despawn(world, entity, worlds)
             ended = _Ended.of(components, cancelled_by_close=cancelled_by_close)
-            run.result = _outcome(spec, timings, resources.llm, started, ended)
+            run.result = _outcome(spec, resources.llm, started, ended)
             return run.result
         except BaseException as error:
             failure = error
@@ -819,6 +818,7 @@ class AgentCore(ClosedOnExit):
             state_snapshot=_snapshot(context.state.data),
             reevaluate=settings.reevaluate,
             max_revisions=settings.max_revisions,
+            timings=timings,
         )
         gate = self._gate(
             parts.tools, props, trace_id, settings, recorder, paused, decisions, effects
@@ -831,7 +831,7 @@ class AgentCore(ClosedOnExit):
             invoker=IN_PROCESS if effects is None else EffectInvoker(effects),
             effects=effects,
         )
-        return _Prepared(spec, timings, resources, started, paused)
+        return _Prepared(spec, resources, started, paused)
 
     async def _load(
         self,
@@ -929,7 +929,7 @@ class AgentCore(ClosedOnExit):
         """A world for the run and its entity in it, with the run's components and resources
         (a resumed run's plan too: execution continues where it stopped)."""
         world = worlds.take()
-        entity = world.create_entity(prepared.spec, prepared.timings)
+        entity = world.create_entity(prepared.spec)
         paused = prepared.paused
         if paused is not None:
             world.add_component(entity, Planned(output=paused.planning))
@@ -1265,7 +1265,7 @@ def _phase_systems(
 
 
 def _outcome(
-    spec: RunSpec, timings: RunTimings, llm: RunModelCaller, started: float, ended: _Ended
+    spec: RunSpec, llm: RunModelCaller, started: float, ended: _Ended
 ) -> AgentFinalResponse:
     """The response to a run its systems are done with: its answer, status and metadata."""
     status, response, problem, results = _conclusion(spec, ended)
@@ -1279,7 +1279,7 @@ def _outcome(
         tool_calls=len(results),
         error=problem,
         usage=llm.usage,
-        phases=_durations(timings),
+        phases=_durations(spec.timings),
         pending_approvals=(
             ended.paused.pending if status == "awaiting_approval" and ended.paused else []
         ),

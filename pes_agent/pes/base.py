@@ -180,9 +180,9 @@ class PhaseSystem(ABC, Generic[*Inputs]):
         self, world: World, entity: EntityId, components: Mapping[type[Any], Any]
     ) -> PhaseRun | None:
         """The run `entity` (whose components are `components`) as this phase sees it, if it
-        is ready for the phase: not failed, its phase not done or moot, holding the spec,
-        the timings and what the phase `requires`, and still with its resources; else None."""
-        if RunFailed in components or RunSpec not in components or RunTimings not in components:
+        is ready for the phase: not failed, its phase not done or moot, holding the spec
+        and what the phase `requires`, and still with its resources; else None."""
+        if RunFailed in components or RunSpec not in components:
             return None
         # Loops rather than any()/all() over generators: every system asks this of every run
         # entity at each tick, and a generator costs a Python call per step.
@@ -195,7 +195,8 @@ class PhaseSystem(ABC, Generic[*Inputs]):
         resources = self._resources.get(world, entity)
         if resources is None:
             return None
-        return PhaseRun(world, entity, components[RunSpec], resources, components[RunTimings])
+        spec = components[RunSpec]
+        return PhaseRun(world, entity, spec, resources, spec.timings)
 
     @abstractmethod
     async def run(self, run: PhaseRun, *inputs: *Inputs) -> None:
