@@ -804,6 +804,7 @@ class AgentCore(ClosedOnExit):
         )
         spec = RunSpec(
             props=props,
+            thread_id=props.thread_id,
             trace_id=trace_id,
             thread=context,
             history=loaded.history,

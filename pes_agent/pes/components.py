@@ -76,6 +76,8 @@ class RunSpec:
     (`timings`, the one part its systems write) how long each phase took so far."""
 
     props: AgentProps
+    #: `props.thread_id`, as a field: every phase reads it, and a property is a Python call.
+    thread_id: str
     trace_id: str
     thread: ThreadContext
     history: list[ConversationMessage]
@@ -90,10 +92,6 @@ class RunSpec:
     reevaluate: Reevaluate = "never"
     max_revisions: int = 2
     timings: RunTimings = field(default_factory=RunTimings)
-
-    @property
-    def thread_id(self) -> str:
-        return self.props.thread_id
 
 
 @dataclass(slots=True)
