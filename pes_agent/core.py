@@ -27,7 +27,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, Self
 
-from ecs_core import EntityId, TerminalComponent, World
+from ecs_core import EntityId, EntityIdGenerator, EventBus, TerminalComponent, World
 from pes_agent._closing import AsyncCloseable, ClosedOnExit, close_all
 from pes_agent.approvals.gate import ApprovalGate, ask_always, decided_content
 from pes_agent.approvals.models import ApprovalContext, Approve, Decision, Deny, PausedRun
@@ -81,7 +81,7 @@ from pes_agent.run import (
 )
 from pes_agent.storage.base import Storage, StreamFeed, ThreadSnapshot, load_snapshot
 from pes_agent.storage.factory import open_storage
-from pes_agent.threads._running import EnclosingRun, enclosing_run, running
+from pes_agent.threads._running import EnclosingRun, enclosing_run
 from pes_agent.threads.conversation import ConversationManager
 from pes_agent.threads.ids import check_thread_id
 from pes_agent.threads.messages import ConversationMessage, MessageRole
@@ -112,17 +112,24 @@ class ProviderSource(Protocol):
     def get(self, spec: ProviderConfig) -> LLMProvider: ...
 
 
-@dataclass(slots=True, eq=False)
-class _InFlight:
-    """A `process()` or `resume()` call under way, which `aclose()` waits for and may cancel."""
+class _InFlight(EnclosingRun):
+    """A `process()` or `resume()` call under way, which `aclose()` waits for and may cancel.
 
-    task: asyncio.Task[Any]
-    thread_id: str
-    trace_id: str
-    #: The agent's parts the run uses (`AgentCore.override` may have swapped them).
-    parts: _Parts
-    result: AgentFinalResponse | None = None
-    cancelled_by_close: bool = False
+    It is also the run's `EnclosingRun`, entered while the run goes (`_run`): the tasks the
+    run starts (tools, subscribers) find it there, and one object does for both.
+    """
+
+    __slots__ = ("cancelled_by_close", "parts", "result", "task")
+
+    def __init__(
+        self, task: asyncio.Task[Any], thread_id: str, trace_id: str, parts: _Parts
+    ) -> None:
+        super().__init__(thread_id, trace_id)
+        self.task = task
+        #: The agent's parts the run uses (`AgentCore.override` may have swapped them).
+        self.parts = parts
+        self.result: AgentFinalResponse | None = None
+        self.cancelled_by_close = False
 
     def cancel_for_close(self) -> None:
         if not self.cancelled_by_close:
@@ -142,14 +149,24 @@ class _InFlight:
 
 class _Worlds:
     """The worlds runs tick in, each with the PES systems registered: a finished run hands
-    its world back for the next, so the world's cached queries are built only once."""
+    its world back for the next, so the world's cached queries are built only once.
 
-    __slots__ = ("_spare", "_template")
+    The worlds share one event bus and one entity id generator: at 10,000 runs in flight each
+    has a world of its own, and a bus and a counter each would be two more objects per run for
+    the collector to walk. Sharing them is safe: no PES system publishes or subscribes on a
+    world's bus (only the executor publishes a system's failure there, which a phase system
+    never lets out, and nothing listens), and ids issued once across all the worlds are still
+    unique within each.
+    """
+
+    __slots__ = ("_events", "_ids", "_spare", "_template")
 
     def __init__(self, systems: Sequence[tuple[Any, int]]) -> None:
+        self._events = EventBus()
+        self._ids = EntityIdGenerator()
         # Every world copies the template's systems: they share its registrations, so the
         # thousands of worlds of as many runs at once cost one dict each for their systems.
-        self._template = World()
+        self._template = World(events=self._events, ids=self._ids)
         for system, priority in systems:
             self._template.register_system(system, priority)
         self._spare: list[World] = []
@@ -158,7 +175,7 @@ class _Worlds:
         """A world with no entity, for one run."""
         if self._spare:
             return self._spare.pop()
-        world = World()
+        world = World(events=self._events, ids=self._ids)
         world.copy_systems_from(self._template)
         return world
 
@@ -207,10 +224,9 @@ class _Loaded:
 
 @dataclass(slots=True)
 class _Prepared:
-    """A run ready to spawn: its components (spec, timings) and its resources."""
+    """A run ready to spawn: its component (the spec, with its timings) and its resources."""
 
     spec: RunSpec
-    timings: RunTimings
     resources: RunResources
     started: float
     paused: PausedRun | None
@@ -695,11 +711,13 @@ class AgentCore(ClosedOnExit):
             lock, snapshot = taken
             del taken
         failure: BaseException | None = None  # what the thread's lock is left with
-        enclosing: EnclosingRun | None = None
+        entered = False
         try:
-            # Entered and left by hand: a `with` block would keep its bound `__exit__` alive
-            # for the whole run (`EnclosingRun.__exit__` takes no notice of an exception).
-            enclosing = running(props.thread_id, trace_id).__enter__()
+            # The run marks its task as inside it (`enclosing_run`). Entered and left by hand:
+            # a `with` block would keep its bound `__exit__` alive for the whole run
+            # (`EnclosingRun.__exit__` takes no notice of an exception).
+            run.__enter__()
+            entered = True
             ready = await self._prepare(
                 run.parts, props, trace_id, started, paused, decisions, effects, snapshot
             )
@@ -713,6 +731,10 @@ class AgentCore(ClosedOnExit):
             # then the run ends `cancelled`.
             worlds = run.parts.worlds
             world, entity = self._spawn(ready, worlds)
+            # What the run's end needs of `ready`, which is not kept while the run goes:
+            # the entity and the resource table hold these anyway.
+            spec, resources = ready.spec, ready.resources
+            del ready
             cancelled_by_close = False
             try:
                 for _ in range(_MAX_TICKS):
@@ -727,21 +749,20 @@ class AgentCore(ClosedOnExit):
                     await world.process()
             except asyncio.CancelledError:
                 cancelled_by_close = run.take_close_cancel()
-                await _record_cancelled(ready, by_close=cancelled_by_close)
+                await _record_cancelled(spec, resources.recorder, by_close=cancelled_by_close)
                 if not cancelled_by_close:
                     raise
             finally:
                 components = self._despawn(world, entity, worlds)
-            run.result = _outcome(
-                ready, _Ended.of(components, cancelled_by_close=cancelled_by_close)
-            )
+            ended = _Ended.of(components, cancelled_by_close=cancelled_by_close)
+            run.result = _outcome(spec, resources.llm, started, ended)
             return run.result
         except BaseException as error:
             failure = error
             raise
         finally:
-            if enclosing is not None:
-                enclosing.__exit__(None, None, None)
+            if entered:
+                run.__exit__(None, None, None)
             if lock is not None:
                 await _leave(lock, failure)
             failure = None  # no cycle through this frame and the exception's traceback
@@ -783,6 +804,7 @@ class AgentCore(ClosedOnExit):
         )
         spec = RunSpec(
             props=props,
+            thread_id=props.thread_id,
             trace_id=trace_id,
             thread=context,
             history=loaded.history,
@@ -797,6 +819,7 @@ class AgentCore(ClosedOnExit):
             state_snapshot=_snapshot(context.state.data),
             reevaluate=settings.reevaluate,
             max_revisions=settings.max_revisions,
+            timings=timings,
         )
         gate = self._gate(
             parts.tools, props, trace_id, settings, recorder, paused, decisions, effects
@@ -809,7 +832,7 @@ class AgentCore(ClosedOnExit):
             invoker=IN_PROCESS if effects is None else EffectInvoker(effects),
             effects=effects,
         )
-        return _Prepared(spec, timings, resources, started, paused)
+        return _Prepared(spec, resources, started, paused)
 
     async def _load(
         self,
@@ -907,7 +930,7 @@ class AgentCore(ClosedOnExit):
         """A world for the run and its entity in it, with the run's components and resources
         (a resumed run's plan too: execution continues where it stopped)."""
         world = worlds.take()
-        entity = world.create_entity(prepared.spec, prepared.timings)
+        entity = world.create_entity(prepared.spec)
         paused = prepared.paused
         if paused is not None:
             world.add_component(entity, Planned(output=paused.planning))
@@ -939,10 +962,14 @@ class AgentCore(ClosedOnExit):
         names = settings.require_approval.union(
             paused.require_approval if paused is not None else ()
         )
-        flagged = any(needs_approval(t) for t in tools)
         predicate = self._defaults.approval_predicate
-        if not (names or flagged or predicate or paused is not None):
-            return None
+        if not (names or predicate or paused is not None):
+            # A loop rather than any() over a generator (a Python call per tool, every run).
+            for tool in tools:
+                if needs_approval(tool):
+                    break
+            else:
+                return None
         if predicate is None and paused is not None and paused.approval_predicate:
             # The pausing agent's predicate is not here to ask: a person decides instead.
             predicate = ask_always
@@ -1238,21 +1265,22 @@ def _phase_systems(
     ]
 
 
-def _outcome(prepared: _Prepared, ended: _Ended) -> AgentFinalResponse:
+def _outcome(
+    spec: RunSpec, llm: RunModelCaller, started: float, ended: _Ended
+) -> AgentFinalResponse:
     """The response to a run its systems are done with: its answer, status and metadata."""
-    spec, llm = prepared.spec, prepared.resources.llm
     status, response, problem, results = _conclusion(spec, ended)
     metadata = ExecutionMetadata(
         thread_id=spec.thread_id,
         trace_id=spec.trace_id,
         user_id=spec.props.user_id,
         status=status,
-        total_duration_ms=(time.perf_counter() - prepared.started) * 1000,
+        total_duration_ms=(time.perf_counter() - started) * 1000,
         llm_calls=llm.calls,
         tool_calls=len(results),
         error=problem,
         usage=llm.usage,
-        phases=_durations(prepared.timings),
+        phases=_durations(spec.timings),
         pending_approvals=(
             ended.paused.pending if status == "awaiting_approval" and ended.paused else []
         ),
@@ -1307,15 +1335,14 @@ def _conclusion(spec: RunSpec, ended: _Ended) -> _Conclusion:
     return _Conclusion(status, ended.finalized.message, None, results)
 
 
-async def _record_cancelled(prepared: _Prepared, *, by_close: bool) -> None:
+async def _record_cancelled(spec: RunSpec, recorder: RunRecorder, *, by_close: bool) -> None:
     """Log the run's cancellation and record its ERROR, shielded: the cancellation under
     way must not stop the record that says so."""
-    spec = prepared.spec
     _log.bind(thread_id=spec.thread_id, trace_id=spec.trace_id).info(
         "run_cancelled", by_aclose=by_close
     )
     await asyncio.shield(
-        prepared.resources.recorder.record(
+        recorder.record(
             ObservationType.ERROR,
             "Run cancelled",
             {

@@ -88,26 +88,6 @@ def _over_budget(phase: Phase, spec: RunSpec, breach: UsageLimitExceeded) -> Run
     return RunFailed(phase="budget", message=f"usage limit reached: {breach.message}", error=breach)
 
 
-def _ready(
-    components: Mapping[type[Any], Any],
-    requires: tuple[type[Any], ...],
-    done_when: tuple[type[Any], ...],
-) -> bool:
-    """Whether a run entity with `components` is ready for a phase: not failed, its phase
-    not done or moot, and holding the spec, the timings and what the phase `requires`."""
-    if RunFailed in components or RunSpec not in components or RunTimings not in components:
-        return False
-    # Loops rather than any()/all() over generators: every system asks this of every run
-    # entity at each tick, and a generator costs a Python call per step.
-    for kind in done_when:
-        if kind in components:
-            return False
-    for kind in requires:  # noqa: SIM110 (all() over a generator: see above)
-        if kind not in components:
-            return False
-    return True
-
-
 class PhaseSystem(ABC, Generic[*Inputs]):
     """A system that runs one phase for every run entity that is ready for it.
 
@@ -150,12 +130,17 @@ class PhaseSystem(ABC, Generic[*Inputs]):
         entities = self._resources.entities_in(world)
         for index in range(len(entities)):
             entity = entities[index]
-            run = self._ready_run(world, entity)
+            components = world.components_of(entity)
+            run = self._ready_run(world, entity, components)
             if run is None:
                 continue
             started = time.perf_counter()
             try:
-                await self.run(run, *self._inputs(world, entity))
+                # The phase's inputs, the components it `requires` in order, are read before
+                # it starts, and the entity's mapping is let go: its wait does not keep it.
+                phase = self.run(run, *map(components.__getitem__, self.requires))
+                del components
+                await phase
             except Exception as error:
                 spec, budget = run.spec, run.resources.budget
                 if budget is not None and budget.breach is not None:
@@ -191,24 +176,27 @@ class PhaseSystem(ABC, Generic[*Inputs]):
                 if not getattr(timings, field):  # a phase that timed itself keeps it
                     setattr(timings, field, (time.perf_counter() - started) * 1000)
 
-    def _ready_run(self, world: World, entity: EntityId) -> PhaseRun | None:
-        """The run `entity` as this phase sees it, if it is ready for the phase (and still
-        has its resources); else None."""
-        components = world.components_of(entity)
-        if not _ready(components, self.requires, self.done_when):
+    def _ready_run(
+        self, world: World, entity: EntityId, components: Mapping[type[Any], Any]
+    ) -> PhaseRun | None:
+        """The run `entity` (whose components are `components`) as this phase sees it, if it
+        is ready for the phase: not failed, its phase not done or moot, holding the spec
+        and what the phase `requires`, and still with its resources; else None."""
+        if RunFailed in components or RunSpec not in components:
             return None
+        # Loops rather than any()/all() over generators: every system asks this of every run
+        # entity at each tick, and a generator costs a Python call per step.
+        for kind in self.done_when:
+            if kind in components:
+                return None
+        for kind in self.requires:
+            if kind not in components:
+                return None
         resources = self._resources.get(world, entity)
         if resources is None:
             return None
-        return PhaseRun(world, entity, components[RunSpec], resources, components[RunTimings])
-
-    def _inputs(self, world: World, entity: EntityId) -> tuple[Any, ...]:
-        """The components the phase `requires`, in order (most phases require none)."""
-        requires = self.requires
-        if not requires:
-            return ()
-        # map() over the mapping's own lookup: no Python call per component.
-        return tuple(map(world.components_of(entity).__getitem__, requires))
+        spec = components[RunSpec]
+        return PhaseRun(world, entity, spec, resources, spec.timings)
 
     @abstractmethod
     async def run(self, run: PhaseRun, *inputs: *Inputs) -> None:

@@ -4,7 +4,7 @@ Components are data only. The live services a run works through (model caller, o
 recorder) are resources, looked up by the run entity in `pes.resources.ResourceTable`.
 
 ```
-RunSpec + RunTimings        spawned by AgentCore.process
+RunSpec (+ its RunTimings)  spawned by AgentCore.process
   -> Retrieved              RetrievalSystem (only for an agent with a retriever)
   -> Planned                PlanPhaseSystem (+ Dispatched: calls started while it streamed)
   -> Executed               ToolSystem (or Paused: calls wait for approval)
@@ -51,10 +51,33 @@ FailedPhase = Phase | Literal["budget"]
 
 
 @dataclass(slots=True)
+class RunTimings:
+    """How long each phase of the run took so far, in milliseconds; each system writes its
+    own phase.
+
+    Plain slotted floats rather than a `PhaseDurations` model held for the whole run: a
+    pydantic instance carries a fields set too, two objects for the collector to scan per run
+    in flight; the model is built once, for the response. Held by the run's `RunSpec`
+    rather than as a component of its own: a component type is one more dict per world in
+    its store, and at 10,000 runs in flight each run has a world of its own.
+    """
+
+    load_ms: float = 0.0
+    retrieval_ms: float = 0.0
+    planning_ms: float = 0.0
+    execution_ms: float = 0.0
+    synthesis_ms: float = 0.0
+    finalization_ms: float = 0.0
+
+
+@dataclass(slots=True)
 class RunSpec:
-    """What a run was asked to do and with which settings, resolved for this call."""
+    """What a run was asked to do and with which settings, resolved for this call; and
+    (`timings`, the one part its systems write) how long each phase took so far."""
 
     props: AgentProps
+    #: `props.thread_id`, as a field: every phase reads it, and a property is a Python call.
+    thread_id: str
     trace_id: str
     thread: ThreadContext
     history: list[ConversationMessage]
@@ -68,28 +91,7 @@ class RunSpec:
     state_snapshot: dict[str, Any]
     reevaluate: Reevaluate = "never"
     max_revisions: int = 2
-
-    @property
-    def thread_id(self) -> str:
-        return self.props.thread_id
-
-
-@dataclass(slots=True)
-class RunTimings:
-    """How long each phase of the run took so far, in milliseconds; each system writes its
-    own phase.
-
-    Plain slotted floats rather than a `PhaseDurations` model held for the whole run: a
-    pydantic instance carries a fields set too, two objects for the collector to scan per run
-    in flight; the model is built once, for the response.
-    """
-
-    load_ms: float = 0.0
-    retrieval_ms: float = 0.0
-    planning_ms: float = 0.0
-    execution_ms: float = 0.0
-    synthesis_ms: float = 0.0
-    finalization_ms: float = 0.0
+    timings: RunTimings = field(default_factory=RunTimings)
 
 
 @dataclass(slots=True)

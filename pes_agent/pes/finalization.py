@@ -34,8 +34,11 @@ def run_status(
     results: Sequence[ToolResult], retrieved: Retrieved | None
 ) -> Literal["success", "partial"]:
     """`partial` when a tool call failed or the retriever did, else `success`."""
-    if any(r.status == "error" for r in results):
-        return "partial"
+    # A loop rather than any() over a generator: every run asks this twice (here and for
+    # its response), and a generator costs a Python call per result.
+    for result in results:
+        if result.status == "error":
+            return "partial"
     if retrieved is not None and retrieved.error is not None:
         return "partial"
     return "success"
