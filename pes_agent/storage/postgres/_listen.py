@@ -8,6 +8,12 @@ so a slow one never holds up the others; its queue is bounded, and when it is fu
 waiting observation is dropped, counted, and reported in a warning when the subscriber next
 gets one. A lost connection is re-opened with backoff (what was committed meanwhile is not
 delivered, and a warning says so).
+
+A process delivers its own observations to its subscribers at once, and other processes' ones
+when their NOTIFY arrives. So that a thread's feed keeps the thread's order when its runs move
+between processes, a run that takes a thread first waits on `caught_up`: a marker of its own
+goes through the channel, and once every subscriber has been handed what arrived before it,
+everything the thread's previous holder committed has been delivered.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -30,6 +37,10 @@ _log = get_logger("pes_agent.storage")
 
 T = TypeVar("T")
 
+# How long a run taking a thread waits for the feed to catch up before it goes on regardless
+# (a subscriber stuck in its callback must not stop the runs of the process).
+_CATCH_UP_S = 5.0
+
 # Notifications waiting to be decoded and handed to the subscribers' queues. That is quick, so
 # only a burst, or a stalled fetch of observations too big for their payload, fills it.
 _INBOX_SIZE = 10_000
@@ -41,6 +52,25 @@ class FeedItem:
 
     origin: str
     observation: Observation
+
+
+class _Barrier:
+    """A place in the subscribers' queues: `reached` is done once every queue it was put in
+    has been served up to it (or dropped it, or closed)."""
+
+    __slots__ = ("_left", "reached")
+
+    def __init__(self, reached: asyncio.Future[None]) -> None:
+        self.reached = reached
+        self._left = 1  # the dispatcher's own hold, let go once the barrier is in every queue
+
+    def enter(self) -> None:
+        self._left += 1
+
+    def leave(self) -> None:
+        self._left -= 1
+        if self._left == 0 and not self.reached.done():
+            self.reached.set_result(None)
 
 
 class _DropOldest(Generic[T]):
@@ -58,9 +88,12 @@ class _DropOldest(Generic[T]):
 
     def put(self, item: T) -> None:
         if len(self._items) >= self._size:
-            self._items.popleft()
-            self.dropped += 1
-            self.unreported += 1
+            oldest = self._items.popleft()
+            if isinstance(oldest, _Barrier):
+                oldest.leave()  # nothing before it is left to wait for
+            else:
+                self.dropped += 1
+                self.unreported += 1
         self._items.append(item)
         self._ready.set()
 
@@ -73,6 +106,9 @@ class _DropOldest(Generic[T]):
 
     def close(self) -> None:
         self._closed = True
+        for item in self._items:
+            if isinstance(item, _Barrier):
+                item.leave()
         self._items.clear()
         self._ready.set()
 
@@ -81,7 +117,7 @@ class _DropOldest(Generic[T]):
 class _Subscriber:
     callback: Callable[[Observation], Awaitable[None] | None]
     wants: Callable[[FeedItem], bool]
-    queue: _DropOldest[FeedItem]
+    queue: _DropOldest[FeedItem | _Barrier]
 
 
 class ObservationListener:
@@ -112,6 +148,43 @@ class ObservationListener:
         # The subscribers' tasks, including those of removed subscribers still finishing.
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+        # The markers sent by `caught_up`, by id, until they come back through the channel.
+        self._barriers: dict[str, _Barrier] = {}
+
+    @property
+    def listening(self) -> bool:
+        """Whether anyone in this process subscribes (then `caught_up` has work to do)."""
+        return bool(self._subscribers)
+
+    async def caught_up(self) -> None:
+        """Wait until every subscriber has been handed each observation committed before now.
+
+        A marker goes through the channel: NOTIFYs arrive in commit order, so once it has come
+        back and every subscriber has served its queue up to it, nothing committed earlier is
+        still on its way. Returns at once when no one subscribes; gives up after a few
+        seconds, with a warning, rather than hold up a run for a stuck subscriber.
+        """
+        if not self._subscribers:
+            return
+        marker = uuid.uuid4().hex
+        barrier = _Barrier(asyncio.get_running_loop().create_future())
+        self._barriers[marker] = barrier
+        try:
+            await self._listen()  # a lost connection is opened again
+            await self._connector.execute(
+                "SELECT pg_notify($1, $2)", self._channel, json.dumps({"marker": marker})
+            )
+            await asyncio.wait_for(asyncio.shield(barrier.reached), _CATCH_UP_S)
+        except TimeoutError:
+            _log.warning(
+                "observation_feed_behind",
+                url=self._connector.safe_url,
+                waited_s=_CATCH_UP_S,
+                note="a subscriber is slow or the feed is lagging: a thread's observations "
+                "may reach this process's subscribers out of order",
+            )
+        finally:
+            self._barriers.pop(marker, None)
 
     async def subscribe(
         self,
@@ -216,6 +289,9 @@ class ObservationListener:
             if payload is None:
                 return
             self._report_drops(inbox, "listener")
+            if payload.startswith('{"marker"'):
+                self._pass_barrier(payload)
+                continue
             try:
                 item = await self._decode(payload)
             except Exception:
@@ -229,6 +305,21 @@ class ObservationListener:
             # Let the subscribers' tasks take it before the next one: a burst of notifications
             # must not fill the queue of a subscriber that keeps up, only of one that is slow.
             await asyncio.sleep(0)
+
+    def _pass_barrier(self, payload: str) -> None:
+        """A marker came back: put its barrier behind what every subscriber has queued (a
+        marker of another process's listener is not ours to wait on)."""
+        try:
+            barrier = self._barriers.get(str(json.loads(payload)["marker"]))
+        except (ValueError, KeyError, TypeError):
+            _log.warning("observation_feed_bad_payload", url=self._connector.safe_url)
+            return
+        if barrier is None:
+            return
+        for subscriber in tuple(self._subscribers):
+            barrier.enter()
+            subscriber.queue.put(barrier)
+        barrier.leave()
 
     async def _decode(self, payload: str) -> FeedItem | None:
         message = json.loads(payload)
@@ -253,6 +344,9 @@ class ObservationListener:
 
     async def _serve(self, subscriber: _Subscriber) -> None:
         while (item := await subscriber.queue.get()) is not None:
+            if isinstance(item, _Barrier):
+                item.leave()  # everything queued before it has been delivered
+                continue
             self._report_drops(subscriber.queue, "subscriber")
             try:
                 outcome = subscriber.callback(item.observation)
@@ -283,6 +377,9 @@ class ObservationListener:
             tasks.append(self._dispatcher)
         for task in tasks:
             task.cancel()
+        for barrier in self._barriers.values():
+            if not barrier.reached.done():
+                barrier.reached.set_result(None)  # nothing more will come: no one waits
         await asyncio.gather(*tasks, return_exceptions=True)
         conn, self._conn = self._conn, None
         if conn is not None and not conn.is_closed():

@@ -523,8 +523,22 @@ class PostgresStorage(StorageBase):
         """The thread's advisory lock, released only once the observations recorded under it
         are stored. Otherwise the next run on the thread (in any process) inserts its own while
         the last batch of this one is still being written, and the order of `seq` (listings,
-        Last-Event-ID) and the order of commits (the live feed) disagree."""
+        Last-Event-ID) and the order of commits (the live feed) disagree.
+
+        While this process has feed subscribers, the holder first waits for the feed to catch
+        up (`ObservationListener.caught_up`): what the previous holder, in another process,
+        committed reaches them before this run's own observations, which they get at once."""
         async with self._locks.hold(thread_id):
+            if self._feed.listening:
+                try:
+                    await self._feed.caught_up()
+                except Exception as exc:  # the feed's order is not worth failing a run for
+                    _log.warning(
+                        "observation_feed_catch_up_failed",
+                        url=self._db.safe_url,
+                        thread_id=thread_id,
+                        error=str(exc),
+                    )
             try:
                 yield
             finally:

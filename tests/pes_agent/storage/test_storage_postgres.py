@@ -8,6 +8,7 @@ from collections.abc import Awaitable
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
+from structlog.testing import capture_logs
 
 from pes_agent import ConversationManager, ObservationManager, StateManager
 from pes_agent.config import AgentState, ThreadConfig
@@ -421,6 +422,75 @@ async def test_listen_of_one_agent_gets_the_runs_of_another_on_the_same_storage(
         await wait_until(lambda: len(seen) >= 2, "both observations")
         await asyncio.sleep(0.2)  # a duplicate of its own would arrive by now
         assert sorted(seen) == ["by-itself", "by-the-other-agent"]
+
+
+@pytest.mark.postgres
+async def test_a_thread_moving_between_processes_keeps_its_order_on_the_feed(
+    pg_schema: str,
+) -> None:
+    """A process listening to a thread gets its own observations at once and another
+    process's when their NOTIFY comes: a run that takes the thread after a run elsewhere
+    waits until the feed has delivered that run's observations, so a slow subscriber still
+    gets the thread's observations in the order they were stored."""
+    here = PostgresStorage(POSTGRES_URL, schema=pg_schema)
+    elsewhere = PostgresStorage(POSTGRES_URL, schema=pg_schema)
+    try:
+        manager = ObservationManager(here)
+        seen: list[str] = []
+
+        async def slow(item: Observation) -> None:
+            seen.append(item.title)
+            await asyncio.sleep(0.03)  # a UI feed that takes its time
+
+        await manager.listen(slow, thread_id="t")
+        for round_ in range(3):
+            async with elsewhere.lock_thread("t"):
+                for step in range(4):
+                    title = f"elsewhere {round_}.{step}"
+                    await elsewhere.add_observation(observation("t", ObservationType.PLAN, title))
+            async with here.lock_thread("t"):
+                await manager.record(observation("t", ObservationType.PLAN, f"here {round_}"))
+        await wait_until(lambda: len(seen) == 15, "every observation on the feed")
+        stored = [o.title for o in await here.get_observations("t")]
+        assert stored == [
+            title
+            for round_ in range(3)
+            for title in [*(f"elsewhere {round_}.{step}" for step in range(4)), f"here {round_}"]
+        ]
+        assert seen == stored
+    finally:
+        await here.aclose()
+        await elsewhere.aclose()
+
+
+@pytest.mark.postgres
+async def test_a_feed_that_cannot_catch_up_does_not_hold_the_thread(
+    pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subscriber stuck in its callback holds up a run taking a thread only for a bounded
+    wait, with a warning; the run goes on and its observation is stored."""
+    from pes_agent.storage.postgres import _listen
+
+    monkeypatch.setattr(_listen, "_CATCH_UP_S", 0.2)
+    async with PostgresStorage(POSTGRES_URL, schema=pg_schema) as storage:
+        other = PostgresStorage(POSTGRES_URL, schema=pg_schema)
+        stuck = asyncio.Event()
+        try:
+
+            async def never_returns(item: Observation) -> None:
+                await stuck.wait()
+
+            await storage.subscribe_observations(never_returns)
+            await other.add_observation(observation("t", ObservationType.PLAN, "first"))
+            await other.get_observations("t")  # written
+            with capture_logs() as logs:
+                async with storage.lock_thread("t"):
+                    await storage.add_observation(observation("t", ObservationType.PLAN, "next"))
+            assert [o.title for o in await storage.get_observations("t")] == ["first", "next"]
+            assert any(entry["event"] == "observation_feed_behind" for entry in logs)
+        finally:
+            stuck.set()
+            await other.aclose()
 
 
 @pytest.mark.postgres
