@@ -186,34 +186,26 @@ def test_run_options_reject_values_create_agent_would_reject(field: str, value: 
         RunOptions(**{field: value})
 
 
-class _CountingExecutor:
+class _TooFewResults:
     async def execute(self, calls: Any, ctx: Any) -> list[Any]:
         return []
 
 
-async def test_executor_returning_too_few_results_is_an_error(
-    build_agent: AgentBuilder, tools: list[Any]
-) -> None:
-    """An executor that drops results fails the run with a message saying what it must return."""
-    model = ScriptedProvider([plan_json(call(1, "add", a=1, b=2)), "3"])
-    agent = build_agent(provider=model, tools=tools, executor=_CountingExecutor())
-    result = await agent.process(AgentProps("q", "t"))
-    assert result.metadata.status == "error"
-    assert result.metadata.error is not None
-    assert "must return one ToolResult per call" in result.metadata.error
-
-
-class _DictExecutor:
+class _DictResults:
     async def execute(self, calls: Any, ctx: Any) -> list[Any]:
         return [{"call_id": call.call_id, "status": "success"} for call in calls]
 
 
-async def test_executor_returning_something_other_than_tool_results_is_an_error(
-    build_agent: AgentBuilder, tools: list[Any]
+@pytest.mark.parametrize(
+    "executor", [_TooFewResults(), _DictResults()], ids=["too-few-results", "dicts-not-results"]
+)
+async def test_executor_returning_anything_but_one_tool_result_per_call_is_an_error(
+    build_agent: AgentBuilder, tools: list[Any], executor: Any
 ) -> None:
-    """An executor returning one dict per call, not ToolResults, fails the run saying why."""
+    """An executor that drops results, or returns one dict per call instead of ToolResults,
+    fails the run with a message saying what it must return."""
     model = ScriptedProvider([plan_json(call(1, "add", a=1, b=2)), "3"])
-    agent = build_agent(provider=model, tools=tools, executor=_DictExecutor())
+    agent = build_agent(provider=model, tools=tools, executor=executor)
     result = await agent.process(AgentProps("q", "t"))
     assert result.metadata.status == "error"
     assert result.metadata.error is not None
